@@ -1,0 +1,478 @@
+//! Host tensors: a static shape plus typed, contiguous, row-major storage.
+//!
+//! This is the one host data type of RLX: constants in the IR, reference evaluation, and the
+//! runtime's `run_tensors` all use it.
+
+use crate::{DType, IrError};
+use half::{bf16, f16};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Typed contiguous storage, one variant per [`DType`].
+#[derive(Clone, Debug, PartialEq)]
+#[allow(missing_docs)]
+pub enum Data {
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+    F16(Vec<f16>),
+    BF16(Vec<bf16>),
+    I8(Vec<i8>),
+    I16(Vec<i16>),
+    I32(Vec<i32>),
+    I64(Vec<i64>),
+    U8(Vec<u8>),
+    U32(Vec<u32>),
+    Bool(Vec<bool>),
+}
+
+/// An element type that can live in a [`Tensor`].
+///
+/// Conversions follow XLA's `convert_element_type`: float → int truncates toward zero and
+/// saturates at the target range, NaN → 0; int → int wraps (two's complement); anything → bool
+/// is `!= 0`.
+pub trait Elem: Copy + Send + Sync + PartialEq + PartialOrd + std::fmt::Debug + 'static {
+    /// The dtype tag.
+    const DTYPE: DType;
+    /// Value as f64 (exact for every type except i64/u64 beyond 2^53).
+    fn to_f64(self) -> f64;
+    /// Value as i64 (floats truncate and saturate, NaN → 0).
+    fn to_i64(self) -> i64;
+    /// Convert from f64 with the rules above.
+    fn from_f64(v: f64) -> Self;
+    /// Convert from i64 with the rules above.
+    fn from_i64(v: i64) -> Self;
+    /// Borrow the storage if it holds this type.
+    fn slice(d: &Data) -> Option<&[Self]>;
+    /// Borrow the storage mutably if it holds this type.
+    fn slice_mut(d: &mut Data) -> Option<&mut [Self]>;
+    /// Wrap a vector as storage.
+    fn wrap(v: Vec<Self>) -> Data;
+    /// The additive identity.
+    fn zero() -> Self {
+        Self::from_i64(0)
+    }
+}
+
+fn f64_to_int_sat(v: f64, lo: f64, hi: f64) -> i64 {
+    if v.is_nan() {
+        0
+    } else {
+        v.trunc().clamp(lo, hi) as i64
+    }
+}
+
+macro_rules! impl_int_elem {
+    ($t:ty, $d:ident) => {
+        impl Elem for $t {
+            const DTYPE: DType = DType::$d;
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            fn to_i64(self) -> i64 {
+                self as i64
+            }
+            fn from_f64(v: f64) -> Self {
+                f64_to_int_sat(v, <$t>::MIN as f64, <$t>::MAX as f64) as $t
+            }
+            fn from_i64(v: i64) -> Self {
+                v as $t
+            }
+            fn slice(d: &Data) -> Option<&[Self]> {
+                if let Data::$d(v) = d { Some(v) } else { None }
+            }
+            fn slice_mut(d: &mut Data) -> Option<&mut [Self]> {
+                if let Data::$d(v) = d { Some(v) } else { None }
+            }
+            fn wrap(v: Vec<Self>) -> Data {
+                Data::$d(v)
+            }
+        }
+    };
+}
+impl_int_elem!(i8, I8);
+impl_int_elem!(i16, I16);
+impl_int_elem!(i32, I32);
+impl_int_elem!(i64, I64);
+impl_int_elem!(u8, U8);
+impl_int_elem!(u32, U32);
+
+macro_rules! impl_float_elem {
+    ($t:ty, $d:ident, $to:expr, $from:expr) => {
+        impl Elem for $t {
+            const DTYPE: DType = DType::$d;
+            fn to_f64(self) -> f64 {
+                $to(self)
+            }
+            fn to_i64(self) -> i64 {
+                f64_to_int_sat($to(self), i64::MIN as f64, i64::MAX as f64)
+            }
+            fn from_f64(v: f64) -> Self {
+                $from(v)
+            }
+            fn from_i64(v: i64) -> Self {
+                $from(v as f64)
+            }
+            fn slice(d: &Data) -> Option<&[Self]> {
+                if let Data::$d(v) = d { Some(v) } else { None }
+            }
+            fn slice_mut(d: &mut Data) -> Option<&mut [Self]> {
+                if let Data::$d(v) = d { Some(v) } else { None }
+            }
+            fn wrap(v: Vec<Self>) -> Data {
+                Data::$d(v)
+            }
+        }
+    };
+}
+impl_float_elem!(f32, F32, |x: f32| x as f64, |v: f64| v as f32);
+impl_float_elem!(f64, F64, |x: f64| x, |v: f64| v);
+impl_float_elem!(f16, F16, |x: f16| x.to_f64(), f16::from_f64);
+impl_float_elem!(bf16, BF16, |x: bf16| x.to_f64(), bf16::from_f64);
+
+impl Elem for bool {
+    const DTYPE: DType = DType::Bool;
+    fn to_f64(self) -> f64 {
+        self as u8 as f64
+    }
+    fn to_i64(self) -> i64 {
+        self as i64
+    }
+    fn from_f64(v: f64) -> Self {
+        v != 0.0
+    }
+    fn from_i64(v: i64) -> Self {
+        v != 0
+    }
+    fn slice(d: &Data) -> Option<&[Self]> {
+        if let Data::Bool(v) = d { Some(v) } else { None }
+    }
+    fn slice_mut(d: &mut Data) -> Option<&mut [Self]> {
+        if let Data::Bool(v) = d { Some(v) } else { None }
+    }
+    fn wrap(v: Vec<Self>) -> Data {
+        Data::Bool(v)
+    }
+}
+
+/// Run `$body` with the type alias `$T` bound to the Rust type of `$dtype`.
+///
+/// ```
+/// use rlx_ir::{DType, Elem, with_dtype};
+/// let size = with_dtype!(DType::F16, T, std::mem::size_of::<T>());
+/// assert_eq!(size, 2);
+/// ```
+#[macro_export]
+macro_rules! with_dtype {
+    ($dtype:expr, $T:ident, $body:expr) => {{
+        match $dtype {
+            $crate::DType::F32 => {
+                type $T = f32;
+                $body
+            }
+            $crate::DType::F64 => {
+                type $T = f64;
+                $body
+            }
+            $crate::DType::F16 => {
+                type $T = $crate::half::f16;
+                $body
+            }
+            $crate::DType::BF16 => {
+                type $T = $crate::half::bf16;
+                $body
+            }
+            $crate::DType::I8 => {
+                type $T = i8;
+                $body
+            }
+            $crate::DType::I16 => {
+                type $T = i16;
+                $body
+            }
+            $crate::DType::I32 => {
+                type $T = i32;
+                $body
+            }
+            $crate::DType::I64 => {
+                type $T = i64;
+                $body
+            }
+            $crate::DType::U8 => {
+                type $T = u8;
+                $body
+            }
+            $crate::DType::U32 => {
+                type $T = u32;
+                $body
+            }
+            $crate::DType::Bool => {
+                type $T = bool;
+                $body
+            }
+        }
+    }};
+}
+
+impl Data {
+    /// The dtype of the elements.
+    pub fn dtype(&self) -> DType {
+        match self {
+            Data::F32(_) => DType::F32,
+            Data::F64(_) => DType::F64,
+            Data::F16(_) => DType::F16,
+            Data::BF16(_) => DType::BF16,
+            Data::I8(_) => DType::I8,
+            Data::I16(_) => DType::I16,
+            Data::I32(_) => DType::I32,
+            Data::I64(_) => DType::I64,
+            Data::U8(_) => DType::U8,
+            Data::U32(_) => DType::U32,
+            Data::Bool(_) => DType::Bool,
+        }
+    }
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        with_dtype!(self.dtype(), T, T::slice(self).unwrap().len())
+    }
+    /// True when there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// `n` zero elements of `dtype`.
+    pub fn zeros(dtype: DType, n: usize) -> Data {
+        with_dtype!(dtype, T, T::wrap(vec![T::zero(); n]))
+    }
+}
+
+/// A host tensor: static dims plus typed row-major storage.
+///
+/// Invariant: `data.len() == shape.iter().product()`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tensor {
+    shape: Vec<usize>,
+    data: Data,
+}
+
+impl Tensor {
+    /// Build a tensor; errors if the element count does not match the shape.
+    pub fn new(shape: &[usize], data: Data) -> Result<Tensor, IrError> {
+        let n: usize = shape.iter().product();
+        if data.len() != n {
+            return Err(IrError::BufferLength {
+                what: "tensor".into(),
+                expected: n,
+                got: data.len(),
+                shape: shape.to_vec(),
+            });
+        }
+        Ok(Tensor { shape: shape.to_vec(), data })
+    }
+    /// Build from a typed vector (`Tensor::from_vec(vec![1.0f32, 2.0], &[2])`).
+    pub fn from_vec<T: Elem>(v: Vec<T>, shape: &[usize]) -> Result<Tensor, IrError> {
+        Tensor::new(shape, T::wrap(v))
+    }
+    /// A rank-0 tensor.
+    pub fn scalar<T: Elem>(v: T) -> Tensor {
+        Tensor { shape: vec![], data: T::wrap(vec![v]) }
+    }
+    /// All-zero tensor.
+    pub fn zeros(shape: &[usize], dtype: DType) -> Tensor {
+        Tensor { shape: shape.to_vec(), data: Data::zeros(dtype, shape.iter().product()) }
+    }
+    /// Build from f64 values converted to `dtype` (see [`Elem`] for conversion rules).
+    pub fn from_f64s(shape: &[usize], dtype: DType, vals: &[f64]) -> Result<Tensor, IrError> {
+        let data = with_dtype!(dtype, T, T::wrap(vals.iter().map(|&v| T::from_f64(v)).collect()));
+        Tensor::new(shape, data)
+    }
+    /// Dims.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    /// Element dtype.
+    pub fn dtype(&self) -> DType {
+        self.data.dtype()
+    }
+    /// Element count.
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+    /// Storage.
+    pub fn data(&self) -> &Data {
+        &self.data
+    }
+    /// Mutable storage (length must not change).
+    pub fn data_mut(&mut self) -> &mut Data {
+        &mut self.data
+    }
+    /// Consume into storage.
+    pub fn into_data(self) -> Data {
+        self.data
+    }
+    /// Typed view; `None` if the dtype differs.
+    pub fn as_slice<T: Elem>(&self) -> Option<&[T]> {
+        T::slice(&self.data)
+    }
+    /// Typed mutable view; `None` if the dtype differs.
+    pub fn as_mut_slice<T: Elem>(&mut self) -> Option<&mut [T]> {
+        T::slice_mut(&mut self.data)
+    }
+    /// Every element converted to f64.
+    pub fn to_f64_vec(&self) -> Vec<f64> {
+        with_dtype!(self.dtype(), T, T::slice(&self.data).unwrap().iter().map(|x| x.to_f64()).collect())
+    }
+    /// Every element converted to f32 (the runtime's `run` convenience format).
+    pub fn to_f32_vec(&self) -> Vec<f32> {
+        match &self.data {
+            Data::F32(v) => v.clone(),
+            _ => self.to_f64_vec().into_iter().map(|x| x as f32).collect(),
+        }
+    }
+    /// Same data under new dims with the same element count.
+    pub fn reshape(mut self, shape: &[usize]) -> Result<Tensor, IrError> {
+        let n: usize = shape.iter().product();
+        if n != self.numel() {
+            return Err(IrError::BufferLength {
+                what: "reshape".into(),
+                expected: self.numel(),
+                got: n,
+                shape: shape.to_vec(),
+            });
+        }
+        self.shape = shape.to_vec();
+        Ok(self)
+    }
+    /// Convert every element to `dtype` (XLA `convert_element_type` rules, see [`Elem`]).
+    pub fn cast(&self, dtype: DType) -> Tensor {
+        if dtype == self.dtype() {
+            return self.clone();
+        }
+        let src = self.dtype();
+        let data = with_dtype!(dtype, D, {
+            let out: Vec<D> = with_dtype!(src, S, {
+                let s = S::slice(&self.data).unwrap();
+                if src.is_float() || dtype.is_float() || dtype == DType::Bool {
+                    s.iter().map(|x| D::from_f64(x.to_f64())).collect()
+                } else {
+                    s.iter().map(|x| D::from_i64(x.to_i64())).collect()
+                }
+            });
+            D::wrap(out)
+        });
+        Tensor { shape: self.shape.clone(), data }
+    }
+    /// Raw little-endian bytes of the storage.
+    pub fn to_le_bytes(&self) -> Vec<u8> {
+        match &self.data {
+            Data::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Data::F64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Data::F16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Data::BF16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Data::I8(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Data::I16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Data::I32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Data::I64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Data::U8(v) => v.clone(),
+            Data::U32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Data::Bool(v) => v.iter().map(|&b| b as u8).collect(),
+        }
+    }
+    /// Build from raw little-endian bytes; errors on a length that does not match.
+    pub fn from_le_bytes(shape: &[usize], dtype: DType, bytes: &[u8]) -> Result<Tensor, IrError> {
+        let n: usize = shape.iter().product();
+        let sz = dtype.size_bytes();
+        if bytes.len() != n * sz {
+            return Err(IrError::BufferLength {
+                what: format!("{dtype} bytes"),
+                expected: n * sz,
+                got: bytes.len(),
+                shape: shape.to_vec(),
+            });
+        }
+        macro_rules! conv {
+            ($t:ty, $v:ident, $n:literal) => {
+                Data::$v(bytes.chunks_exact($n).map(|c| <$t>::from_le_bytes(c.try_into().unwrap())).collect())
+            };
+        }
+        let data = match dtype {
+            DType::F32 => conv!(f32, F32, 4),
+            DType::F64 => conv!(f64, F64, 8),
+            DType::F16 => conv!(f16, F16, 2),
+            DType::BF16 => conv!(bf16, BF16, 2),
+            DType::I8 => conv!(i8, I8, 1),
+            DType::I16 => conv!(i16, I16, 2),
+            DType::I32 => conv!(i32, I32, 4),
+            DType::I64 => conv!(i64, I64, 8),
+            DType::U8 => Data::U8(bytes.to_vec()),
+            DType::U32 => conv!(u32, U32, 4),
+            DType::Bool => Data::Bool(bytes.iter().map(|&b| b != 0).collect()),
+        };
+        Ok(Tensor { shape: shape.to_vec(), data })
+    }
+}
+
+/// Serialized form: dtype, dims, and the little-endian bytes as hex (keeps NaN/inf exact,
+/// which JSON numbers cannot).
+#[derive(Serialize, Deserialize)]
+struct TensorRepr {
+    dtype: DType,
+    shape: Vec<usize>,
+    hex: String,
+}
+
+impl Serialize for Tensor {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let bytes = self.to_le_bytes();
+        let mut hex = String::with_capacity(bytes.len() * 2);
+        for b in bytes {
+            hex.push(HEX[(b >> 4) as usize] as char);
+            hex.push(HEX[(b & 15) as usize] as char);
+        }
+        TensorRepr { dtype: self.dtype(), shape: self.shape.clone(), hex }.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Tensor {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Tensor, D::Error> {
+        use serde::de::Error;
+        let r = TensorRepr::deserialize(d)?;
+        if r.hex.len() % 2 != 0 || !r.hex.is_ascii() {
+            return Err(D::Error::custom("tensor hex payload has odd length or non-ascii"));
+        }
+        let nib = |c: u8| -> Result<u8, D::Error> {
+            (c as char).to_digit(16).map(|v| v as u8).ok_or_else(|| D::Error::custom("bad hex digit"))
+        };
+        let raw = r.hex.as_bytes();
+        let mut bytes = Vec::with_capacity(raw.len() / 2);
+        for c in raw.chunks_exact(2) {
+            bytes.push(nib(c[0])? << 4 | nib(c[1])?);
+        }
+        Tensor::from_le_bytes(&r.shape, r.dtype, &bytes).map_err(D::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cast_follows_xla_rules() {
+        let t = Tensor::from_vec(vec![1.7f32, -1.7, f32::NAN, 1e10, -1e10], &[5]).unwrap();
+        assert_eq!(t.cast(DType::I32).as_slice::<i32>().unwrap(), &[1, -1, 0, i32::MAX, i32::MIN]);
+        assert_eq!(t.cast(DType::U8).as_slice::<u8>().unwrap(), &[1, 0, 0, 255, 0]);
+        let i = Tensor::from_vec(vec![300i32, -1], &[2]).unwrap();
+        assert_eq!(i.cast(DType::U8).as_slice::<u8>().unwrap(), &[44, 255]);
+    }
+
+    #[test]
+    fn serde_keeps_nan_and_inf() {
+        let t = Tensor::from_vec(vec![f32::NAN, f32::NEG_INFINITY, 1.5], &[3]).unwrap();
+        let s = serde_json::to_string(&t).unwrap();
+        let back: Tensor = serde_json::from_str(&s).unwrap();
+        assert_eq!(t.to_le_bytes(), back.to_le_bytes());
+    }
+
+    #[test]
+    fn wrong_length_is_an_error() {
+        assert!(Tensor::from_vec(vec![1.0f32; 3], &[2, 2]).is_err());
+    }
+}

@@ -1,0 +1,161 @@
+//! Structural and type checking of graphs, and specialization of symbolic shapes.
+
+use crate::{Bindings, Dim, Graph, IrError, Node, NodeId, Op, Shape};
+use std::collections::HashSet;
+
+/// Check a graph: the builder's recorded error, operand ids, tuple use, unique names,
+/// outputs, and that every node's recorded types equal what its op's rule infers (recursing
+/// into sub-graphs).
+pub fn verify(g: &Graph) -> Result<(), IrError> {
+    if let Some(e) = &g.error {
+        return Err(e.clone());
+    }
+    let mut names = HashSet::new();
+    for (i, n) in g.nodes.iter().enumerate() {
+        for inp in &n.inputs {
+            if inp.index() >= i {
+                return Err(IrError::Invalid(format!("node %{i} ({}) uses {inp}, not defined before it", n.op.name())));
+            }
+        }
+        if let Op::Input { name } | Op::Param { name } = &n.op {
+            if !names.insert(name.clone()) {
+                return Err(IrError::Invalid(format!("the name {name:?} is declared twice")));
+            }
+        }
+        let expected = infer_node(g, i, n, &Bindings::new())?;
+        if expected != n.outputs {
+            return Err(IrError::Shape {
+                node: i,
+                op: n.op.name(),
+                msg: format!("recorded type {} but the rule gives {}", fmt(&n.outputs), fmt(&expected)),
+            });
+        }
+        for sub in n.op.subgraphs() {
+            verify(sub).map_err(|e| IrError::Invalid(format!("in a sub-graph of %{i} ({}): {e}", n.op.name())))?;
+        }
+    }
+    if g.outputs.is_empty() {
+        return Err(IrError::Invalid(format!("graph {:?} has no outputs (call set_outputs)", g.name)));
+    }
+    for o in &g.outputs {
+        if o.index() >= g.nodes.len() {
+            return Err(IrError::Invalid(format!("output {o} does not exist")));
+        }
+        if g.nodes[o.index()].is_tuple() {
+            return Err(IrError::Invalid(format!("output {o} is a tuple; output its get_tuple_element nodes")));
+        }
+    }
+    Ok(())
+}
+
+fn fmt(s: &[Shape]) -> String {
+    s.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ")
+}
+
+/// The types node `i` should have, given its operands' recorded types (bound by `b`).
+fn infer_node(g: &Graph, i: usize, n: &Node, b: &Bindings) -> Result<Vec<Shape>, IrError> {
+    if let Op::GetTupleElement { index } = n.op {
+        let src = n.inputs.first().ok_or_else(|| IrError::Invalid(format!("%{i}: get_tuple_element without operand")))?;
+        let outs = &g.nodes[src.index()].outputs;
+        return outs.get(index).map(|s| vec![s.clone()]).ok_or_else(|| IrError::Shape {
+            node: i,
+            op: "get_tuple_element".into(),
+            msg: format!("index {index} out of range for a {}-tuple", outs.len()),
+        });
+    }
+    for inp in &n.inputs {
+        if g.nodes[inp.index()].is_tuple() {
+            return Err(IrError::Shape {
+                node: i,
+                op: n.op.name(),
+                msg: format!("operand {inp} is a tuple; read it through get_tuple_element"),
+            });
+        }
+    }
+    let ins: Vec<Shape> = n.inputs.iter().map(|x| g.nodes[x.index()].ty().bind(b)).collect();
+    let refs: Vec<&Shape> = ins.iter().collect();
+    let hint = n.outputs.first().map(|s| s.bind(b));
+    n.op.infer(&refs, hint.as_ref()).map_err(|msg| IrError::Shape {
+        node: i,
+        op: n.op.name(),
+        msg: format!("{msg} (operands: {})", fmt(&ins)),
+    })
+}
+
+/// Bind the symbols of `g`'s inputs from concrete input dims (`(name, dims)` pairs).
+///
+/// Errors on an unknown input name, a rank mismatch, a static dim that differs, or one symbol
+/// bound to two sizes.
+pub fn bind_symbols(g: &Graph, shapes: &[(&str, &[usize])]) -> Result<Bindings, IrError> {
+    let mut b = Bindings::new();
+    for (name, dims) in shapes {
+        let id = g
+            .input_by_name(name)
+            .ok_or_else(|| IrError::Invalid(format!("{:?} is not an input of graph {:?}", name, g.name)))?;
+        let decl = g.shape(id);
+        if decl.rank() != dims.len() {
+            return Err(IrError::Invalid(format!("input {name:?}: declared {decl}, given dims {dims:?} (rank {})", dims.len())));
+        }
+        for (d, &n) in decl.dims.iter().zip(dims.iter()) {
+            match d {
+                Dim::Static(s) if *s != n => {
+                    return Err(IrError::Invalid(format!("input {name:?}: declared {decl}, given dims {dims:?}")));
+                }
+                Dim::Sym(s) => {
+                    if let Some(&prev) = b.get(s) {
+                        if prev != n {
+                            return Err(IrError::Invalid(format!(
+                                "input {name:?}: symbol {s} is {n} here but {prev} in another input"
+                            )));
+                        }
+                    }
+                    b.insert(s.clone(), n);
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(b)
+}
+
+/// A copy of `g` with symbols bound and every node re-typed by its rule (so a binding that
+/// makes an op invalid is reported here, naming the node).
+pub fn specialize(g: &Graph, b: &Bindings) -> Result<Graph, IrError> {
+    if let Some(e) = &g.error {
+        return Err(e.clone());
+    }
+    let mut out = Graph::new(g.name.clone());
+    for (i, n) in g.nodes.iter().enumerate() {
+        let mut op = n.op.clone();
+        // Reshape / broadcast targets may mention symbols: bind them in the parameters too.
+        if let Op::Reshape { new_sizes: d } | Op::BroadcastInDim { shape: d, .. } = &mut op {
+            for x in d.iter_mut() {
+                if let Dim::Sym(s) = x {
+                    if let Some(&v) = b.get(s.as_str()) {
+                        *x = Dim::Static(v);
+                    }
+                }
+            }
+        }
+        let node = Node { op, inputs: n.inputs.clone(), outputs: n.outputs.iter().map(|s| s.bind(b)).collect() };
+        let outputs = if node.op.is_source() {
+            node.outputs.clone()
+        } else {
+            infer_node(&out, i, &node, &Bindings::new())?
+        };
+        out.push_node(Node { outputs, ..node });
+    }
+    out.outputs = g.outputs.clone();
+    Ok(out)
+}
+
+impl Graph {
+    /// [`verify`] as a method.
+    pub fn verify(&self) -> Result<(), IrError> {
+        verify(self)
+    }
+    /// Ids of all nodes.
+    pub fn node_ids(&self) -> impl Iterator<Item = NodeId> + '_ {
+        (0..self.nodes.len() as u32).map(NodeId)
+    }
+}
