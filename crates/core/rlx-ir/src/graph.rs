@@ -66,14 +66,7 @@ pub struct Graph {
 impl Graph {
     /// An empty graph.
     pub fn new(name: impl Into<String>) -> Graph {
-        Graph {
-            name: name.into(),
-            nodes: vec![],
-            inputs: vec![],
-            params: vec![],
-            outputs: vec![],
-            error: None,
-        }
+        Graph { name: name.into(), nodes: vec![], inputs: vec![], params: vec![], outputs: vec![], error: None }
     }
 
     /// All nodes in topological order.
@@ -150,10 +143,7 @@ impl Graph {
         let mut bad_input = false;
         for i in inputs {
             if i.index() >= id {
-                self.record_error(IrError::Invalid(format!(
-                    "{} at node %{id}: operand {i} does not exist",
-                    op.name()
-                )));
+                self.record_error(IrError::Invalid(format!("{} at node %{id}: operand {i} does not exist", op.name())));
                 bad_input = true;
             } else if self.nodes[i.index()].is_tuple() {
                 self.record_error(IrError::Shape {

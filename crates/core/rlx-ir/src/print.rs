@@ -19,7 +19,10 @@ fn params(op: &Op) -> String {
             let a: Vec<String> = c.attrs.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
             a.join(", ")
         }
-        Op::Scan(s) => format!("length={}, num_consts={}, num_carry={}, reverse={}", s.length, s.num_consts, s.num_carry, s.reverse),
+        Op::Scan(s) => format!(
+            "length={}, num_consts={}, num_carry={}, reverse={}",
+            s.length, s.num_consts, s.num_carry, s.reverse
+        ),
         Op::While(_) | Op::Cond(_) => String::new(),
         other => {
             // Parameters straight from the serde form keep every op printable without a
@@ -29,7 +32,9 @@ fn params(op: &Op) -> String {
                 serde_json::Value::Object(m) => m
                     .values()
                     .next()
-                    .map(|inner| inner.to_string().trim_matches(|c| c == '{' || c == '}').replace('"', "").replace(':', "="))
+                    .map(|inner| {
+                        inner.to_string().trim_matches(|c| c == '{' || c == '}').replace('"', "").replace(':', "=")
+                    })
                     .unwrap_or_default(),
                 _ => String::new(),
             }

@@ -140,3 +140,50 @@ pub fn normalize_axis(axis: i64, rank: usize) -> Option<usize> {
     let a = if axis < 0 { axis + r } else { axis };
     (0..r).contains(&a).then_some(a as usize)
 }
+
+/// Anything usable as a dim list in builders: `&[usize]`, `[usize; N]`, `Vec<usize>`,
+/// `&[Dim]`, `Vec<Dim>`.
+pub trait IntoDims {
+    /// The dims.
+    fn into_dims(self) -> Vec<Dim>;
+}
+impl IntoDims for &[usize] {
+    fn into_dims(self) -> Vec<Dim> {
+        self.iter().map(|&d| Dim::Static(d)).collect()
+    }
+}
+impl IntoDims for Vec<usize> {
+    fn into_dims(self) -> Vec<Dim> {
+        self.as_slice().into_dims()
+    }
+}
+impl IntoDims for &Vec<usize> {
+    fn into_dims(self) -> Vec<Dim> {
+        self.as_slice().into_dims()
+    }
+}
+impl<const N: usize> IntoDims for [usize; N] {
+    fn into_dims(self) -> Vec<Dim> {
+        self.as_slice().into_dims()
+    }
+}
+impl<const N: usize> IntoDims for &[usize; N] {
+    fn into_dims(self) -> Vec<Dim> {
+        self.as_slice().into_dims()
+    }
+}
+impl IntoDims for &[Dim] {
+    fn into_dims(self) -> Vec<Dim> {
+        self.to_vec()
+    }
+}
+impl IntoDims for Vec<Dim> {
+    fn into_dims(self) -> Vec<Dim> {
+        self
+    }
+}
+impl IntoDims for &Vec<Dim> {
+    fn into_dims(self) -> Vec<Dim> {
+        self.clone()
+    }
+}

@@ -53,11 +53,7 @@ pub trait Elem: Copy + Send + Sync + PartialEq + PartialOrd + std::fmt::Debug + 
 }
 
 fn f64_to_int_sat(v: f64, lo: f64, hi: f64) -> i64 {
-    if v.is_nan() {
-        0
-    } else {
-        v.trunc().clamp(lo, hi) as i64
-    }
+    if v.is_nan() { 0 } else { v.trunc().clamp(lo, hi) as i64 }
 }
 
 macro_rules! impl_int_elem {

@@ -55,7 +55,8 @@ fn fmt(s: &[Shape]) -> String {
 /// The types node `i` should have, given its operands' recorded types (bound by `b`).
 fn infer_node(g: &Graph, i: usize, n: &Node, b: &Bindings) -> Result<Vec<Shape>, IrError> {
     if let Op::GetTupleElement { index } = n.op {
-        let src = n.inputs.first().ok_or_else(|| IrError::Invalid(format!("%{i}: get_tuple_element without operand")))?;
+        let src =
+            n.inputs.first().ok_or_else(|| IrError::Invalid(format!("%{i}: get_tuple_element without operand")))?;
         let outs = &g.nodes[src.index()].outputs;
         return outs.get(index).map(|s| vec![s.clone()]).ok_or_else(|| IrError::Shape {
             node: i,
@@ -94,7 +95,10 @@ pub fn bind_symbols(g: &Graph, shapes: &[(&str, &[usize])]) -> Result<Bindings, 
             .ok_or_else(|| IrError::Invalid(format!("{:?} is not an input of graph {:?}", name, g.name)))?;
         let decl = g.shape(id);
         if decl.rank() != dims.len() {
-            return Err(IrError::Invalid(format!("input {name:?}: declared {decl}, given dims {dims:?} (rank {})", dims.len())));
+            return Err(IrError::Invalid(format!(
+                "input {name:?}: declared {decl}, given dims {dims:?} (rank {})",
+                dims.len()
+            )));
         }
         for (d, &n) in decl.dims.iter().zip(dims.iter()) {
             match d {
@@ -138,11 +142,8 @@ pub fn specialize(g: &Graph, b: &Bindings) -> Result<Graph, IrError> {
             }
         }
         let node = Node { op, inputs: n.inputs.clone(), outputs: n.outputs.iter().map(|s| s.bind(b)).collect() };
-        let outputs = if node.op.is_source() {
-            node.outputs.clone()
-        } else {
-            infer_node(&out, i, &node, &Bindings::new())?
-        };
+        let outputs =
+            if node.op.is_source() { node.outputs.clone() } else { infer_node(&out, i, &node, &Bindings::new())? };
         out.push_node(Node { outputs, ..node });
     }
     out.outputs = g.outputs.clone();

@@ -105,9 +105,41 @@ impl UnaryOp {
     pub const ALL: [UnaryOp; 35] = {
         use UnaryOp::*;
         [
-            Neg, Abs, Sign, Floor, Ceil, Round, RoundNearestEven, Exp, Exp2, Expm1, Log, Log1p, Sqrt,
-            Rsqrt, Cbrt, Square, Reciprocal, Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Tanh,
-            Asinh, Acosh, Atanh, Logistic, Erf, Erfc, ErfInv, Not, IsFinite,
+            Neg,
+            Abs,
+            Sign,
+            Floor,
+            Ceil,
+            Round,
+            RoundNearestEven,
+            Exp,
+            Exp2,
+            Expm1,
+            Log,
+            Log1p,
+            Sqrt,
+            Rsqrt,
+            Cbrt,
+            Square,
+            Reciprocal,
+            Sin,
+            Cos,
+            Tan,
+            Asin,
+            Acos,
+            Atan,
+            Sinh,
+            Cosh,
+            Tanh,
+            Asinh,
+            Acosh,
+            Atanh,
+            Logistic,
+            Erf,
+            Erfc,
+            ErfInv,
+            Not,
+            IsFinite,
         ]
     };
 
@@ -208,14 +240,32 @@ pub fn erf_inv(x: f64) -> f64 {
     let mut y = if w < 5.0 {
         let w = w - 2.5;
         let mut p = 2.810_226_36e-08;
-        for c in [3.432_739_39e-07, -3.523_387_7e-06, -4.391_506_54e-06, 0.000_218_580_87, -0.001_253_725_03, -0.004_177_681_64, 0.246_640_727, 1.501_409_41] {
+        for c in [
+            3.432_739_39e-07,
+            -3.523_387_7e-06,
+            -4.391_506_54e-06,
+            0.000_218_580_87,
+            -0.001_253_725_03,
+            -0.004_177_681_64,
+            0.246_640_727,
+            1.501_409_41,
+        ] {
             p = c + p * w;
         }
         p * x
     } else {
         let w = w.sqrt() - 3.0;
         let mut p = -0.000_200_214_257;
-        for c in [0.000_100_950_558, 0.001_349_343_22, -0.003_673_428_44, 0.005_739_507_73, -0.007_622_461_3, 0.009_438_870_47, 1.001_674_06, 2.832_976_82] {
+        for c in [
+            0.000_100_950_558,
+            0.001_349_343_22,
+            -0.003_673_428_44,
+            0.005_739_507_73,
+            -0.007_622_461_3,
+            0.009_438_870_47,
+            1.001_674_06,
+            2.832_976_82,
+        ] {
             p = c + p * w;
         }
         p * x
@@ -273,7 +323,23 @@ impl BinaryOp {
     /// Every binary op.
     pub const ALL: [BinaryOp; 15] = {
         use BinaryOp::*;
-        [Add, Sub, Mul, Div, Rem, Pow, Max, Min, Atan2, And, Or, Xor, ShiftLeft, ShiftRightArithmetic, ShiftRightLogical]
+        [
+            Add,
+            Sub,
+            Mul,
+            Div,
+            Rem,
+            Pow,
+            Max,
+            Min,
+            Atan2,
+            And,
+            Or,
+            Xor,
+            ShiftLeft,
+            ShiftRightArithmetic,
+            ShiftRightLogical,
+        ]
     };
     /// True when `a op b == b op a`.
     pub fn is_commutative(self) -> bool {
@@ -385,7 +451,11 @@ fn int_pow(base: i64, exp: i64) -> i64 {
         return match base {
             1 => 1,
             -1 => {
-                if exp % 2 == 0 { 1 } else { -1 }
+                if exp % 2 == 0 {
+                    1
+                } else {
+                    -1
+                }
             }
             _ => 0,
         };
@@ -521,9 +591,7 @@ fn same_dtype(name: &str, ins: &[&Shape]) -> Result<(), String> {
 pub fn broadcast_strides(in_dims: &[usize], out_dims: &[usize]) -> Vec<usize> {
     let st = strides_of(in_dims);
     let off = out_dims.len() - in_dims.len();
-    (0..out_dims.len())
-        .map(|i| if i < off || in_dims[i - off] == 1 { 0 } else { st[i - off] })
-        .collect()
+    (0..out_dims.len()).map(|i| if i < off || in_dims[i - off] == 1 { 0 } else { st[i - off] }).collect()
 }
 
 /// Visit every output index in row-major order, passing the flat offsets into each operand.

@@ -294,12 +294,7 @@ impl Op {
     pub fn is_elementwise(&self) -> bool {
         matches!(
             self,
-            Op::Unary(_)
-                | Op::Binary(_)
-                | Op::Compare(_)
-                | Op::Select
-                | Op::ConvertElementType(_)
-                | Op::StopGradient
+            Op::Unary(_) | Op::Binary(_) | Op::Compare(_) | Op::Select | Op::ConvertElementType(_) | Op::StopGradient
         )
     }
 
@@ -398,10 +393,9 @@ impl Op {
     /// tested against, and the CPU backend's implementation for ops without a fast kernel.
     pub fn eval_into(&self, ins: &[&Tensor], outs: &mut [Tensor]) -> Result<(), IrError> {
         match self {
-            Op::Input { .. } | Op::Param { .. } | Op::GetTupleElement { .. } => Err(IrError::Eval {
-                op: self.name(),
-                msg: "fed by the executor, not evaluated".into(),
-            }),
+            Op::Input { .. } | Op::Param { .. } | Op::GetTupleElement { .. } => {
+                Err(IrError::Eval { op: self.name(), msg: "fed by the executor, not evaluated".into() })
+            }
             Op::Constant(t) => {
                 outs[0] = t.clone();
                 Ok(())
