@@ -26,7 +26,7 @@
 //! padding or dilation).
 
 use super::elementwise::broadcast_dims;
-use super::reduce::{for_each_index, window_out_size};
+use super::reduce::{bad_argument, for_each_index, operand_type, window_out_size};
 use super::{Op, arity};
 use crate::shape::strides_of;
 use crate::{DType, Dim, Elem, Graph, IrError, NodeId, Shape, Tensor, with_dtype};
@@ -358,6 +358,15 @@ pub(crate) fn eval(op: &Op, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrE
     Ok(())
 }
 
+/// Expand `x` (type `s`, rank >= 2) to `batch ++ s.dims[-2..]` with `broadcast_in_dim`.
+fn broadcast_batch(g: &mut Graph, x: NodeId, s: &Shape, batch: &[Dim]) -> NodeId {
+    let (r, nb) = (s.rank(), batch.len());
+    let mut shape = batch.to_vec();
+    shape.extend_from_slice(&s.dims[r - 2..]);
+    let broadcast_dimensions = (nb + 2 - r..nb + 2).collect();
+    g.push(Op::BroadcastInDim { shape, broadcast_dimensions }, &[x])
+}
+
 /// Builders of the contraction family. Operands are first promoted to a common dtype
 /// ([`DType::promote`]).
 impl Graph {
@@ -379,12 +388,12 @@ impl Graph {
     pub fn mm(&mut self, a: NodeId, b: NodeId) -> NodeId {
         let (a, b) = self.promote_pair(a, b);
         let empty = DotGeneral::contract(&[], &[]);
-        let (Some(sa), Some(sb)) = (self.operand_type(a), self.operand_type(b)) else {
+        let (Some(sa), Some(sb)) = (operand_type(self, a), operand_type(self, b)) else {
             return self.push(Op::DotGeneral(empty), &[a, b]);
         };
         let (ra, rb) = (sa.rank(), sb.rank());
         if ra == 0 || rb == 0 {
-            return self.bad_argument(Op::DotGeneral(empty), &[a, b], "matmul needs operands of rank >= 1".into());
+            return bad_argument(self, Op::DotGeneral(empty), &[a, b], "matmul needs operands of rank >= 1".into());
         }
         if ra == 1 || rb == 1 {
             // A vector contracts directly with the other operand's k dim; the remaining dims
@@ -399,11 +408,11 @@ impl Graph {
         }
         let batch = match broadcast_dims(ba, bb) {
             Ok(d) => d,
-            Err(msg) => return self.bad_argument(Op::DotGeneral(empty), &[a, b], format!("matmul batch dims: {msg}")),
+            Err(msg) => return bad_argument(self, Op::DotGeneral(empty), &[a, b], format!("matmul batch dims: {msg}")),
         };
         let nb = batch.len();
-        let a = if ba != batch.as_slice() { self.broadcast_batch(a, &sa, &batch) } else { a };
-        let b = if bb != batch.as_slice() { self.broadcast_batch(b, &sb, &batch) } else { b };
+        let a = if ba != batch.as_slice() { broadcast_batch(self, a, &sa, &batch) } else { a };
+        let b = if bb != batch.as_slice() { broadcast_batch(self, b, &sb, &batch) } else { b };
         let batch_dims: Vec<usize> = (0..nb).collect();
         let dims = DotGeneral {
             lhs_contracting: vec![nb + 1],
@@ -413,15 +422,6 @@ impl Graph {
             preferred_element_type: None,
         };
         self.push(Op::DotGeneral(dims), &[a, b])
-    }
-
-    /// Expand `x` (type `s`, rank >= 2) to `batch ++ s.dims[-2..]` with `broadcast_in_dim`.
-    fn broadcast_batch(&mut self, x: NodeId, s: &Shape, batch: &[Dim]) -> NodeId {
-        let (r, nb) = (s.rank(), batch.len());
-        let mut shape = batch.to_vec();
-        shape.extend_from_slice(&s.dims[r - 2..]);
-        let broadcast_dimensions = (nb + 2 - r..nb + 2).collect();
-        self.push(Op::BroadcastInDim { shape, broadcast_dimensions }, &[x])
     }
 
     /// [`Graph::mm`] with the result type declared, as in the spec's quickstart

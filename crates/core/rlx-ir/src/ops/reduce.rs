@@ -486,60 +486,67 @@ pub(crate) fn eval(op: &Op, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrE
     }
 }
 
+/// The type of `x` if it is an existing single-result node of `g`.
+pub(crate) fn operand_type(g: &Graph, x: NodeId) -> Option<Shape> {
+    (x.index() < g.nodes.len() && !g.nodes[x.index()].is_tuple()).then(|| g.shape(x).clone())
+}
+
+/// Record a bad builder argument for `op` and return a placeholder node (`f32[]`) carrying
+/// `op`, so the graph stays buildable; the recorded error is what `verify` reports.
+pub(crate) fn bad_argument(g: &mut Graph, op: Op, inputs: &[NodeId], msg: String) -> NodeId {
+    let name = op.name();
+    let node = g.nodes.len();
+    let msg = match inputs.iter().map(|&i| operand_type(g, i)).collect::<Option<Vec<_>>>() {
+        Some(s) if !s.is_empty() => {
+            format!("{msg} (operands: {})", s.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", "))
+        }
+        _ => msg,
+    };
+    g.record_error(IrError::Shape { node, op: name, msg });
+    let inputs = inputs.iter().copied().filter(|i| i.index() < node).collect();
+    g.push_node(Node { op, inputs, outputs: vec![Shape::scalar(DType::F32)] })
+}
+
+/// Normalize one NumPy-style axis against `x`'s rank; `Err` names the axis and shape.
+fn builder_axis(g: &Graph, x: NodeId, axis: i64) -> Result<usize, String> {
+    let Some(s) = operand_type(g, x) else { return Ok(0) };
+    normalize_axis(axis, s.rank()).ok_or_else(|| format!("axis {axis} out of range for {s}"))
+}
+
+fn arg_reduce(g: &mut Graph, x: NodeId, op: ReduceOp, axis: i64, index_dtype: DType) -> NodeId {
+    match builder_axis(g, x, axis) {
+        Ok(axis) => g.push(Op::ArgReduce { op, axis, index_dtype }, &[x]),
+        Err(msg) => bad_argument(g, Op::ArgReduce { op, axis: 0, index_dtype }, &[x], msg),
+    }
+}
+
 /// Builders of the reduction family. Axes may be negative (NumPy convention); a bad or
 /// repeated axis records an [`IrError::Shape`] and returns a placeholder node.
 impl Graph {
-    /// The type of `x` if it is an existing single-result node.
-    pub(crate) fn operand_type(&self, x: NodeId) -> Option<Shape> {
-        (x.index() < self.nodes.len() && !self.nodes[x.index()].is_tuple()).then(|| self.shape(x).clone())
-    }
-
-    /// Record a bad builder argument for `op` and return a placeholder node (`f32[]`) carrying
-    /// `op`, so the graph stays buildable; the recorded error is what `verify` reports.
-    pub(crate) fn bad_argument(&mut self, op: Op, inputs: &[NodeId], msg: String) -> NodeId {
-        let name = op.name();
-        let node = self.nodes.len();
-        let msg = match inputs.iter().map(|&i| self.operand_type(i)).collect::<Option<Vec<_>>>() {
-            Some(s) if !s.is_empty() => {
-                format!("{msg} (operands: {})", s.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", "))
-            }
-            _ => msg,
-        };
-        self.record_error(IrError::Shape { node, op: name, msg });
-        let inputs = inputs.iter().copied().filter(|i| i.index() < node).collect();
-        self.push_node(Node { op, inputs, outputs: vec![Shape::scalar(DType::F32)] })
-    }
-
-    /// Normalize one NumPy-style axis against `x`'s rank; `Err` names the axis and shape.
-    fn builder_axis(&self, x: NodeId, axis: i64) -> Result<usize, String> {
-        let Some(s) = self.operand_type(x) else { return Ok(0) };
-        normalize_axis(axis, s.rank()).ok_or_else(|| format!("axis {axis} out of range for {s}"))
-    }
-
     /// `lax.reduce_{op}` of `x` over `axes` (negative allowed, order free, no duplicates).
     ///
     /// Shape: `x`'s dims without `axes`, or with them set to 1 when `keepdims` (NumPy's
     /// `keepdims=True`, emitted as a following `reshape`). Dtype: `x`'s. Errors: an axis out of
     /// range or repeated, a dtype the op does not accept (see [`ReduceOp::accepts`]).
     pub fn reduce(&mut self, x: NodeId, op: ReduceOp, axes: &[i64], keepdims: bool) -> NodeId {
-        if self.operand_type(x).is_none() {
+        if operand_type(self, x).is_none() {
             // A missing or tuple operand: `push` records that error.
             return self.push(Op::Reduce { op, axes: vec![] }, &[x]);
         }
         let mut norm = Vec::with_capacity(axes.len());
         for &a in axes {
-            match self.builder_axis(x, a) {
+            match builder_axis(self, x, a) {
                 Ok(n) if norm.contains(&n) => {
                     let op = Op::Reduce { op, axes: vec![] };
-                    return self.bad_argument(op, &[x], format!("axis {a} repeated in {axes:?}"));
+                    return bad_argument(self, op, &[x], format!("axis {a} repeated in {axes:?}"));
                 }
                 Ok(n) => norm.push(n),
-                Err(msg) => return self.bad_argument(Op::Reduce { op, axes: vec![] }, &[x], msg),
+                Err(msg) => return bad_argument(self, Op::Reduce { op, axes: vec![] }, &[x], msg),
             }
         }
         norm.sort_unstable();
         let y = self.push(Op::Reduce { op, axes: norm.clone() }, &[x]);
-        match self.operand_type(x) {
+        match operand_type(self, x) {
             Some(s) if keepdims => {
                 let new_sizes =
                     s.dims.iter().enumerate().map(|(i, d)| if norm.contains(&i) { Dim::Static(1) } else { d.clone() });
@@ -573,17 +580,17 @@ impl Graph {
     /// (a mean over size 0 is NaN, as NumPy). Float dtypes only; the reduced dims must be
     /// static. Shape as [`Graph::reduce`].
     pub fn mean(&mut self, x: NodeId, axes: &[i64], keepdims: bool) -> NodeId {
-        let Some(s) = self.operand_type(x) else { return self.sum(x, axes, keepdims) };
+        let Some(s) = operand_type(self, x) else { return self.sum(x, axes, keepdims) };
         let op = Op::Reduce { op: ReduceOp::Sum, axes: vec![] };
         if !s.dtype.is_float() {
-            return self.bad_argument(op, &[x], format!("mean needs a float dtype, not {}", s.dtype));
+            return bad_argument(self, op, &[x], format!("mean needs a float dtype, not {}", s.dtype));
         }
         let mut count = 1usize;
         for &a in axes {
             match normalize_axis(a, s.rank()).map(|n| &s.dims[n]) {
                 Some(Dim::Static(n)) => count *= n,
-                Some(sym) => return self.bad_argument(op, &[x], format!("mean over symbolic dim {sym} of {s}")),
-                None => return self.bad_argument(op, &[x], format!("axis {a} out of range for {s}")),
+                Some(sym) => return bad_argument(self, op, &[x], format!("mean over symbolic dim {sym} of {s}")),
+                None => return bad_argument(self, op, &[x], format!("axis {a} out of range for {s}")),
             }
         }
         let total = self.sum(x, axes, keepdims);
@@ -594,20 +601,13 @@ impl Graph {
     /// `lax.argmax(x, axis, index_dtype)`: index of the first maximum along `axis` (removed);
     /// NaN counts as the maximum. Errors: bad axis, size-0 axis, non-integer `index_dtype`.
     pub fn argmax(&mut self, x: NodeId, axis: i64, index_dtype: DType) -> NodeId {
-        self.arg_reduce(x, ReduceOp::Max, axis, index_dtype)
+        arg_reduce(self, x, ReduceOp::Max, axis, index_dtype)
     }
 
     /// `lax.argmin(x, axis, index_dtype)`: index of the first minimum along `axis` (removed);
     /// NaN counts as the minimum. Errors as [`Graph::argmax`].
     pub fn argmin(&mut self, x: NodeId, axis: i64, index_dtype: DType) -> NodeId {
-        self.arg_reduce(x, ReduceOp::Min, axis, index_dtype)
-    }
-
-    fn arg_reduce(&mut self, x: NodeId, op: ReduceOp, axis: i64, index_dtype: DType) -> NodeId {
-        match self.builder_axis(x, axis) {
-            Ok(axis) => self.push(Op::ArgReduce { op, axis, index_dtype }, &[x]),
-            Err(msg) => self.bad_argument(Op::ArgReduce { op, axis: 0, index_dtype }, &[x], msg),
-        }
+        arg_reduce(self, x, ReduceOp::Min, axis, index_dtype)
     }
 
     /// `lax.cumsum(x, axis, reverse)`: running sum along `axis`; shape and dtype of `x`.
@@ -618,9 +618,9 @@ impl Graph {
     /// `lax.cumsum` / `cumprod` / `cummax` / `cummin` along `axis` (negative allowed), from the
     /// end when `reverse`. Shape and dtype of `x`; bool is accepted by `cummax`/`cummin` only.
     pub fn cumulative(&mut self, op: CumulativeOp, x: NodeId, axis: i64, reverse: bool) -> NodeId {
-        match self.builder_axis(x, axis) {
+        match builder_axis(self, x, axis) {
             Ok(axis) => self.push(Op::Cumulative { op, axis, reverse }, &[x]),
-            Err(msg) => self.bad_argument(Op::Cumulative { op, axis: 0, reverse }, &[x], msg),
+            Err(msg) => bad_argument(self, Op::Cumulative { op, axis: 0, reverse }, &[x], msg),
         }
     }
 
