@@ -537,3 +537,20 @@ fn size_zero_and_bool_movement() {
     assert_eq!(o[0].shape(), &[3, 0]);
     assert_eq!(o[2].shape(), &[2, 0, 3]);
 }
+
+#[test]
+fn json_round_trip_keeps_movement_ops() {
+    let mut g = Graph::new("rt");
+    let x = g.input("x", Shape::new(&[3, 2], DType::F32));
+    let i = g.input("i", Shape::new(&[2], DType::I32));
+    let v = g.scalar(0.0, DType::F32);
+    let a = g.take(x, i, 0);
+    let b = g.pad(a, v, &[1, 0], &[0, -1], &[0, 1]);
+    let c = g.transpose(b, &[1, 0]);
+    let args = [&iota_f32(&[3, 2]), &t(vec![2i32, 0], &[2])];
+    let want = run(&mut g, vec![c], &args);
+    let back = crate::hir_from_json(&crate::hir_to_json(&g).unwrap()).unwrap();
+    assert_eq!(evaluate_args(&back, &args).unwrap(), want);
+    // take rows [4,5],[0,1]; pad: a zero row on top, interior column, last column cropped.
+    assert_eq!(want[0].as_slice::<f32>().unwrap(), &[0.0, 4.0, 0.0, 0.0, 0.0, 0.0]);
+}
