@@ -88,7 +88,8 @@ impl Graph {
         }
         let r = xs.rank();
         if r < 3 {
-            return self.compose_fail(NAME, format!("x must have rank >= 3 ([.., S, H, D] or [.., H, S, D]), got {xs}"));
+            return self
+                .compose_fail(NAME, format!("x must have rank >= 3 ([.., S, H, D] or [.., H, S, D]), got {xs}"));
         }
         let d = match xs.dims[r - 1] {
             Dim::Static(d) if d % 2 == 0 => d,
@@ -188,7 +189,9 @@ impl Graph {
             (None, d) => return bad(self, format!("the default scale needs a static head dim, got {d}")),
         };
         match (mask, t.get(3)) {
-            (MaskKind::Padding(_), Some(ls)) if ls.rank() != 1 || !ls.dtype.is_int() || !same(&ls.dims[0], &qs.dims[0]) => {
+            (MaskKind::Padding(_), Some(ls))
+                if ls.rank() != 1 || !ls.dtype.is_int() || !same(&ls.dims[0], &qs.dims[0]) =>
+            {
                 return bad(self, format!("padding lengths must be integer [B] for q {qs}, got {ls}"));
             }
             (MaskKind::Bias(_), Some(bs)) if bs.dtype != DType::Bool && bs.dtype != qs.dtype => {
@@ -224,7 +227,8 @@ impl Graph {
                 }
                 MaskKind::Padding(_) => {
                     let one = Dim::Static(1);
-                    let col = g.iota(Shape::from_dims(&[one.clone(), one.clone(), one.clone(), sk.clone()], DType::I64), 3);
+                    let col =
+                        g.iota(Shape::from_dims(&[one.clone(), one.clone(), one.clone(), sk.clone()], DType::I64), 3);
                     let lens = g.convert(a[3], DType::I64);
                     let b = g.shape(lens).dims[0].clone();
                     let lens = g.reshape(lens, vec![b, one.clone(), one.clone(), one]);
@@ -284,7 +288,8 @@ mod tests {
         let yt = g.rope_with_layout(xt, c, sn, RopeLayout::Hsd);
         let yb = g.transpose(yt, &[1, 0, 2]);
         g.set_outputs(vec![y, yb]);
-        let out = run_both(&g, &feeds(&[("x", t64(&xv, &[s, h, d])), ("c", t64(&cv, &[s, d])), ("s", t64(&sv, &[s, d]))]));
+        let out =
+            run_both(&g, &feeds(&[("x", t64(&xv, &[s, h, d])), ("c", t64(&cv, &[s, d])), ("s", t64(&sv, &[s, d]))]));
         close(&out[0], &want, 1e-14);
         close(&out[1], &want, 1e-14);
         // Position 0 leaves x unchanged.
@@ -293,6 +298,48 @@ mod tests {
         let x = g.input("x", Shape::new(&[2, 2, 3], DType::F64));
         g.rope(x, x, x);
         assert!(g.error().unwrap().to_string().contains("must be static and even"));
+    }
+
+    #[test]
+    fn rope_and_sdpa_with_symbolic_batch() {
+        let mut g = Graph::new("t");
+        let x = g.input("x", Shape::from_dims(&[Dim::dynamic(), 2.into(), 1.into(), 4.into()], DType::F32));
+        let c = g.input("c", Shape::new(&[2, 4], DType::F32));
+        let y = g.rope(x, c, c);
+        assert_eq!(g.shape(y), g.shape(x));
+        let q = g.input("q", Shape::from_dims(&[Dim::dynamic(), 2.into(), 3.into(), 4.into()], DType::F32));
+        let l = g.input("l", Shape::from_dims(&[Dim::dynamic()], DType::I64));
+        let a = g.scaled_dot_product_attention(q, q, q, MaskKind::Padding(l), None);
+        assert_eq!(g.shape(a), g.shape(q));
+        g.set_outputs(vec![y, a]);
+        let xv: Vec<f32> = wavy(16, 0.0).iter().map(|&v| v as f32).collect();
+        let qv: Vec<f32> = wavy(48, 0.5).iter().map(|&v| v as f32).collect();
+        let f = feeds(&[
+            ("x", f32t(&xv, &[2, 2, 1, 4])),
+            ("c", f32t(&[1.0; 8], &[2, 4])),
+            ("q", f32t(&qv, &[2, 2, 3, 4])),
+            ("l", Tensor::from_vec(vec![3i64, 1], &[2]).unwrap()),
+        ]);
+        let out = run_both(&g, &f);
+        // cos = sin = 1: out = x + rotate_half(x).
+        let want: Vec<f64> = (0..16)
+            .map(|i| {
+                let (base, j) = (i / 4 * 4, i % 4);
+                let rot = if j < 2 { -xv[base + j + 2] } else { xv[base + j - 2] };
+                (xv[i] + rot) as f64
+            })
+            .collect();
+        close(&out[0], &want, 1e-6);
+        // Batch 1 sees only key 0: every query returns v[.., 0, :].
+        let o = out[1].to_f64_vec();
+        for hh in 0..2 {
+            for i in 0..3 {
+                for e in 0..4 {
+                    let v0 = qv[((2 + hh) * 3) * 4 + e] as f64;
+                    assert!((o[((2 + hh) * 3 + i) * 4 + e] - v0).abs() < 1e-6);
+                }
+            }
+        }
     }
 
     /// Reference attention on [B, H, Sq, D] with an explicit additive mask [B, Sq, Sk].
@@ -368,7 +415,11 @@ mod tests {
         close(&out[0], &attn_ref(&qv, &kv, &vv, dims, hk, sk, s, |_, _, _| 0.0), 1e-12);
         close(&out[1], &attn_ref(&qv, &kv, &vv, dims, hk, sk, 0.5, |_, i, j| if j <= i { 0.0 } else { ninf }), 1e-12);
         let lens = [4, 2];
-        close(&out[2], &attn_ref(&qv, &kv, &vv, dims, hk, sk, s, |bb, _, j| if j < lens[bb] { 0.0 } else { ninf }), 1e-12);
+        close(
+            &out[2],
+            &attn_ref(&qv, &kv, &vv, dims, hk, sk, s, |bb, _, j| if j < lens[bb] { 0.0 } else { ninf }),
+            1e-12,
+        );
         close(&out[3], &attn_ref(&qv, &kv, &vv, dims, hk, sk, s, |_, i, j| bias[i * sk + j]), 1e-12);
     }
 
