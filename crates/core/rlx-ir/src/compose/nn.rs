@@ -218,7 +218,7 @@ impl Graph {
     /// not -100 (see the module docs). Built on the `log_softmax` composite, so it is stable
     /// for large logits. Composite `"cross_entropy"`, attrs `{"ignore_index": Int(-100),
     /// "reduction": Str("mean")}`, operands `[logits, targets]`. Errors: ranks other than
-    /// [N, C] / [N], non-float logits, non-integer targets, mismatched N.
+    /// `[N, C]` / `[N]`, non-float logits, non-integer targets, mismatched N.
     pub fn cross_entropy(&mut self, logits: NodeId, targets: NodeId) -> NodeId {
         const NAME: &str = "cross_entropy";
         let Some(t) = self.compose_types(NAME, &[logits, targets]) else { return self.placeholder() };
