@@ -260,7 +260,7 @@ def gen_v1():
 
     out = b"GGUF" + struct.pack("<III", 1, 2, 3)  # version 1, 2 tensors, 3 KVs
     out += s("general.architecture") + struct.pack("<I", 8) + s("llama")
-    out += s("v1.arr") + struct.pack("<II", 9, 4) + struct.pack("<I", 3) + struct.pack("<iii", 7, -8, 9)
+    out += s("v1.arr") + struct.pack("<II", 9, 5) + struct.pack("<I", 3) + struct.pack("<iii", 7, -8, 9)  # ARRAY of INT32
     out += s("v1.f32") + struct.pack("<I", 6) + struct.pack("<f", 2.5)
     # tensor infos: name, n_dims u32, dims u32..., type u32, offset u64
     out += s("a") + struct.pack("<III", 2, 4, 2) + struct.pack("<IQ", 0, 0)      # F32, ne = [4, 2]
