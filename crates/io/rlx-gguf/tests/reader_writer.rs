@@ -256,7 +256,16 @@ fn writer_rejects_bad_input() {
 /// `RLX_GGUF_REGEN=1 cargo test -p rlx-gguf --test reader_writer`.
 #[test]
 fn rust_writer_fixture_is_current() {
-    let x: Vec<f32> = (0..1024).map(|i| ((i as f32) * 0.731).sin() * (1.0 + (i % 7) as f32 * 0.3)).collect();
+    // libm-free deterministic data (xorshift), so the committed bytes do not depend on the platform
+    let mut s = 0x9e37_79b9u32;
+    let x: Vec<f32> = (0..1024)
+        .map(|i| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            ((s >> 8) as f32 / (1 << 24) as f32 - 0.5) * (1.0 + (i % 7) as f32 * 0.3)
+        })
+        .collect();
     let mut w = GgufWriter::new();
     w.add_metadata("general.architecture", "rlxwriter").unwrap();
     w.set_alignment(128).unwrap();
