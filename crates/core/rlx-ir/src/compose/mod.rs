@@ -21,6 +21,7 @@ pub mod activation;
 pub mod attention;
 pub mod nn;
 pub mod norm;
+pub mod vjp;
 
 pub use activation::Activation;
 pub use attention::{MaskKind, RopeLayout};

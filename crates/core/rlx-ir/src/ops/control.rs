@@ -15,6 +15,8 @@
 //!
 //! The reference evaluation runs the sub-graphs through [`crate::interp::evaluate_args`].
 
+pub(crate) mod ad;
+
 use super::{Attrs, Composite, Op};
 use crate::{Bindings, Dim, Graph, IrError, NodeId, Shape, Tensor, with_dtype};
 use serde::{Deserialize, Serialize};

@@ -6,8 +6,9 @@
 //! (an unregistered name is an error naming it, at build, verify and evaluation time).
 //! Registering a name again replaces the earlier registration.
 
-use super::Attrs;
-use crate::{Graph, IrError, NodeId, Shape, Tensor};
+use super::ad::{AdError, Cx, RuleKind, Tan};
+use super::{Attrs, Op};
+use crate::{Dim, Graph, IrError, NodeId, Shape, Tensor};
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, RwLock};
 
@@ -18,6 +19,98 @@ pub trait CustomOp: Send + Sync {
     fn infer(&self, attrs: &Attrs, ins: &[&Shape]) -> Result<Vec<Shape>, String>;
     /// Reference evaluation into `outs`, preallocated (zeroed) with the types `infer` gave.
     fn eval(&self, attrs: &Attrs, ins: &[&Tensor], outs: &mut [Tensor]) -> Result<(), IrError>;
+
+    /// `custom_jvp`: the results' tangents given the operands `x`, results `y` and operand
+    /// tangents `t` (see [`super::ad`]); they must be linear in `t`, built from ops that have
+    /// transpose rules (or this op's [`CustomOp::transpose`]), for reverse mode to work.
+    /// Default: no rule (an [`AdError::NoRule`] naming the op).
+    fn jvp(&self, attrs: &Attrs, cx: &mut Cx, x: &[NodeId], y: &[NodeId], t: &[Tan]) -> Result<Vec<Tan>, AdError> {
+        let _ = (attrs, cx, x, y, t);
+        Err(no_rule(RuleKind::Jvp))
+    }
+
+    /// Transpose, for a custom op that is linear in the operands marked `lin`: one cotangent
+    /// per operand. Default: no rule.
+    fn transpose(
+        &self,
+        attrs: &Attrs,
+        cx: &mut Cx,
+        x: &[NodeId],
+        lin: &[bool],
+        ct: &[Tan],
+    ) -> Result<Vec<Tan>, AdError> {
+        let _ = (attrs, cx, x, lin, ct);
+        Err(no_rule(RuleKind::Transpose))
+    }
+
+    /// Batching: results with their batch dims given operands with theirs (some batched).
+    /// Default: no rule.
+    fn batch(
+        &self,
+        attrs: &Attrs,
+        cx: &mut Cx,
+        x: &[NodeId],
+        bd: &[Option<usize>],
+        size: &Dim,
+    ) -> Result<Vec<(NodeId, Option<usize>)>, AdError> {
+        let _ = (attrs, cx, x, bd, size);
+        Err(no_rule(RuleKind::Batch))
+    }
+}
+
+/// The default "no rule" error; the dispatcher fills in the op's name.
+fn no_rule(kind: RuleKind) -> AdError {
+    AdError::NoRule { op: String::new(), kind, why: format!("the custom op registered no {kind} rule") }
+}
+
+/// Name the op in a rule error from a registered op.
+fn named(op: &Op, e: AdError) -> AdError {
+    match e {
+        AdError::NoRule { op: o, kind, why } if o.is_empty() => AdError::NoRule { op: op.name(), kind, why },
+        e => e,
+    }
+}
+
+fn registered(op: &Op, name: &str, kind: RuleKind) -> Result<Arc<dyn CustomOp>, AdError> {
+    lookup_op(name).ok_or_else(|| AdError::no_rule(op, kind, format!("custom op {name:?} is not registered")))
+}
+
+pub(crate) fn jvp(
+    op: &Op,
+    name: &str,
+    attrs: &Attrs,
+    cx: &mut Cx,
+    x: &[NodeId],
+    y: &[NodeId],
+    t: &[Tan],
+) -> Result<Vec<Tan>, AdError> {
+    registered(op, name, RuleKind::Jvp)?.jvp(attrs, cx, x, y, t).map_err(|e| named(op, e))
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn transpose(
+    op: &Op,
+    name: &str,
+    attrs: &Attrs,
+    cx: &mut Cx,
+    x: &[NodeId],
+    lin: &[bool],
+    _outs: &[Shape],
+    ct: &[Tan],
+) -> Result<Vec<Tan>, AdError> {
+    registered(op, name, RuleKind::Transpose)?.transpose(attrs, cx, x, lin, ct).map_err(|e| named(op, e))
+}
+
+pub(crate) fn batch(
+    op: &Op,
+    name: &str,
+    attrs: &Attrs,
+    cx: &mut Cx,
+    x: &[NodeId],
+    bd: &[Option<usize>],
+    size: &Dim,
+) -> Result<Vec<(NodeId, Option<usize>)>, AdError> {
+    registered(op, name, RuleKind::Batch)?.batch(attrs, cx, x, bd, size).map_err(|e| named(op, e))
 }
 
 type Registry = RwLock<HashMap<String, Arc<dyn CustomOp>>>;

@@ -25,6 +25,8 @@
 //! spatial dim is only kept where that dim's window is the identity (size 1, stride 1, no
 //! padding or dilation).
 
+pub(crate) mod ad;
+
 use super::elementwise::broadcast_dims;
 use super::reduce::{bad_argument, for_each_index, operand_type, window_out_size};
 use super::{Op, arity};

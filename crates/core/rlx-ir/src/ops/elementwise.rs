@@ -9,6 +9,8 @@
 //!   `np.round` / ONNX `Round`;
 //! - shifts by ≥ the bit width give 0 (`shift_right_arithmetic`: the sign fill).
 
+pub(crate) mod ad;
+
 use super::{Op, arity};
 use crate::shape::strides_of;
 use crate::{DType, Dim, Elem, Graph, IrError, NodeId, Shape, Tensor, with_dtype};

@@ -5,6 +5,7 @@
 //! the enum, the per-concern `match` that delegates to the families, and op properties that
 //! passes query (`is_elementwise`, `is_commutative`, ...).
 
+pub mod ad;
 pub mod control;
 pub mod custom;
 pub mod dot;

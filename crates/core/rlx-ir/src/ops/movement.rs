@@ -24,6 +24,7 @@
 //! Symbolic dims are accepted wherever the rule can still be stated; checks that need a size
 //! are repeated when the graph is specialized (`verify::specialize` re-runs every rule).
 
+pub(crate) mod ad;
 mod gather;
 #[cfg(test)]
 mod tests;

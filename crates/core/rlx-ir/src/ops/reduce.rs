@@ -23,6 +23,8 @@
 //! in the element type, so low-precision results can differ in the last bits); integers
 //! accumulate in i64 with wrapping, which equals wrapping in the element type.
 
+pub(crate) mod ad;
+
 use super::{Op, arity};
 use crate::shape::strides_of;
 use crate::{DType, Dim, Elem, Graph, IrError, Node, NodeId, Shape, Tensor, normalize_axis, with_dtype};

@@ -196,6 +196,11 @@ impl Graph {
     }
 }
 
+/// `rng` has no operands, so no tangent (its output is a constant of the key).
+pub(crate) fn jvp(_op: &Op) -> Result<super::ad::JvpOut, super::ad::AdError> {
+    Ok(vec![None].into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,7 +11,8 @@
 //!   last dim replaced by `k`; values descending, NaN treated as larger than every number
 //!   (`jax.lax.top_k`), equal values in increasing index order.
 
-use super::Op;
+use super::ad::{AdError, Cx, Tan, all_to_front};
+use super::{GatherDims, GatherMode, Op};
 use crate::{DType, Dim, Elem, Graph, IrError, NodeId, Shape, Tensor, normalize_axis, with_dtype};
 use std::cmp::Ordering;
 
@@ -194,6 +195,72 @@ impl Graph {
             (r[0], r[0])
         }
     }
+}
+
+/// `t[…, idx, …]` along `axis` (`np.take_along_axis`) as a full-index `gather`; `idx` has
+/// `t`'s dims except possibly along `axis`. Linear in `t` (its transpose is a scatter-add).
+pub fn take_along_axis(g: &mut Graph, t: NodeId, idx: NodeId, axis: usize) -> NodeId {
+    let is = g.type_or_placeholder(idx);
+    let rank = is.rank();
+    let mut col = is.dims.clone();
+    col.push(Dim::Static(1));
+    let cols: Vec<NodeId> = (0..rank)
+        .map(|d| {
+            let v = if d == axis { idx } else { g.iota(Shape::from_dims(&is.dims, is.dtype), d) };
+            g.reshape(v, col.clone())
+        })
+        .collect();
+    let full = g.concatenate(&cols, rank as i64);
+    let dims = GatherDims {
+        offset_dims: vec![],
+        collapsed_slice_dims: (0..rank).collect(),
+        start_index_map: (0..rank).collect(),
+    };
+    g.gather(t, full, dims, &vec![1; rank], GatherMode::Clip)
+}
+
+/// JVP of `sort` / `top_k`: the tangents are permuted like the values (`sort` is re-run with
+/// an iota operand to get the permutation; `top_k` returns it).
+pub(crate) fn jvp(op: &Op, cx: &mut Cx, x: &[NodeId], y: &[NodeId], t: &[Tan]) -> Result<Vec<Tan>, AdError> {
+    if t.iter().all(Option::is_none) {
+        return Ok(vec![None; y.len()]);
+    }
+    match op {
+        Op::Sort { dimension, num_keys, .. } => {
+            let s = cx.ty(x[0]);
+            let iota = cx.g.iota(Shape::from_dims(&s.dims, DType::I32), *dimension);
+            let mut ops = x.to_vec();
+            ops.push(iota);
+            let r =
+                cx.g.push_multi(Op::Sort { dimension: *dimension, is_stable: true, num_keys: *num_keys }, &ops, None);
+            let perm = *r.last().expect("sort has results");
+            Ok(t.iter().map(|t| t.map(|t| take_along_axis(cx.g, t, perm, *dimension))).collect())
+        }
+        Op::TopK { .. } => {
+            let last = cx.ty(x[0]).rank() - 1;
+            Ok(vec![t[0].map(|t| take_along_axis(cx.g, t, y[1], last)), None])
+        }
+        _ => unreachable!(),
+    }
+}
+
+/// Batching: every operand batched at dim 0, the sorted dim shifted (`top_k` works on the
+/// last dim, which the batch dim never is).
+pub(crate) fn batch(
+    op: &Op,
+    cx: &mut Cx,
+    x: &[NodeId],
+    bd: &[Option<usize>],
+    size: &Dim,
+) -> Result<Vec<(NodeId, Option<usize>)>, AdError> {
+    let ops = all_to_front(cx, x, bd, size);
+    let op = match op {
+        Op::Sort { dimension, is_stable, num_keys } => {
+            Op::Sort { dimension: dimension + 1, is_stable: *is_stable, num_keys: *num_keys }
+        }
+        other => other.clone(),
+    };
+    Ok(cx.g.push_multi(op, &ops, None).into_iter().map(|v| (v, Some(0))).collect())
 }
 
 #[cfg(test)]
