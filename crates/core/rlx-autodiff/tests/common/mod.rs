@@ -4,7 +4,7 @@
 
 use rlx_autodiff::{jvp, try_grad_with_loss};
 use rlx_ir::interp::evaluate;
-use rlx_ir::{DType, Graph, NodeId, Shape, Tensor};
+use rlx_ir::{DType, Graph, NodeId, Tensor};
 use std::collections::HashMap;
 
 /// Named tolerance levels (absolute + relative).
@@ -129,9 +129,10 @@ pub fn check_first_order(p: &Point, rng: &mut Rng, eps: f64, tol: Tol) -> Checke
     // Forward mode.
     let jg = jvp(f, &wrt_ids).unwrap_or_else(|e| panic!("jvp of {:?}: {e}", f.name));
     let mut jf = base.clone();
-    for (n, t) in p.wrt.iter().zip(&v) {
-        let tn = format!("tangent_{n}");
-        jf.push((Box::leak(tn.into_boxed_str()), t.clone()));
+    // The tangent inputs are the last inputs of the JVP graph, one per `wrt`, in order.
+    let tin = &jg.inputs()[jg.inputs().len() - v.len()..];
+    for (&id, t) in tin.iter().zip(&v) {
+        jf.push((jg.source_name(id).unwrap(), t.clone()));
     }
     let jo = eval(&jg, &jf);
     let nout = outs0.len();
@@ -159,7 +160,9 @@ pub fn check_first_order(p: &Point, rng: &mut Rng, eps: f64, tol: Tol) -> Checke
         let g = try_grad_with_loss(&fj, &wrt_ids).unwrap_or_else(|e| panic!("grad of {:?}: {e}", f.name));
         let c = rng.tensor(outs0[j].shape(), outs0[j].dtype(), -1.0, 1.0);
         let mut gf = base.clone();
-        gf.push(("d_output", c.clone()));
+        // The seed is the last input (`d_output`, or a fresh name when `f` already has one).
+        let seed = *g.inputs().last().unwrap();
+        gf.push((g.source_name(seed).unwrap(), c.clone()));
         let go = eval(&g, &gf);
         let lhs: f64 = (0..v.len()).map(|k| dot(&vals(&go[1 + k]), &vals(&v[k]))).sum();
         let cj = dot(&vals(&c), &vals(&jo[nout + j]));

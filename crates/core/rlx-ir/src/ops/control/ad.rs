@@ -334,17 +334,18 @@ fn scan_transpose(
     s: &ScanOp,
     cx: &mut Cx,
     x: &[NodeId],
-    lin: &[bool],
+    lin_ops: &[bool],
     outs: &[Shape],
     ct: &[Tan],
 ) -> Result<Vec<Tan>, AdError> {
     let (nc, nk) = (s.num_consts, s.num_carry);
-    let op = Op::Scan(s.clone());
-    if (nc..nc + nk).any(|i| !lin[i]) {
-        return Err(AdError::unsupported(&op, "transposing a scan needs every carry to be linear"));
-    }
+    // Every carry is transposed as linear: a carry operand that is not (zeros the JVP
+    // materialized for a constant initial carry) only contributes an affine offset, whose
+    // cotangent is dropped.
+    let mut body_lin = lin_ops.to_vec();
+    body_lin[nc..nc + nk].iter_mut().for_each(|l| *l = true);
+    let lin = &body_lin[..];
     let ny = outs.len() - nk;
-    let nx = x.len() - nc - nk;
     let tb = cx.sub.transpose(&s.body, lin)?;
     // tb: inputs [non-linear consts, non-linear xs, ct carries, ct ys]; outputs [ct linear
     // consts, ct carries, ct linear xs].
@@ -400,7 +401,7 @@ fn scan_transpose(
     let r = cx.g.push_multi(Op::Scan(ts), &ops, None);
     let mut out = vec![None; x.len()];
     for k in 0..nk {
-        out[nc + k] = Some(r[k]);
+        out[nc + k] = Some(r[k]).filter(|_| lin_ops[nc + k]);
     }
     for (j, &i) in cl.iter().enumerate() {
         out[i] = Some(r[nk + j]);
@@ -408,7 +409,6 @@ fn scan_transpose(
     for (j, &i) in xl.iter().enumerate() {
         out[i] = Some(r[nk + cl.len() + j]);
     }
-    let _ = nx;
     Ok(out)
 }
 
