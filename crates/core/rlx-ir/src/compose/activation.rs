@@ -10,7 +10,8 @@
 //!   the axis (under `stop_gradient`) is subtracted first, so large logits do not overflow, a
 //!   `-inf` entry gives 0 (log: `-inf`), and a row that is all `-inf` gives NaN, as JAX and
 //!   PyTorch do;
-//! - `relu` is `max(x, 0)`, NaN-propagating (`lax.max`), for floats and ints.
+//! - `relu` is `max(x, 0)`, NaN-propagating, for floats and ints (built with `select`, so its
+//!   derivative at 0 is 0 as in JAX).
 
 use super::{attrs, need_float};
 use crate::{Attr, Attrs, Graph, NodeId, Shape, normalize_axis};
@@ -36,11 +37,14 @@ pub enum Activation {
 }
 
 impl Graph {
-    /// `relu(x) = max(x, 0)` for float and int `x` (a primitive `max`, not a composite: there
-    /// is nothing for a backend to gain from a named region). NaN stays NaN.
+    /// `relu(x) = max(x, 0)` for float and int `x`, built as `select(x <= 0, 0, x)` (primitives,
+    /// not a composite: there is nothing for a backend to gain from a named region). NaN stays
+    /// NaN. Written with `select` so its derivative at 0 is 0, as `jax.nn.relu`'s (a plain
+    /// `max` would split the tie and give ½).
     pub fn relu(&mut self, x: NodeId) -> NodeId {
         let zero = self.scalar_like(0.0, x);
-        self.max(x, zero)
+        let off = self.compare(crate::ops::CompareOp::Le, x, zero);
+        self.select(off, zero, x)
     }
 
     /// PyTorch `F.gelu(x, approximate="tanh" if approximate else "none")`, composite `"gelu"`

@@ -302,6 +302,12 @@ pub fn broadcasting_operands(cx: &mut Cx, x: &[NodeId], bd: &[Option<usize>]) ->
 /// in reverse mode in place of transposing the decomposition's linearization; forward mode
 /// still differentiates the decomposition. Return `None` for operands without a cotangent.
 pub trait VjpRule: Send + Sync {
+    /// Whether the rule handles a composite with these attributes (otherwise reverse mode
+    /// differentiates the decomposition). Default: always.
+    fn applies(&self, attrs: &Attrs) -> bool {
+        let _ = attrs;
+        true
+    }
     /// Emit the backward pass into `cx.g`.
     fn vjp(&self, attrs: &Attrs, cx: &mut Cx, x: &[NodeId], y: &[NodeId], ct: &[Tan]) -> Result<Vec<Tan>, AdError>;
 }

@@ -44,7 +44,9 @@ pub(crate) fn jvp(op: &Op, cx: &mut Cx, x: &[NodeId], y: &[NodeId], t: &[Tan]) -
             }
             None => while_jvp(w, cx, x, t),
         },
-        Op::Composite(c) if cx.linearize && lookup_vjp(&c.name).is_some() => custom_vjp_jvp(c, cx, x, y, t),
+        Op::Composite(c) if cx.linearize && lookup_vjp(&c.name).is_some_and(|r| r.applies(&c.attrs)) => {
+            custom_vjp_jvp(c, cx, x, y, t)
+        }
         Op::Composite(c) => {
             let (jg, mask) = float_jvp(cx, &c.body, x, t, y)?;
             let args = jvp_args(cx, x, t);
