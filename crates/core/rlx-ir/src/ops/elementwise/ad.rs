@@ -2,8 +2,9 @@
 //!
 //! Derivatives follow `jax.lax` (see `docs/autodiff.md` for the points where a function is
 //! not differentiable): `abs'(0) = 1`; `max`/`min` split the tangent equally between tied
-//! operands (`lax.max`'s `_balanced_eq`); `pow(x, y)` has `∂/∂x = 0` where `y == 0` and
-//! `∂/∂y = 0` where `x == 0`; `sqrt'(0) = +inf`; `sign`, `floor`, `ceil`, `round`,
+//! operands (`lax.max`'s `_balanced_eq`); `pow(x, y)` has `∂/∂x = 0` where `y == 0` (JAX does
+//! this for integer exponents only and gives NaN at `0⁰` for float ones) and `∂/∂y = 0` where
+//! `x == 0`; `sqrt'(0) = +inf`; `sign`, `floor`, `ceil`, `round`,
 //! comparisons and integer ops have zero derivative; `stop_gradient` blocks tangents.
 
 use super::super::ad::{AdError, Cx, Tan, broadcasting_operands, not_linear};

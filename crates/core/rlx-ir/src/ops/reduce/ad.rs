@@ -8,9 +8,10 @@
 //!   sides, exact where some `x_j` are zero (no division).
 //! - `cumprod`/`cummax`/`cummin`: differentiated through the sequential scan they compute
 //!   (`c' = c ⊗ x_i`), so ties in `cummax` split as `max` does at each step.
-//! - `reduce_window` max/min: the window elements are gathered with one strided slice per
-//!   window position and the chooser rule applied per window (ties share the tangent; JAX's
-//!   `select_and_gather_add` gives it to one element instead). Needs static dims.
+//! - `reduce_window` max/min (pooling): the window elements are gathered with one strided
+//!   slice per window position; the first element (in row-major window order) equal to the
+//!   result takes the tangent, as XLA's select-and-scatter and so JAX's pooling gradient
+//!   (unlike `reduce_max`, whose ties share it). Needs static dims.
 //! - `argmax`/`argmin`, `and`/`or`: zero (integer results).
 
 use super::super::ad::{AdError, Cx, Tan, not_linear};
@@ -183,7 +184,18 @@ fn window_chooser_jvp(op: &Op, cx: &mut Cx, x: NodeId, y: NodeId, t: NodeId) -> 
     full.insert(0, px_len(cx, px));
     let bdims: Vec<usize> = (1..=rank).collect();
     let yb = cx.g.broadcast_in_dim(y, full, &bdims);
-    Ok(chooser(cx, px, yb, pt, |g, v| g.sum(v, &[0], false)))
+    // The first window element equal to the result takes the whole tangent (XLA's
+    // select-and-scatter order, as JAX's max pooling gradient).
+    let d = xs.dtype;
+    let hit = cx.g.compare(super::super::CompareOp::Eq, px, yb);
+    let hf = cx.g.convert(hit, d);
+    let seen = cx.g.cumsum(hf, 0, false);
+    let one = cx.g.scalar(1.0, d);
+    let first = cx.g.compare(super::super::CompareOp::Eq, seen, one);
+    let first = cx.g.push(Op::Binary(super::super::BinaryOp::And), &[first, hit]);
+    let ind = cx.g.convert(first, d);
+    let p = cx.g.mul(pt, ind);
+    Ok(cx.g.sum(p, &[0], false))
 }
 
 fn px_len(cx: &Cx, p: NodeId) -> usize {
