@@ -4,7 +4,7 @@
 use crate::Engine;
 use crate::graphs::sources;
 use rlx_ir::ops::ad::{AdError, Cx, check};
-use rlx_ir::{Dim, Graph, Node, NodeId, Op, Shape, inline_composites};
+use rlx_ir::{Dim, Graph, Node, NodeId, Op, inline_composites};
 
 /// Batch `g`: source `k` (inputs then params in node order) gains a batch dim of `size` at
 /// `in_dims[k]` (missing entries: unbatched). Output `j` is moved to `out_dims[j]`, or must be
@@ -92,12 +92,4 @@ pub(crate) fn vmap_graph(
     dst.set_outputs(outs);
     check(&dst)?;
     Ok(dst)
-}
-
-/// The type `s` with a batch dim of `size` at `b`.
-#[allow(dead_code)]
-pub(crate) fn batched(s: &Shape, b: usize, size: &Dim) -> Shape {
-    let mut t = s.clone();
-    t.dims.insert(b, size.clone());
-    t
 }

@@ -48,8 +48,8 @@ pub(crate) fn jvp(op: &Op, cx: &mut Cx, x: &[NodeId], y: &[NodeId], t: &[Tan]) -
             custom_vjp_jvp(c, cx, x, y, t)
         }
         Op::Composite(c) => {
-            let (jg, mask) = float_jvp(cx, &c.body, x, t, y)?;
-            let args = jvp_args(cx, x, t);
+            let (jg, mask) = float_jvp(cx, &c.body, t, y)?;
+            let args = jvp_args(x, t);
             let r = inline_call(cx.g, &jg, &args);
             Ok(split_results(&r, y.len(), &mask))
         }
@@ -59,16 +59,14 @@ pub(crate) fn jvp(op: &Op, cx: &mut Cx, x: &[NodeId], y: &[NodeId], t: &[Tan]) -
 
 /// The JVP of a sub-graph with tangents where `t` has them, forcing a tangent for every
 /// float output; returns it with the output mask.
-fn float_jvp(cx: &Cx, g: &Graph, x: &[NodeId], t: &[Tan], y: &[NodeId]) -> Result<(Graph, Vec<bool>), AdError> {
+fn float_jvp(cx: &Cx, g: &Graph, t: &[Tan], y: &[NodeId]) -> Result<(Graph, Vec<bool>), AdError> {
     let mask: Vec<bool> = t.iter().map(Option::is_some).collect();
     let force: Vec<bool> = y.iter().map(|&v| differentiable(cx.ty(v).dtype)).collect();
-    let _ = x;
     cx.sub.jvp(g, &mask, &force)
 }
 
 /// Operands followed by the non-zero tangents.
-fn jvp_args(cx: &mut Cx, x: &[NodeId], t: &[Tan]) -> Vec<NodeId> {
-    let _ = cx;
+fn jvp_args(x: &[NodeId], t: &[Tan]) -> Vec<NodeId> {
     x.iter().copied().chain(t.iter().flatten().copied()).collect()
 }
 
@@ -263,7 +261,7 @@ fn cond_jvp(c: &CondOp, cx: &mut Cx, x: &[NodeId], y: &[NodeId], t: &[Tan]) -> R
 
 /// Reverse mode of a composite with a custom VJP: the linearized composite `<name>.jvp`.
 fn custom_vjp_jvp(c: &Composite, cx: &mut Cx, x: &[NodeId], y: &[NodeId], t: &[Tan]) -> Result<JvpOut, AdError> {
-    let (jg, out_mask) = float_jvp(cx, &c.body, x, t, y)?;
+    let (jg, out_mask) = float_jvp(cx, &c.body, t, y)?;
     let tan_idx: Vec<usize> = (0..x.len()).filter(|&i| t[i].is_some()).collect();
     let mut body = Graph::new(format!("{}.jvp", c.name));
     let xs: Vec<NodeId> = x.iter().enumerate().map(|(i, &v)| body.input(&format!("x{i}"), cx.ty(v))).collect();
@@ -444,7 +442,6 @@ fn composite_transpose(
                 cts[k] = *it.next().unwrap_or(&None);
             }
         }
-        let _ = outs;
         let r = rule.vjp(&c.attrs, cx, &x[..n_in], &x[n_in..n_in + n_out], &cts)?;
         let mut out = vec![None; x.len()];
         for (j, &i) in tans.iter().enumerate() {

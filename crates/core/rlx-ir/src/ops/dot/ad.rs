@@ -93,10 +93,10 @@ fn conv_transpose_lhs(
     let ks: Vec<usize> = (0..ns).map(|s| stat(op, &ws, s + 2)).collect::<Result<_, _>>()?;
     let cts = cx.ty(ct);
     let mut padding = vec![];
-    for s in 0..ns {
+    for (s, &k) in ks.iter().enumerate() {
         let (n_in, n_out) = (stat(op, xs, s + 2)?, stat(op, &cts, s + 2)?);
         let lhs_d = dilate(n_in, c.lhs_dilation[s]);
-        let rhs_d = dilate(ks[s], c.rhs_dilation[s]);
+        let rhs_d = dilate(k, c.rhs_dilation[s]);
         let out_d = dilate(n_out, c.window_strides[s]);
         let before = rhs_d - c.padding[s].0 - 1;
         padding.push((before, lhs_d + rhs_d - 1 - out_d - before));
