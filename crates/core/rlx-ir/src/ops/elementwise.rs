@@ -191,7 +191,7 @@ impl UnaryOp {
             Tanh => x.tanh(),
             Asinh => x.asinh(),
             Acosh => x.acosh(),
-            Atanh => x.atanh(),
+            Atanh => libm::atanh(x),
             Logistic => {
                 // Stable for large |x|: never evaluates exp of a large positive number.
                 if x >= 0.0 {
@@ -393,7 +393,7 @@ impl BinaryOp {
     fn apply_int(self, a: i64, b: i64, bits: u32, signed: bool) -> i64 {
         use BinaryOp::*;
         let mask: u64 = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
-        let min = if signed { -(1i64 << (bits - 1)) } else { 0 };
+        let min = if signed { i64::MIN >> (64 - bits) } else { 0 };
         match self {
             Add => a.wrapping_add(b),
             Sub => a.wrapping_sub(b),
