@@ -32,5 +32,10 @@ pub use shape::{Bindings, Dim, IntoDims, Shape, normalize_axis, strides_of};
 pub use tensor::{Data, Elem, Tensor};
 pub use verify::{bind_symbols, specialize, verify};
 
+/// Helper enums of the builder API, at the path the spec imports (`rlx_ir::op::Activation`).
+pub mod op {
+    pub use crate::compose::{Activation, MaskKind, RopeLayout};
+}
+
 /// Re-export so `with_dtype!` works in downstream crates.
 pub use half;

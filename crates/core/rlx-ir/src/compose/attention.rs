@@ -1,0 +1,395 @@
+//! Attention composites: rotary position embedding (`rope`) and
+//! `scaled_dot_product_attention`.
+//!
+//! Semantics:
+//! - `rope` is the Llama / Hugging Face "rotate-half" convention (`apply_rotary_pos_emb`):
+//!   with `x = [x1, x2]` split in halves along the last (head) dim `D`,
+//!   `out = x · cos + rotate_half(x) · sin`, `rotate_half(x) = [-x2, x1]`. `cos`/`sin` are
+//!   `[S, D]` (each frequency repeated in both halves, as HF builds them). This is *not* the
+//!   interleaved-pairs (GPT-J / original RoFormer) convention.
+//! - `scaled_dot_product_attention` is PyTorch `F.scaled_dot_product_attention(q, k, v,
+//!   attn_mask, is_causal, scale, enable_gqa=True)` on `[B, H, S, D]` tensors:
+//!   `softmax(q kᵀ · scale + mask) v` with `scale = 1/√D` by default. Causal is PyTorch's
+//!   `is_causal`: top-left aligned (`tril(ones(Sq, Sk))`, query `i` sees keys `j ≤ i`). A
+//!   bool bias is PyTorch's boolean `attn_mask` (`true` = attend). Padding (key lengths per
+//!   batch, not a PyTorch argument) masks keys `j ≥ len[b]`. Masked scores are `-inf`; a query
+//!   that can see no key gets NaN (PyTorch's math backend does the same). When `k`/`v` have
+//!   fewer heads than `q`, each is repeated `H / Hk` times along the head dim
+//!   (`repeat_interleave`, PyTorch's `enable_gqa`).
+
+use super::{attrs, need_float};
+use crate::ops::{CompareOp, DotGeneral};
+use crate::{Attr, DType, Dim, Graph, NodeId, Shape, Tensor};
+
+/// Where the sequence and head dims sit in a `rope` operand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RopeLayout {
+    /// `x` is `[.., S, H, D]` (llama.cpp, the flash-attention "BSHD" layout); attr `"shd"`.
+    Shd,
+    /// `x` is `[.., H, S, D]` (Hugging Face after the head transpose, "BHSD"); attr `"hsd"`.
+    Hsd,
+}
+
+/// The mask of [`Graph::scaled_dot_product_attention`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MaskKind {
+    /// No mask.
+    None,
+    /// PyTorch `is_causal=True`: query `i` attends to keys `j ≤ i` (top-left aligned).
+    Causal,
+    /// Key lengths, integer `[B]`: batch `b` attends to keys `j < len[b]`.
+    Padding(NodeId),
+    /// PyTorch `attn_mask`, broadcastable to `[B, H, Sq, Sk]`: float (q's dtype) is added to
+    /// the scores; bool masks (`true` = attend).
+    Bias(NodeId),
+}
+
+impl MaskKind {
+    fn name(self) -> &'static str {
+        match self {
+            MaskKind::None => "none",
+            MaskKind::Causal => "causal",
+            MaskKind::Padding(_) => "padding",
+            MaskKind::Bias(_) => "bias",
+        }
+    }
+}
+
+/// `dot_general` dims contracting `lhs_c` with `rhs_c`, batch dims 0 and 1.
+fn batched(lhs_c: usize, rhs_c: usize) -> DotGeneral {
+    DotGeneral {
+        lhs_contracting: vec![lhs_c],
+        rhs_contracting: vec![rhs_c],
+        lhs_batch: vec![0, 1],
+        rhs_batch: vec![0, 1],
+        preferred_element_type: None,
+    }
+}
+
+impl Graph {
+    /// Rotary position embedding, rotate-half convention, `x` laid out `[.., S, H, D]`:
+    /// `rope_with_layout(x, cos, sin, RopeLayout::Shd)`.
+    pub fn rope(&mut self, x: NodeId, cos: NodeId, sin: NodeId) -> NodeId {
+        self.rope_with_layout(x, cos, sin, RopeLayout::Shd)
+    }
+
+    /// Rotary position embedding (Llama / HF `rotate_half`, see the module docs): `x` float
+    /// `[.., S, H, D]` ([`RopeLayout::Shd`]) or `[.., H, S, D]` ([`RopeLayout::Hsd`]), rank
+    /// ≥ 3, `D` static and even; `cos`, `sin` `[S, D]` of `x`'s dtype. Result: shape and dtype
+    /// of `x`. Composite `"rope"`, attrs `{"layout": Str("shd" | "hsd")}`, operands
+    /// `[x, cos, sin]`. Leading dims may be symbolic.
+    /// Errors: rank < 3, odd or symbolic `D`, `cos`/`sin` not `[S, D]`.
+    pub fn rope_with_layout(&mut self, x: NodeId, cos: NodeId, sin: NodeId, layout: RopeLayout) -> NodeId {
+        const NAME: &str = "rope";
+        let Some(t) = self.compose_types(NAME, &[x, cos, sin]) else { return self.placeholder() };
+        let xs = &t[0];
+        if let Err(m) = need_float(NAME, "operand", xs) {
+            return self.compose_fail(NAME, m);
+        }
+        let r = xs.rank();
+        if r < 3 {
+            return self.compose_fail(NAME, format!("x must have rank >= 3 ([.., S, H, D] or [.., H, S, D]), got {xs}"));
+        }
+        let d = match xs.dims[r - 1] {
+            Dim::Static(d) if d % 2 == 0 => d,
+            ref other => return self.compose_fail(NAME, format!("head dim {other} of {xs} must be static and even")),
+        };
+        let s = match layout {
+            RopeLayout::Shd => xs.dims[r - 3].clone(),
+            RopeLayout::Hsd => xs.dims[r - 2].clone(),
+        };
+        let want = Shape::from_dims(&[s.clone(), Dim::Static(d)], xs.dtype);
+        for (name, c) in ["cos", "sin"].iter().zip(&t[1..]) {
+            if *c != want {
+                return self.compose_fail(NAME, format!("{name} is {c} but x {xs} needs {want}"));
+            }
+        }
+        let xs_dtype = xs.dtype;
+        let tag = match layout {
+            RopeLayout::Shd => "shd",
+            RopeLayout::Hsd => "hsd",
+        };
+        self.composite_with(NAME, attrs([("layout", Attr::Str(tag.into()))]), &[x, cos, sin], |g, a| {
+            // rotate_half without slicing (so symbolic leading dims work): view the head dim
+            // as [2, D/2], swap the halves with `rev`, negate the (new) first half.
+            let dims = g.shape(a[0]).dims.clone();
+            let mut split = dims[..r - 1].to_vec();
+            split.extend([Dim::Static(2), Dim::Static(d / 2)]);
+            let halves = g.reshape(a[0], split);
+            let swapped = g.rev(halves, &[r - 1]);
+            let sign = Tensor::from_f64s(&[2, 1], xs_dtype, &[-1.0, 1.0]).unwrap_or_else(|_| Tensor::scalar(0f32));
+            let sign = g.constant(sign);
+            let signed = g.mul(swapped, sign);
+            let rot = g.reshape(signed, dims);
+            let (c, sn) = match layout {
+                // [S, D] -> [S, 1, D] to skip the head dim.
+                RopeLayout::Shd => {
+                    let dims = vec![s.clone(), Dim::Static(1), Dim::Static(d)];
+                    (g.reshape(a[1], dims.clone()), g.reshape(a[2], dims))
+                }
+                RopeLayout::Hsd => (a[1], a[2]),
+            };
+            let xc = g.mul(a[0], c);
+            let rs = g.mul(rot, sn);
+            vec![g.add(xc, rs)]
+        })[0]
+    }
+
+    /// PyTorch `F.scaled_dot_product_attention` (see the module docs): `q` `[B, H, Sq, D]`,
+    /// `k` `[B, Hk, Sk, D]`, `v` `[B, Hk, Sk, Dv]`, one float dtype, `H % Hk == 0`; result
+    /// `[B, H, Sq, Dv]`. `scale` defaults to `1/√D`. Composite
+    /// `"scaled_dot_product_attention"`, attrs `{"mask": Str("none" | "causal" | "padding" |
+    /// "bias"), "scale": Float (the scale used)}`, operands `[q, k, v]` plus the lengths or
+    /// the bias for `Padding` / `Bias`.
+    /// Errors: ranks other than 4, mismatched B / D / Sk / dtypes, heads that do not divide,
+    /// padding lengths not integer `[B]`, a bias neither bool nor `q`'s dtype (or that does
+    /// not broadcast to `[B, H, Sq, Sk]`).
+    pub fn scaled_dot_product_attention(
+        &mut self,
+        q: NodeId,
+        k: NodeId,
+        v: NodeId,
+        mask: MaskKind,
+        scale: Option<f64>,
+    ) -> NodeId {
+        const NAME: &str = "scaled_dot_product_attention";
+        let mut ops = vec![q, k, v];
+        if let MaskKind::Padding(m) | MaskKind::Bias(m) = mask {
+            ops.push(m);
+        }
+        let Some(t) = self.compose_types(NAME, &ops) else { return self.placeholder() };
+        let (qs, ks, vs) = (&t[0], &t[1], &t[2]);
+        let bad = |g: &mut Graph, m: String| g.compose_fail(NAME, m);
+        if qs.rank() != 4 || ks.rank() != 4 || vs.rank() != 4 {
+            return bad(self, format!("q, k, v must be [B, H, S, D], got {qs}, {ks}, {vs}"));
+        }
+        if let Err(m) = need_float(NAME, "q", qs) {
+            return bad(self, m);
+        }
+        let same = |a: &Dim, b: &Dim| a == b || a.as_static().is_none() || b.as_static().is_none();
+        if qs.dtype != ks.dtype
+            || qs.dtype != vs.dtype
+            || !same(&qs.dims[0], &ks.dims[0])
+            || !same(&ks.dims[0], &vs.dims[0])
+            || !same(&qs.dims[3], &ks.dims[3])
+            || !same(&ks.dims[1], &vs.dims[1])
+            || !same(&ks.dims[2], &vs.dims[2])
+        {
+            return bad(self, format!("q {qs}, k {ks}, v {vs} do not fit [B,H,Sq,D], [B,Hk,Sk,D], [B,Hk,Sk,Dv]"));
+        }
+        let rep = match (&qs.dims[1], &ks.dims[1]) {
+            (a, b) if a == b => 1,
+            (Dim::Static(h), Dim::Static(hk)) if *hk > 0 && h % hk == 0 => h / hk,
+            (h, hk) => return bad(self, format!("q has {h} heads, k/v {hk}: q's heads must be a multiple of k's")),
+        };
+        let scale = match (scale, &qs.dims[3]) {
+            (Some(s), _) => s,
+            (None, Dim::Static(d)) => 1.0 / (*d as f64).sqrt(),
+            (None, d) => return bad(self, format!("the default scale needs a static head dim, got {d}")),
+        };
+        match (mask, t.get(3)) {
+            (MaskKind::Padding(_), Some(ls)) if ls.rank() != 1 || !ls.dtype.is_int() || !same(&ls.dims[0], &qs.dims[0]) => {
+                return bad(self, format!("padding lengths must be integer [B] for q {qs}, got {ls}"));
+            }
+            (MaskKind::Bias(_), Some(bs)) if bs.dtype != DType::Bool && bs.dtype != qs.dtype => {
+                return bad(self, format!("bias must be bool or {} like q, got {bs}", qs.dtype));
+            }
+            _ => {}
+        }
+        let (sq, sk) = (qs.dims[2].clone(), ks.dims[2].clone());
+        let a = attrs([("mask", Attr::Str(mask.name().into())), ("scale", Attr::Float(scale))]);
+        self.composite_with(NAME, a, &ops, |g, a| {
+            let (mut kk, mut vv) = (a[1], a[2]);
+            if rep > 1 {
+                for x in [&mut kk, &mut vv] {
+                    let s = g.shape(*x).dims.clone();
+                    let wide = vec![s[0].clone(), s[1].clone(), Dim::Static(rep), s[2].clone(), s[3].clone()];
+                    let b = g.broadcast_in_dim(*x, wide, &[0, 1, 3, 4]);
+                    let h = Dim::Static(s[1].as_static().unwrap_or(0) * rep);
+                    *x = g.reshape(b, vec![s[0].clone(), h, s[2].clone(), s[3].clone()]);
+                }
+            }
+            let sc = g.dot_general(a[0], kk, batched(3, 3));
+            let c = g.scalar_like(scale, a[0]);
+            let mut sc = g.mul(sc, c);
+            let ninf = g.scalar_like(f64::NEG_INFINITY, a[0]);
+            match mask {
+                MaskKind::None => {}
+                MaskKind::Causal => {
+                    let sh = Shape::from_dims(&[sq.clone(), sk.clone()], DType::I64);
+                    let row = g.iota(sh.clone(), 0);
+                    let col = g.iota(sh, 1);
+                    let ok = g.compare(CompareOp::Le, col, row);
+                    sc = g.select(ok, sc, ninf);
+                }
+                MaskKind::Padding(_) => {
+                    let one = Dim::Static(1);
+                    let col = g.iota(Shape::from_dims(&[one.clone(), one.clone(), one.clone(), sk.clone()], DType::I64), 3);
+                    let lens = g.convert(a[3], DType::I64);
+                    let b = g.shape(lens).dims[0].clone();
+                    let lens = g.reshape(lens, vec![b, one.clone(), one.clone(), one]);
+                    let ok = g.compare(CompareOp::Lt, col, lens);
+                    sc = g.select(ok, sc, ninf);
+                }
+                MaskKind::Bias(_) => {
+                    sc = if g.shape(a[3]).dtype == DType::Bool { g.select(a[3], sc, ninf) } else { g.add(sc, a[3]) };
+                }
+            }
+            let p = g.softmax(sc, -1);
+            vec![g.dot_general(p, vv, batched(3, 2))]
+        })[0]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use super::*;
+
+    fn t64(v: &[f64], d: &[usize]) -> Tensor {
+        Tensor::from_vec(v.to_vec(), d).unwrap()
+    }
+
+    #[test]
+    fn rope_rotate_half_both_layouts() {
+        // x [S=2, H=2, D=4]; HF: cos/sin [S, D] with the frequency repeated in both halves.
+        let (s, h, d) = (2, 2, 4);
+        let xv = wavy(s * h * d, 0.9);
+        let mut cv = vec![];
+        let mut sv = vec![];
+        for p in 0..s {
+            for j in 0..d {
+                let f = (p as f64) / 10000f64.powf((2 * (j % 2)) as f64 / d as f64);
+                cv.push(f.cos());
+                sv.push(f.sin());
+            }
+        }
+        let mut want = vec![0.0; s * h * d];
+        for p in 0..s {
+            for hh in 0..h {
+                let base = (p * h + hh) * d;
+                for j in 0..d {
+                    let rot = if j < d / 2 { -xv[base + j + d / 2] } else { xv[base + j - d / 2] };
+                    want[base + j] = xv[base + j] * cv[p * d + j] + rot * sv[p * d + j];
+                }
+            }
+        }
+        let mut g = Graph::new("t");
+        let x = g.input("x", Shape::new(&[s, h, d], DType::F64));
+        let c = g.input("c", Shape::new(&[s, d], DType::F64));
+        let sn = g.input("s", Shape::new(&[s, d], DType::F64));
+        let y = g.rope(x, c, sn);
+        // The same values in [H, S, D] layout: transpose in and out.
+        let xt = g.transpose(x, &[1, 0, 2]);
+        let yt = g.rope_with_layout(xt, c, sn, RopeLayout::Hsd);
+        let yb = g.transpose(yt, &[1, 0, 2]);
+        g.set_outputs(vec![y, yb]);
+        let out = run_both(&g, &feeds(&[("x", t64(&xv, &[s, h, d])), ("c", t64(&cv, &[s, d])), ("s", t64(&sv, &[s, d]))]));
+        close(&out[0], &want, 1e-14);
+        close(&out[1], &want, 1e-14);
+        // Position 0 leaves x unchanged.
+        close(&Tensor::from_vec(out[0].to_f64_vec()[..h * d].to_vec(), &[h * d]).unwrap(), &xv[..h * d], 1e-15);
+        let mut g = Graph::new("t");
+        let x = g.input("x", Shape::new(&[2, 2, 3], DType::F64));
+        g.rope(x, x, x);
+        assert!(g.error().unwrap().to_string().contains("must be static and even"));
+    }
+
+    /// Reference attention on [B, H, Sq, D] with an explicit additive mask [B, Sq, Sk].
+    #[allow(clippy::too_many_arguments)]
+    fn attn_ref(
+        q: &[f64],
+        k: &[f64],
+        v: &[f64],
+        [b, h, sq, d]: [usize; 4],
+        hk: usize,
+        sk: usize,
+        scale: f64,
+        mask: impl Fn(usize, usize, usize) -> f64,
+    ) -> Vec<f64> {
+        let mut out = vec![0.0; b * h * sq * d];
+        for bi in 0..b {
+            for hi in 0..h {
+                let kh = hi / (h / hk);
+                for i in 0..sq {
+                    let sc: Vec<f64> = (0..sk)
+                        .map(|j| {
+                            let dot: f64 = (0..d)
+                                .map(|e| q[((bi * h + hi) * sq + i) * d + e] * k[((bi * hk + kh) * sk + j) * d + e])
+                                .sum();
+                            dot * scale + mask(bi, i, j)
+                        })
+                        .collect();
+                    let m = sc.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                    let e: Vec<f64> = sc.iter().map(|s| (s - m).exp()).collect();
+                    let z: f64 = e.iter().sum();
+                    for dd in 0..d {
+                        out[((bi * h + hi) * sq + i) * d + dd] =
+                            (0..sk).map(|j| e[j] / z * v[((bi * hk + kh) * sk + j) * d + dd]).sum();
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn sdpa_masks_and_gqa() {
+        let (b, h, hk, sq, sk, d) = (2, 4, 2, 3, 4, 2);
+        let qv = wavy(b * h * sq * d, 0.1);
+        let kv = wavy(b * hk * sk * d, 1.1);
+        let vv = wavy(b * hk * sk * d, 2.1);
+        let bias = wavy(sq * sk, 3.1);
+        let mut g = Graph::new("t");
+        let q = g.input("q", Shape::new(&[b, h, sq, d], DType::F64));
+        let k = g.input("k", Shape::new(&[b, hk, sk, d], DType::F64));
+        let v = g.input("v", Shape::new(&[b, hk, sk, d], DType::F64));
+        let lens = g.input("lens", Shape::new(&[b], DType::I32));
+        let bi = g.input("bias", Shape::new(&[sq, sk], DType::F64));
+        let outs = vec![
+            g.scaled_dot_product_attention(q, k, v, MaskKind::None, None),
+            g.scaled_dot_product_attention(q, k, v, MaskKind::Causal, Some(0.5)),
+            g.scaled_dot_product_attention(q, k, v, MaskKind::Padding(lens), None),
+            g.scaled_dot_product_attention(q, k, v, MaskKind::Bias(bi), None),
+        ];
+        assert_eq!(g.shape(outs[0]), &Shape::new(&[b, h, sq, d], DType::F64));
+        g.set_outputs(outs);
+        let f = feeds(&[
+            ("q", t64(&qv, &[b, h, sq, d])),
+            ("k", t64(&kv, &[b, hk, sk, d])),
+            ("v", t64(&vv, &[b, hk, sk, d])),
+            ("lens", Tensor::from_vec(vec![4i32, 2], &[b]).unwrap()),
+            ("bias", t64(&bias, &[sq, sk])),
+        ]);
+        let out = run_both(&g, &f);
+        let dims = [b, h, sq, d];
+        let s = 1.0 / (d as f64).sqrt();
+        let ninf = f64::NEG_INFINITY;
+        close(&out[0], &attn_ref(&qv, &kv, &vv, dims, hk, sk, s, |_, _, _| 0.0), 1e-12);
+        close(&out[1], &attn_ref(&qv, &kv, &vv, dims, hk, sk, 0.5, |_, i, j| if j <= i { 0.0 } else { ninf }), 1e-12);
+        let lens = [4, 2];
+        close(&out[2], &attn_ref(&qv, &kv, &vv, dims, hk, sk, s, |bb, _, j| if j < lens[bb] { 0.0 } else { ninf }), 1e-12);
+        close(&out[3], &attn_ref(&qv, &kv, &vv, dims, hk, sk, s, |_, i, j| bias[i * sk + j]), 1e-12);
+    }
+
+    #[test]
+    fn sdpa_bool_bias_and_errors() {
+        let mut g = Graph::new("t");
+        let q = g.input("q", Shape::new(&[1, 1, 2, 2], DType::F32));
+        let m = g.input("m", Shape::new(&[2, 2], DType::Bool));
+        let y = g.scaled_dot_product_attention(q, q, q, MaskKind::Bias(m), None);
+        g.set_outputs(vec![y]);
+        let f = feeds(&[
+            ("q", f32t(&[1.0, 0.0, 0.0, 1.0], &[1, 1, 2, 2])),
+            ("m", Tensor::from_vec(vec![true, false, false, false], &[2, 2]).unwrap()),
+        ]);
+        let out = run_both(&g, &f);
+        let n = f64::NAN;
+        close(&out[0], &[1.0, 0.0, n, n], 0.0);
+        let mut g = Graph::new("t");
+        let q = g.input("q", Shape::new(&[1, 3, 2, 2], DType::F32));
+        let k = g.input("k", Shape::new(&[1, 2, 2, 2], DType::F32));
+        g.scaled_dot_product_attention(q, k, k, MaskKind::Causal, None);
+        assert!(g.error().unwrap().to_string().contains("q has 3 heads, k/v 2"));
+    }
+}
