@@ -15,11 +15,21 @@
 //! every primitive of `Op` is exercised.
 
 mod common;
+#[path = "ops/composites.rs"]
+mod composites;
+#[path = "ops/control.rs"]
+mod control;
 #[path = "ops/elementwise.rs"]
 mod elementwise;
+#[path = "ops/movement.rs"]
+mod movement;
+#[path = "ops/reduce_dot.rs"]
+mod reduce_dot;
+#[path = "ops/sort_rng.rs"]
+mod sort_rng;
 
 use common::{Args, Fixture, Tol};
-use rlx_ir::{Graph, NodeId, Op, Shape, Tensor};
+use rlx_ir::{Graph, NodeId, Shape, Tensor};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Instant;
@@ -31,8 +41,10 @@ pub type Build = Box<dyn Fn(&mut Graph, &[NodeId], &Args) -> Vec<NodeId>>;
 pub struct Rec {
     /// Record name; fixture cases name it in the manifest's `op` field.
     pub op: &'static str,
-    /// Tolerance level for every case of this record.
+    /// Tolerance level of f32 / f64 (and integer, always exact) results.
     pub tol: Tol,
+    /// Tolerance level of f16 / bf16 results (defaults to `tol`).
+    pub tol_lowp: Tol,
     /// The builder call.
     pub build: Build,
     /// Cases skipped with the reason (a real disagreement reported to the op's owner).
@@ -46,7 +58,13 @@ impl Rec {
         tol: Tol,
         build: impl Fn(&mut Graph, &[NodeId], &Args) -> Vec<NodeId> + 'static,
     ) -> Rec {
-        Rec { op, tol, build: Box::new(build), skips: vec![] }
+        Rec { op, tol, tol_lowp: tol, build: Box::new(build), skips: vec![] }
+    }
+    /// A different level for f16 / bf16 results, for decompositions that round every
+    /// intermediate in the low-precision dtype.
+    pub fn lowp(mut self, tol: Tol) -> Rec {
+        self.tol_lowp = tol;
+        self
     }
     /// Skip one case, with the reason shown in the test output.
     pub fn skip(mut self, case: &'static str, reason: &'static str) -> Rec {
@@ -59,6 +77,11 @@ impl Rec {
 fn table() -> Vec<Rec> {
     let mut t = vec![];
     t.extend(elementwise::records());
+    t.extend(movement::records());
+    t.extend(sort_rng::records());
+    t.extend(reduce_dot::records());
+    t.extend(control::records());
+    t.extend(composites::records());
     t
 }
 
@@ -66,15 +89,68 @@ fn table() -> Vec<Rec> {
 /// on a stale entry here).
 const NOT_YET: &[(&str, &str)] = &[];
 
-/// Every primitive name `Op::name` can produce (composites and custom ops are listed by the
-/// families that define them).
+/// Every primitive name `Op::name` can produce, and every composite `rlx_ir::compose` builds
+/// (custom ops appear as `custom.<name>`).
 fn all_primitives() -> Vec<String> {
-    use rlx_ir::ops::{BinaryOp, CompareOp, UnaryOp};
-    let mut v: Vec<String> =
-        ["constant", "select", "convert_element_type", "stop_gradient"].iter().map(|s| s.to_string()).collect();
+    use rlx_ir::ops::{BinaryOp, CompareOp, CumulativeOp, ReduceOp, UnaryOp};
+    let mut v: Vec<String> = [
+        "input",
+        "constant",
+        "iota",
+        "select",
+        "convert_element_type",
+        "stop_gradient",
+        "argmax",
+        "argmin",
+        "reduce_window",
+        "broadcast_in_dim",
+        "reshape",
+        "transpose",
+        "rev",
+        "slice",
+        "dynamic_slice",
+        "dynamic_update_slice",
+        "concatenate",
+        "pad",
+        "gather",
+        "scatter_add",
+        "dot_general",
+        "conv_general_dilated",
+        "sort",
+        "top_k",
+        "rng",
+        "scan",
+        "while",
+        "cond",
+        "custom.optests.axpy_mul",
+        "get_tuple_element",
+        // Composites.
+        "softmax",
+        "log_softmax",
+        "gelu",
+        "silu",
+        "layer_norm",
+        "rms_norm",
+        "batch_norm",
+        "linear",
+        "embedding",
+        "conv2d",
+        "max_pool2d",
+        "avg_pool2d",
+        "cross_entropy",
+        "rope",
+        "scaled_dot_product_attention",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     v.extend(UnaryOp::ALL.iter().map(|u| u.name().to_string()));
     v.extend(BinaryOp::ALL.iter().map(|b| b.name().to_string()));
     v.extend(CompareOp::ALL.iter().map(|c| c.name().to_string()));
+    let reduces = [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Max, ReduceOp::Min, ReduceOp::And, ReduceOp::Or];
+    v.extend(reduces.iter().map(|r| format!("reduce_{}", r.name())));
+    let cums = [CumulativeOp::Sum, CumulativeOp::Prod, CumulativeOp::Max, CumulativeOp::Min];
+    v.extend(cums.iter().map(|c| c.name().to_string()));
     v
 }
 
@@ -183,29 +259,34 @@ fn run_case(rec: &Rec, fx: &Fixture, covered: &mut BTreeSet<String>) -> Result<(
     let mut errs = vec![];
     let a = rlx_ir::interp::evaluate(&g, &feeds).map_err(|e| format!("interp: {e}"));
     match &a {
-        Ok(a) => errs.extend(common::compare("interp", a, &fx.outputs, rec.tol).err()),
+        Ok(a) => errs.extend(common::compare("interp", a, &fx.outputs, rec.tol, rec.tol_lowp).err()),
         Err(e) => errs.push(e.clone()),
     }
     match roundtrip(&g, &feeds) {
         Ok(b) => {
-            if let Ok(a) = &a {
-                if !common::identical(a, &b) {
-                    errs.push("serialize round trip: results differ from the original graph's".into());
-                }
+            if a.as_ref().is_ok_and(|a| !common::identical(a, &b)) {
+                errs.push("serialize round trip: results differ from the original graph's".into());
             }
         }
         Err(e) => errs.push(e),
     }
     match run_cpu(&g, &fx.inputs) {
-        Ok(c) => errs.extend(common::compare("cpu", &c, &fx.outputs, rec.tol).err()),
+        Ok(c) => errs.extend(common::compare("cpu", &c, &fx.outputs, rec.tol, rec.tol_lowp).err()),
         Err(e) => errs.push(e),
     }
     if errs.is_empty() { Ok(()) } else { Err(errs.join("\n")) }
 }
 
 /// Pre-ops make an operand non-contiguous inside the graph (a transpose or broadcast view).
-fn apply_pre(_g: &mut Graph, _x: NodeId, p: &Args) -> Result<NodeId, String> {
-    Err(format!("pre-op {} needs the movement builders (not merged yet)", p.0))
+fn apply_pre(g: &mut Graph, x: NodeId, p: &Args) -> Result<NodeId, String> {
+    if p.has("transpose") {
+        Ok(g.transpose(x, &p.usizes("transpose")))
+    } else if p.has("broadcast_in_dim") {
+        let b = p.sub("broadcast_in_dim");
+        Ok(g.broadcast_in_dim(x, b.usizes("shape"), &b.usizes("dims")))
+    } else {
+        Err(format!("unknown pre-op {}", p.0))
+    }
 }
 
 fn roundtrip(g: &Graph, feeds: &HashMap<String, Tensor>) -> Result<Vec<Tensor>, String> {
@@ -273,7 +354,13 @@ fn check_records(table: &[Rec], manifest: &BTreeMap<String, serde_json::Value>) 
 
 fn check_coverage(covered: &BTreeSet<String>) -> Result<(), String> {
     let mut errs = vec![];
-    for p in all_primitives() {
+    let all = all_primitives();
+    for seen in covered {
+        if !all.contains(seen) {
+            errs.push(format!("op {seen} is not in all_primitives(): add it there"));
+        }
+    }
+    for p in all {
         let pending = NOT_YET.iter().any(|(n, _)| *n == p);
         match (covered.contains(&p), pending) {
             (false, false) => errs.push(format!("primitive {p} is exercised by no case")),

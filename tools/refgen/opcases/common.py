@@ -186,7 +186,7 @@ def _npz_bytes(arrays):
     with zipfile.ZipFile(buf, "w") as z:
         for k, a in arrays.items():
             b = io.BytesIO()
-            np.lib.format.write_array(b, np.ascontiguousarray(a), version=(1, 0), allow_pickle=False)
+            np.lib.format.write_array(b, np.array(a, order="C"), version=(1, 0), allow_pickle=False)
             zi = zipfile.ZipInfo(k + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
             zi.compress_type = zipfile.ZIP_DEFLATED
             zi.external_attr = 0o644 << 16

@@ -219,8 +219,8 @@ def compare(reg):
             reg.add(name, op, [a, b], [fn(a, b)], ref=f"numpy.{fn.__name__}")
     x = random(rng_for("lt_f32_transposed"), "f32", (3, 5))
     s, pre = transposed(x, [1, 0])
-    y0 = random(rng_for("lt_f32_transposed_b"), "f32", (5, 3))
-    reg.add("lt_f32_transposed", "lt", [s, y0], [x.T < y0], pre=[pre])
+    y0 = random(rng_for("lt_f32_transposed_b"), "f32", (3, 5))
+    reg.add("lt_f32_transposed", "lt", [s, y0], [x < y0], pre=[pre])
 
 
 def select(reg):

@@ -151,9 +151,9 @@ fn read_npy(bytes: &[u8], bf: bool) -> Result<Tensor, String> {
     t.map_err(|e| e.to_string())
 }
 
-/// Compare results with expected values under a tolerance; `Err` describes the first
-/// mismatches (index, expected, got) and how many there are.
-pub fn compare(what: &str, got: &[Tensor], want: &[Tensor], tol: Tol) -> Result<(), String> {
+/// Compare results with expected values under a tolerance (`tol_lowp` for f16 / bf16
+/// results); `Err` describes the first mismatches (index, expected, got) and how many there are.
+pub fn compare(what: &str, got: &[Tensor], want: &[Tensor], tol: Tol, tol_lowp: Tol) -> Result<(), String> {
     if got.len() != want.len() {
         return Err(format!("{what}: {} outputs, expected {}", got.len(), want.len()));
     }
@@ -167,6 +167,7 @@ pub fn compare(what: &str, got: &[Tensor], want: &[Tensor], tol: Tol) -> Result<
                 w.shape()
             ));
         }
+        let tol = if matches!(w.dtype(), DType::F16 | DType::BF16) { tol_lowp } else { tol };
         let (rtol, atol) = tol.bounds(w.dtype());
         let n = w.numel();
         let bad: Vec<usize> = if w.dtype().is_float() {
@@ -250,6 +251,10 @@ impl Args<'_> {
     /// An integer.
     pub fn i64(&self, k: &str) -> i64 {
         self.get(k).as_i64().unwrap_or_else(|| panic!("{k} is not an integer"))
+    }
+    /// An unsigned 64-bit integer (seeds).
+    pub fn u64(&self, k: &str) -> u64 {
+        self.get(k).as_u64().unwrap_or_else(|| panic!("{k} is not an unsigned integer"))
     }
     /// A non-negative integer.
     pub fn usize(&self, k: &str) -> usize {

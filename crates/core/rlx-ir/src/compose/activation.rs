@@ -210,11 +210,7 @@ mod tests {
         close(&got, &[e[0] / s, e[1] / s, e[2] / s, 0.5, 0.5, 0.0, n, n, n], 1e-6);
         let got = unary(&t, |g, x| g.log_softmax(x, 1));
         let ls = s.ln();
-        close(
-            &got,
-            &[-2.0 - ls, -1.0 - ls, -ls, -(2f64.ln()), -(2f64.ln()), f64::NEG_INFINITY, n, n, n],
-            1e-6,
-        );
+        close(&got, &[-2.0 - ls, -1.0 - ls, -ls, -(2f64.ln()), -(2f64.ln()), f64::NEG_INFINITY, n, n, n], 1e-6);
         // Along axis 0 of a column vector every entry is 1.
         let c = f32t(&[5.0, 5.0], &[2, 1]);
         close(&unary(&c, |g, x| g.softmax(x, 1)), &[1.0, 1.0], 0.0);

@@ -88,7 +88,8 @@ impl Graph {
         }
         let r = xs.rank();
         if r < 3 {
-            return self.compose_fail(NAME, format!("x must have rank >= 3 ([.., S, H, D] or [.., H, S, D]), got {xs}"));
+            return self
+                .compose_fail(NAME, format!("x must have rank >= 3 ([.., S, H, D] or [.., H, S, D]), got {xs}"));
         }
         let d = match xs.dims[r - 1] {
             Dim::Static(d) if d % 2 == 0 => d,
@@ -188,7 +189,9 @@ impl Graph {
             (None, d) => return bad(self, format!("the default scale needs a static head dim, got {d}")),
         };
         match (mask, t.get(3)) {
-            (MaskKind::Padding(_), Some(ls)) if ls.rank() != 1 || !ls.dtype.is_int() || !same(&ls.dims[0], &qs.dims[0]) => {
+            (MaskKind::Padding(_), Some(ls))
+                if ls.rank() != 1 || !ls.dtype.is_int() || !same(&ls.dims[0], &qs.dims[0]) =>
+            {
                 return bad(self, format!("padding lengths must be integer [B] for q {qs}, got {ls}"));
             }
             (MaskKind::Bias(_), Some(bs)) if bs.dtype != DType::Bool && bs.dtype != qs.dtype => {
@@ -224,7 +227,8 @@ impl Graph {
                 }
                 MaskKind::Padding(_) => {
                     let one = Dim::Static(1);
-                    let col = g.iota(Shape::from_dims(&[one.clone(), one.clone(), one.clone(), sk.clone()], DType::I64), 3);
+                    let col =
+                        g.iota(Shape::from_dims(&[one.clone(), one.clone(), one.clone(), sk.clone()], DType::I64), 3);
                     let lens = g.convert(a[3], DType::I64);
                     let b = g.shape(lens).dims[0].clone();
                     let lens = g.reshape(lens, vec![b, one.clone(), one.clone(), one]);
@@ -284,7 +288,8 @@ mod tests {
         let yt = g.rope_with_layout(xt, c, sn, RopeLayout::Hsd);
         let yb = g.transpose(yt, &[1, 0, 2]);
         g.set_outputs(vec![y, yb]);
-        let out = run_both(&g, &feeds(&[("x", t64(&xv, &[s, h, d])), ("c", t64(&cv, &[s, d])), ("s", t64(&sv, &[s, d]))]));
+        let out =
+            run_both(&g, &feeds(&[("x", t64(&xv, &[s, h, d])), ("c", t64(&cv, &[s, d])), ("s", t64(&sv, &[s, d]))]));
         close(&out[0], &want, 1e-14);
         close(&out[1], &want, 1e-14);
         // Position 0 leaves x unchanged.
@@ -368,7 +373,11 @@ mod tests {
         close(&out[0], &attn_ref(&qv, &kv, &vv, dims, hk, sk, s, |_, _, _| 0.0), 1e-12);
         close(&out[1], &attn_ref(&qv, &kv, &vv, dims, hk, sk, 0.5, |_, i, j| if j <= i { 0.0 } else { ninf }), 1e-12);
         let lens = [4, 2];
-        close(&out[2], &attn_ref(&qv, &kv, &vv, dims, hk, sk, s, |bb, _, j| if j < lens[bb] { 0.0 } else { ninf }), 1e-12);
+        close(
+            &out[2],
+            &attn_ref(&qv, &kv, &vv, dims, hk, sk, s, |bb, _, j| if j < lens[bb] { 0.0 } else { ninf }),
+            1e-12,
+        );
         close(&out[3], &attn_ref(&qv, &kv, &vv, dims, hk, sk, s, |_, i, j| bias[i * sk + j]), 1e-12);
     }
 

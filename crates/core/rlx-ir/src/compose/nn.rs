@@ -99,7 +99,10 @@ impl Graph {
         let ops: Vec<NodeId> = [Some(x), Some(w), bias].into_iter().flatten().collect();
         let Some(t) = self.compose_types(NAME, &ops) else { return self.placeholder() };
         if t[0].rank() != 4 || t[1].rank() != 4 || t[0].dtype != t[1].dtype {
-            return self.compose_fail(NAME, format!("needs x [N,C,H,W] and w [O,C/g,kh,kw] of one dtype, got {} and {}", t[0], t[1]));
+            return self.compose_fail(
+                NAME,
+                format!("needs x [N,C,H,W] and w [O,C/g,kh,kw] of one dtype, got {} and {}", t[0], t[1]),
+            );
         }
         if stride.contains(&0) || dilation.contains(&0) || groups == 0 {
             return self.compose_fail(
@@ -139,7 +142,14 @@ impl Graph {
     }
 
     /// Argument checks shared by the 2-d pools.
-    fn pool_args(&mut self, name: &str, x: NodeId, kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2]) -> bool {
+    fn pool_args(
+        &mut self,
+        name: &str,
+        x: NodeId,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        padding: [usize; 2],
+    ) -> bool {
         let Some(t) = self.compose_types(name, &[x]) else { return false };
         let msg = if t[0].rank() != 4 {
             Some(format!("needs x [N, C, H, W], got {}", t[0]))
@@ -213,7 +223,8 @@ impl Graph {
         let Some(t) = self.compose_types(NAME, &[logits, targets]) else { return self.placeholder() };
         let (ls, ts) = (&t[0], &t[1]);
         if ls.rank() != 2 || ts.rank() != 1 || !ts.dtype.is_int() || !ls.dtype.is_float() {
-            return self.compose_fail(NAME, format!("needs float logits [N, C] and integer targets [N], got {ls} and {ts}"));
+            return self
+                .compose_fail(NAME, format!("needs float logits [N, C] and integer targets [N], got {ls} and {ts}"));
         }
         if ls.dims[0] != ts.dims[0] && ls.dims[0].as_static().is_some() && ts.dims[0].as_static().is_some() {
             return self.compose_fail(NAME, format!("logits {ls} and targets {ts} disagree on N"));
@@ -328,7 +339,8 @@ mod tests {
                             let ch = gi * cg + ci;
                             for u in 0..kh {
                                 for v in 0..kw {
-                                    let (y, xx) = ((i * s + u * d) as i64 - p as i64, (j * s + v * d) as i64 - p as i64);
+                                    let (y, xx) =
+                                        ((i * s + u * d) as i64 - p as i64, (j * s + v * d) as i64 - p as i64);
                                     if y < 0 || xx < 0 || y >= h as i64 || xx >= w as i64 {
                                         continue;
                                     }
