@@ -284,3 +284,53 @@ def build(reg):
     norms(reg)
     layers(reg)
     attention(reg)
+    sweep(reg)
+
+
+def sweep(reg):
+    """Every float dtype for the composites whose main cases cover a subset."""
+    for dt in FLOATS:
+        rng = rng_for(f"composite_sweep_{dt}")
+        n = f"_dtype_{dt}"
+        x = random(rng, dt, (2, 3, 4))
+        g = random(rng, dt, (4,))
+        y = f64(x) / np.sqrt((f64(x) ** 2).mean(axis=-1, keepdims=True) + 1e-6) * f64(g)
+        reg.add("rms_norm" + n, "rms_norm", [x, g], [rnd(y, dt)], args={"axis": -1, "epsilon": 1e-6, "gamma": True},
+                ref="formula: PyTorch F.rms_norm")
+        m, gg, b = random(rng, dt, (3,)), random(rng, dt, (3,)), random(rng, dt, (3,))
+        v = rnd(np.abs(f64(random(rng, dt, (3,)))) + 0.5, dt)
+        al = (1, 3, 1)
+        y = (f64(x) - f64(m).reshape(al)) / np.sqrt(f64(v).reshape(al) + 1e-5) * f64(gg).reshape(al) + f64(b).reshape(al)
+        reg.add("batch_norm" + n, "batch_norm", [x, m, v, gg, b], [rnd(y, dt)], args={"epsilon": 1e-5},
+                ref="formula: PyTorch F.batch_norm(training=False)")
+        w, bias = random(rng, dt, (5, 4)), random(rng, dt, (5,))
+        reg.add("linear" + n, "linear", [x, w, bias], [rnd(f64(x) @ f64(w).T + f64(bias), dt)], args={"bias": True},
+                ref="formula: PyTorch F.linear")
+        t, ids = random(rng, dt, (5, 2)), arr([4, 0, 9], "i32")
+        reg.add("embedding" + n, "embedding", [t, ids], [t[[4, 0, 4]]], ref="numpy.take(mode='clip')")
+        xi, wi = random(rng, dt, (1, 2, 4, 4)), random(rng, dt, (2, 1, 2, 2))
+        y = _conv_nchw(f64(xi), f64(wi), [1, 1], [1, 1], [1, 1], 2)
+        reg.add("conv2d" + n, "conv2d", [xi, wi], [rnd(y, dt)],
+                args={"stride": [1, 1], "padding": [1, 1], "dilation": [1, 1], "groups": 2, "bias": False},
+                ref="formula: PyTorch F.conv2d")
+        for kind in ("max", "avg"):
+            reg.add(f"{kind}_pool2d" + n, f"{kind}_pool2d", [xi], [rnd(_pool(f64(xi), [2, 2], [2, 2], [1, 1], kind), dt)],
+                    args={"kernel": [2, 2], "stride": [2, 2], "padding": [1, 1]}, ref=f"formula: PyTorch F.{kind}_pool2d")
+        lg, tg = random(rng, dt, (3, 4)), [3, 0, 1]
+        loss = -np.mean(log_softmax64(f64(lg), -1)[np.arange(3), tg])
+        reg.add("cross_entropy" + n, "cross_entropy", [lg, arr(tg, "i64")], [rnd(loss, dt)],
+                ref="formula: PyTorch F.cross_entropy")
+        xr = random(rng, dt, (3, 2, 4))
+        cos, sin = (rnd(v, dt) for v in _rope_tables(3, 4))
+        xv = f64(xr)
+        rot = np.concatenate([-xv[..., 2:], xv[..., :2]], axis=-1)
+        y = xv * f64(cos)[:, None, :] + rot * f64(sin)[:, None, :]
+        reg.add("rope" + n, "rope", [xr, cos, sin], [rnd(y, dt)], args={"layout": "shd"}, ref="formula: HF rotate_half")
+        q, k, vv = random(rng, dt, (1, 2, 3, 4)), random(rng, dt, (1, 2, 3, 4)), random(rng, dt, (1, 2, 3, 4))
+        s = f64(q) @ np.swapaxes(f64(k), -1, -2) / 2.0
+        s = np.where(np.tril(np.ones((3, 3), bool)), s, -INF)
+        reg.add("sdpa" + n, "scaled_dot_product_attention", [q, k, vv], [rnd(softmax64(s, -1) @ f64(vv), dt)],
+                args={"mask": "causal"}, ref="formula: PyTorch F.scaled_dot_product_attention")
+    for dt in ("i32", "u8", "bool"):
+        t = random(rng_for(f"embedding_{dt}"), dt, (4, 3))
+        reg.add(f"embedding_dtype_{dt}", "embedding", [t, arr([[3, 1]], "i32")], [t[[[3, 1]]]], ref="numpy.take")

@@ -11,7 +11,7 @@ import numpy as np
 import jax.numpy as jnp
 from jax import lax
 
-from .common import FLOATS, INF, NAN, arr, f64, random, rnd, rng_for, transposed
+from .common import ALL, FLOATS, INF, NAN, arr, f64, random, rnd, rng_for, transposed
 
 
 def _lax(fn, *xs, **kw):
@@ -207,7 +207,7 @@ def scatter_add(reg):
             args=a, ref="jax.lax.scatter_add (float64, rounded once)")
 
 
-def build(reg):
+def build_cases(reg):
     iota(reg)
     broadcast(reg)
     reshape(reg)
@@ -219,3 +219,57 @@ def build(reg):
     pad(reg)
     gather(reg)
     scatter_add(reg)
+
+
+def sweep(reg):
+    """One small case per dtype for every movement op (values only move, so every dtype the op
+    accepts is worth one case)."""
+    for dt in ALL:
+        rng = rng_for(f"movement_sweep_{dt}")
+        x = random(rng, dt, (2, 3))
+        if dt in FLOATS:
+            x = x.copy()
+            x[0, 1] = NAN
+        n = f"_dtype_{dt}"
+        reg.add("transpose" + n, "transpose", [x], [np.ascontiguousarray(x.T)], args={"permutation": [1, 0]})
+        reg.add("reshape" + n, "reshape", [x], [x.reshape(3, 2)], args={"new_sizes": [3, 2]})
+        reg.add("broadcast_in_dim" + n, "broadcast_in_dim", [x], [np.ascontiguousarray(np.broadcast_to(x, (2, 2, 3)))],
+                args={"shape": [2, 2, 3], "dims": [1, 2]})
+        reg.add("rev" + n, "rev", [x], [np.ascontiguousarray(x[::-1, ::-1])], args={"dimensions": [0, 1]})
+        reg.add("slice" + n, "slice", [x], [np.ascontiguousarray(x[0:2, 1:3:2])],
+                args={"start": [0, 1], "limit": [2, 3], "strides": [1, 2]})
+        reg.add("concatenate" + n, "concatenate", [x, x[:1]], [np.concatenate([x, x[:1]], 0)], args={"axis": 0})
+        v = random(rng, dt, ())
+        cfg = [(1, 0, 0), (0, 1, 1)]
+        reg.add("pad" + n, "pad", [x, v], [_lax(lambda x, v: lax.pad(x, v, cfg), x, v)],
+                args={"low": [1, 0], "high": [0, 1], "interior": [0, 1]}, ref="jax.lax.pad")
+        a = {"offset_dims": [1], "collapsed_slice_dims": [0], "start_index_map": [0], "slice_sizes": [1, 3],
+             "mode": "clip"}
+        idx = arr([[1], [0], [1]], "i32")
+        reg.add("gather" + n, "gather", [x, idx], [_gather(x, idx, a)], args=a, ref="jax.lax.gather")
+        s = [arr(1, "i32"), arr(1, "i32")]
+        reg.add("dynamic_slice" + n, "dynamic_slice", [x] + s, [np.ascontiguousarray(x[1:2, 1:3])],
+                args={"sizes": [1, 2]}, ref="jax.lax.dynamic_slice")
+        u = random(rng, dt, (1, 2))
+        y = x.copy()
+        y[1:2, 1:3] = u
+        reg.add("dynamic_update_slice" + n, "dynamic_update_slice", [x, u] + s, [y], ref="jax.lax.dynamic_update_slice")
+        if dt != "bool":
+            a = {"update_window_dims": [1], "inserted_window_dims": [0], "scatter_dims_to_operand_dims": [0],
+                 "mode": "clip"}
+            idx = arr([[1], [1]], "i32")
+            u = random(rng, dt, (2, 3))
+            if dt in FLOATS:
+                y = rnd(_scatter(f64(x), idx, f64(u), a), dt)
+            else:
+                y = _scatter(x.astype(np.int64), idx, u.astype(np.int64), a).astype(x.dtype)
+            reg.add("scatter_add" + n, "scatter_add", [x, idx, u], [y], args=a, ref="jax.lax.scatter_add")
+            y = np.broadcast_to(np.arange(3), (2, 3))
+            y = rnd(y.astype(np.float64), dt) if dt in FLOATS else y.astype(x.dtype)
+            reg.add("iota" + n, "iota", [], [np.ascontiguousarray(y)],
+                    args={"shape": [2, 3], "dtype": dt, "dimension": 1})
+
+
+def build(reg):
+    build_cases(reg)
+    sweep(reg)

@@ -10,7 +10,7 @@ import numpy as np
 import jax.numpy as jnp
 from jax import lax
 
-from .common import DT, FLOATS, INF, INTS, NAN, arr, f64, random, rnd, rng_for, transposed
+from .common import ALL, DT, FLOATS, INF, INTS, NAN, arr, f64, random, rnd, rng_for, transposed
 
 ACCEPTS = {
     "sum": FLOATS + INTS, "prod": FLOATS + INTS, "max": FLOATS + INTS + ["bool"], "min": FLOATS + INTS + ["bool"],
@@ -268,3 +268,39 @@ def build(reg):
     reduce_window(reg)
     dot_general(reg)
     conv(reg)
+    sweep(reg)
+
+
+def sweep(reg):
+    """One small case per dtype the op accepts, for ops whose main cases cover a subset."""
+    for dt in ALL:
+        rng = rng_for(f"reduce_dot_sweep_{dt}")
+        n = f"_dtype_{dt}"
+        x = random(rng, dt, (3, 4), scale=2.0)
+        reg.add("argmax" + n, "argmax", [x], [np.argmax(x, axis=0).astype(np.int32)],
+                args={"axis": 0, "index_dtype": "i32"}, ref="numpy.argmax")
+        for op, f in (("cumsum", np.add), ("cumprod", np.multiply), ("cummax", np.maximum), ("cummin", np.minimum)):
+            if dt == "bool" and op in ("cumsum", "cumprod"):
+                continue
+            if dt in FLOATS:
+                y = rnd(f.accumulate(f64(x), axis=1), dt)
+            elif dt == "bool":
+                y = f.accumulate(x, axis=1)
+            else:
+                y = f.accumulate(x.astype(np.int64), axis=1).astype(DT[dt])
+            reg.add(op + n, op, [x], [y], args={"axis": 1, "reverse": False}, ref=f"numpy.{f.__name__}.accumulate")
+        if dt == "bool":
+            continue
+        for op in ("sum", "max", "min"):
+            a = {"window": [2, 2], "strides": [1, 2], "padding": [[0, 1], [1, 0]], "base_dilation": [1, 1],
+                 "window_dilation": [1, 1]}
+            reg.add(f"reduce_window_{op}" + n, f"reduce_window_{op}", [x], [_reduce_window(op, x, a)], args=a,
+                    ref="jax.lax.reduce_window")
+        y = random(rng, dt, (4, 2), scale=2.0)
+        a = {"lhs_contracting": [1], "rhs_contracting": [0], "lhs_batch": [], "rhs_batch": []}
+        reg.add("dot_general" + n, "dot_general", [x, y], [_dot(x, y, a)], args=a, ref="jax.lax.dot_general")
+        xc, wc = random(rng, dt, (1, 2, 5), scale=2.0), random(rng, dt, (2, 2, 2), scale=2.0)
+        a = {"window_strides": [1], "padding": [[1, 0]], "lhs_dilation": [1], "rhs_dilation": [1],
+             "feature_group_count": 1}
+        reg.add("conv_general_dilated" + n, "conv_general_dilated", [xc, wc], [_conv(xc, wc, a)], args=a,
+                ref="jax.lax.conv_general_dilated")

@@ -9,7 +9,7 @@ import numpy as np
 import jax.numpy as jnp
 from jax import lax
 
-from .common import BF16, DT, FLOATS, INF, NAN, arr, random, rnd, rng_for
+from .common import ALL, BF16, DT, FLOATS, INF, NAN, arr, random, rnd, rng_for
 
 
 def sort(reg):
@@ -96,7 +96,20 @@ def rng(reg):
                 ref="numpy Philox(key=seed).random_raw + Box-Muller as documented")
 
 
+def sweep(reg):
+    """sort and top_k in every dtype they accept."""
+    for dt in ALL:
+        x = random(rng_for(f"sort_sweep_{dt}"), dt, (2, 5))
+        reg.add(f"sort_dtype_{dt}", "sort", [x], [np.asarray(lax.sort(jnp.asarray(x), dimension=1))],
+                args={"dimension": 1, "is_stable": True, "num_keys": 1}, ref="jax.lax.sort")
+        if dt != "bool":
+            v, i = lax.top_k(jnp.asarray(x), 2)
+            reg.add(f"top_k_dtype_{dt}", "top_k", [x], [np.asarray(v), np.asarray(i).astype(np.int32)],
+                    args={"k": 2}, ref="jax.lax.top_k")
+
+
 def build(reg):
+    sweep(reg)
     sort(reg)
     top_k(reg)
     rng(reg)
