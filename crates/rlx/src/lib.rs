@@ -1,1 +1,34 @@
-//! placeholder
+//! `rlx`: the umbrella crate. `use rlx::prelude::*;` brings in the graph types, `Session`,
+//! `Device`, the op enums and `Result`; every workspace crate is reachable as a module
+//! (`rlx::ir`, `rlx::runtime`).
+#![warn(missing_docs)]
+
+pub use rlx_ir as ir;
+pub use rlx_runtime as runtime;
+
+/// Any RLX error: the IR's or the runtime's.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Building, verifying or serializing a graph failed.
+    #[error(transparent)]
+    Ir(#[from] rlx_ir::IrError),
+    /// Compiling or running failed.
+    #[error(transparent)]
+    Runtime(#[from] rlx_runtime::Error),
+}
+
+/// `Result` with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// IR helper enums (ops, attributes).
+pub mod ops {
+    pub use rlx_ir::ops::*;
+}
+
+/// The common surface in one import.
+pub mod prelude {
+    pub use crate::{Error, Result};
+    pub use rlx_ir::ops::{BinaryOp, CompareOp, ReduceOp, UnaryOp};
+    pub use rlx_ir::{DType, Dim, Graph, NodeId, Shape, Tensor};
+    pub use rlx_runtime::{CompileOptions, CompiledGraph, Device, Session, fastest_device};
+}

@@ -1,0 +1,44 @@
+//! The backend contract: a backend turns a specialized, verified graph into an executable.
+
+use crate::{CompileOptions, Device, Result};
+use rlx_ir::{Graph, Op, Tensor};
+
+/// How a backend handles an op or composite.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Support {
+    /// A native kernel runs it.
+    Native,
+    /// It is decomposed (composite body inlined) and its primitives run.
+    Decompose,
+    /// It cannot run.
+    Missing,
+}
+
+/// What one compiled step runs, for reports.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepInfo {
+    /// Node index in the compiled graph.
+    pub node: usize,
+    /// Op name.
+    pub op: String,
+    /// Kernel name.
+    pub kernel: &'static str,
+}
+
+/// A compute backend.
+pub trait Backend: Send + Sync {
+    /// The device it runs on.
+    fn device(&self) -> Device;
+    /// Whether it runs `op` natively.
+    fn supports(&self, op: &Op) -> Support;
+    /// Compile a graph with static shapes whose unsupported composites are already inlined.
+    fn compile(&self, g: &Graph, opts: &CompileOptions) -> Result<Box<dyn Executable>>;
+}
+
+/// A compiled graph on one backend.
+pub trait Executable: Send {
+    /// Run with inputs and params in the graph's declaration order.
+    fn run(&mut self, inputs: &[&Tensor], params: &[&Tensor]) -> Result<Vec<Tensor>>;
+    /// The kernel of each step.
+    fn steps(&self) -> Vec<StepInfo>;
+}

@@ -1,0 +1,216 @@
+//! `CompiledGraph`: parameters, per-shape specializations, and the run entry points.
+
+use crate::{Backend, CompileOptions, Error, Executable, Result, StepInfo, Support};
+use rlx_ir::{Dim, Graph, NodeId, Tensor, bind_symbols, inline_composites, specialize};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// A graph compiled for one backend: holds params, caches one executable per set of input
+/// dims, and runs.
+pub struct CompiledGraph {
+    graph: Graph,
+    backend: Arc<dyn Backend>,
+    opts: CompileOptions,
+    params: Vec<Option<Tensor>>,
+    cache: HashMap<Vec<Vec<usize>>, Box<dyn Executable>>,
+}
+
+impl CompiledGraph {
+    pub(crate) fn new(graph: Graph, backend: Arc<dyn Backend>, opts: CompileOptions) -> Result<CompiledGraph> {
+        let params = vec![None; graph.params().len()];
+        let mut c = CompiledGraph { graph, backend, opts, params, cache: HashMap::new() };
+        let ins: Option<Vec<Vec<usize>>> = c.graph.inputs().iter().map(|&i| c.graph.shape(i).static_dims()).collect();
+        if let Some(dims) = ins {
+            c.executable(&dims)?;
+        }
+        Ok(c)
+    }
+
+    /// The graph as given to `compile`.
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// Set a param from f32 values (converted to the param's dtype). Panics on error; see
+    /// [`CompiledGraph::try_set_param`].
+    pub fn set_param(&mut self, name: &str, values: &[f32]) {
+        self.try_set_param(name, values).unwrap_or_else(|e| panic!("set_param failed: {e}"))
+    }
+
+    /// Set a param from f32 values (converted to the param's dtype, XLA conversion rules).
+    /// Errors: unknown name, wrong element count.
+    pub fn try_set_param(&mut self, name: &str, values: &[f32]) -> Result<()> {
+        let k = self.param_index(name)?;
+        let t = self.tensor_from_f32(self.graph.params()[k], name, values)?;
+        self.params[k] = Some(t);
+        Ok(())
+    }
+
+    /// Set a param from a typed tensor. Errors: unknown name, dtype or dims mismatch.
+    pub fn set_param_tensor(&mut self, name: &str, t: Tensor) -> Result<()> {
+        let k = self.param_index(name)?;
+        self.check_tensor(self.graph.params()[k], name, &t)?;
+        self.params[k] = Some(t);
+        Ok(())
+    }
+
+    /// The current value of a param, if set.
+    pub fn param(&self, name: &str) -> Option<&Tensor> {
+        let k = self.graph.params().iter().position(|&p| self.graph.source_name(p) == Some(name))?;
+        self.params[k].as_ref()
+    }
+
+    /// Run with f32 data per name and get one `Vec<f32>` per output (the spec's convenience
+    /// form). Names may be inputs or params (a param given here is stored, as `set_param`).
+    /// Panics with the error's message on bad input; see [`CompiledGraph::try_run`].
+    pub fn run(&mut self, feeds: &[(&str, &[f32])]) -> Vec<Vec<f32>> {
+        self.try_run(feeds).unwrap_or_else(|e| panic!("run failed: {e}"))
+    }
+
+    /// [`CompiledGraph::run`] returning errors: unknown name, missing input or param, wrong
+    /// element count. A symbolic dim of an input is inferred from the element count when it is
+    /// the input's only symbolic dim.
+    pub fn try_run(&mut self, feeds: &[(&str, &[f32])]) -> Result<Vec<Vec<f32>>> {
+        let mut tensors = Vec::with_capacity(feeds.len());
+        for (name, v) in feeds {
+            let id = self.lookup(name)?;
+            tensors.push((*name, self.tensor_from_f32(id, name, v)?));
+        }
+        let out = self.run_tensors(&tensors)?;
+        Ok(out.iter().map(Tensor::to_f32_vec).collect())
+    }
+
+    /// Run with typed tensors (any dtype, dims checked against the declaration; symbolic dims
+    /// bound from them). Names may be inputs or params.
+    pub fn run_tensors(&mut self, feeds: &[(&str, Tensor)]) -> Result<Vec<Tensor>> {
+        let n_in = self.graph.inputs().len();
+        let mut inputs: Vec<Option<&Tensor>> = vec![None; n_in];
+        for (name, t) in feeds {
+            let id = self.lookup(name)?;
+            self.check_tensor(id, name, t)?;
+            if let Some(k) = self.graph.inputs().iter().position(|&i| i == id) {
+                inputs[k] = Some(t);
+            } else {
+                let k = self.param_index(name)?;
+                self.params[k] = Some(t.clone());
+            }
+        }
+        let mut ins = Vec::with_capacity(n_in);
+        for (k, t) in inputs.into_iter().enumerate() {
+            let name = self.graph.source_name(self.graph.inputs()[k]).unwrap_or("?");
+            ins.push(t.ok_or_else(|| Error::MissingInput(name.to_string()))?);
+        }
+        let dims: Vec<Vec<usize>> = ins.iter().map(|t| t.shape().to_vec()).collect();
+        if !self.cache.contains_key(&dims) {
+            self.build(&dims)?;
+        }
+        let mut params = Vec::with_capacity(self.params.len());
+        for (k, p) in self.params.iter().enumerate() {
+            let name = self.graph.source_name(self.graph.params()[k]).unwrap_or("?");
+            params.push(p.as_ref().ok_or_else(|| Error::MissingParam(name.to_string()))?);
+        }
+        let exe = self.cache.get_mut(&dims).expect("built above");
+        exe.run(&ins, &params)
+    }
+
+    /// The kernel of each step for the most recently compiled specialization.
+    pub fn steps(&self) -> Vec<StepInfo> {
+        self.cache.values().next().map(|e| e.steps()).unwrap_or_default()
+    }
+
+    fn executable(&mut self, dims: &[Vec<usize>]) -> Result<&mut Box<dyn Executable>> {
+        if !self.cache.contains_key(dims) {
+            self.build(dims)?;
+        }
+        Ok(self.cache.get_mut(dims).expect("built above"))
+    }
+
+    fn build(&mut self, dims: &[Vec<usize>]) -> Result<()> {
+        let named: Vec<(&str, &[usize])> = self
+            .graph
+            .inputs()
+            .iter()
+            .zip(dims)
+            .map(|(&i, d)| (self.graph.source_name(i).unwrap_or("?"), d.as_slice()))
+            .collect();
+        let b = bind_symbols(&self.graph, &named)?;
+        let g = specialize(&self.graph, &b)?;
+        let backend = self.backend.clone();
+        let g = inline_composites(&g, &|name| {
+            let probe = rlx_ir::Op::Composite(rlx_ir::ops::Composite {
+                name: name.to_string(),
+                attrs: Default::default(),
+                body: Box::new(Graph::new(name)),
+            });
+            backend.supports(&probe) == Support::Native
+        });
+        let exe = self.backend.compile(&g, &self.opts)?;
+        if self.opts.dispatch_report {
+            for s in exe.steps() {
+                tracing::info!(node = s.node, op = %s.op, kernel = s.kernel, "dispatch");
+            }
+        }
+        self.cache.insert(dims.to_vec(), exe);
+        Ok(())
+    }
+
+    fn names(&self, ids: &[NodeId]) -> Vec<String> {
+        ids.iter().filter_map(|&i| self.graph.source_name(i).map(str::to_string)).collect()
+    }
+
+    fn lookup(&self, name: &str) -> Result<NodeId> {
+        self.graph.input_by_name(name).or_else(|| self.graph.param_by_name(name)).ok_or_else(|| Error::UnknownName {
+            name: name.to_string(),
+            graph: self.graph.name.clone(),
+            inputs: self.names(self.graph.inputs()),
+            params: self.names(self.graph.params()),
+        })
+    }
+
+    fn param_index(&self, name: &str) -> Result<usize> {
+        let id = self.lookup(name)?;
+        self.graph.params().iter().position(|&p| p == id).ok_or_else(|| Error::UnknownName {
+            name: format!("{name} (an input, not a param)"),
+            graph: self.graph.name.clone(),
+            inputs: self.names(self.graph.inputs()),
+            params: self.names(self.graph.params()),
+        })
+    }
+
+    fn check_tensor(&self, id: NodeId, name: &str, t: &Tensor) -> Result<()> {
+        let decl = self.graph.shape(id);
+        if t.dtype() != decl.dtype {
+            return Err(Error::DTypeMismatch { name: name.into(), expected: decl.dtype, got: t.dtype() });
+        }
+        let ok = decl.rank() == t.shape().len()
+            && decl.dims.iter().zip(t.shape()).all(|(d, &n)| matches!(d, Dim::Sym(_)) || *d == Dim::Static(n));
+        if !ok {
+            return Err(Error::ShapeMismatch { name: name.into(), declared: decl.to_string(), got: t.shape().to_vec() });
+        }
+        Ok(())
+    }
+
+    /// Build a tensor of the declared dtype from f32 values; a single symbolic dim is inferred
+    /// from the length.
+    fn tensor_from_f32(&self, id: NodeId, name: &str, v: &[f32]) -> Result<Tensor> {
+        let decl = self.graph.shape(id);
+        let known: usize = decl.dims.iter().filter_map(Dim::as_static).product();
+        let n_sym = decl.dims.iter().filter(|d| d.as_static().is_none()).count();
+        let dims: Vec<usize> = match n_sym {
+            0 if v.len() == known => decl.static_dims().expect("no symbolic dims"),
+            1 if known > 0 && v.len() % known == 0 => {
+                decl.dims.iter().map(|d| d.as_static().unwrap_or(v.len() / known)).collect()
+            }
+            _ => {
+                return Err(Error::BufferLength {
+                    name: name.into(),
+                    declared: decl.to_string(),
+                    expected: known,
+                    got: v.len(),
+                });
+            }
+        };
+        let t = Tensor::from_vec(v.to_vec(), &dims)?;
+        Ok(t.cast(decl.dtype))
+    }
+}

@@ -1,0 +1,42 @@
+//! The CPU backend adapter (`rlx-cpu` behind the [`Backend`] trait).
+
+use crate::{Backend, CompileOptions, Device, Error, Executable, Result, StepInfo, Support};
+use rlx_cpu::{CpuError, CpuExecutable, CpuOptions};
+use rlx_ir::{Graph, Op, Tensor};
+
+pub(crate) struct CpuBackend;
+
+fn err(e: CpuError) -> Error {
+    match e {
+        CpuError::Ir(e) => Error::Ir(e),
+        other => Error::Backend { device: Device::Cpu, msg: other.to_string() },
+    }
+}
+
+impl Backend for CpuBackend {
+    fn device(&self) -> Device {
+        Device::Cpu
+    }
+    fn supports(&self, op: &Op) -> Support {
+        match op {
+            Op::Composite(c) if rlx_cpu::native_composites().contains(&c.name.as_str()) => Support::Native,
+            Op::Composite(_) => Support::Decompose,
+            _ => Support::Native,
+        }
+    }
+    fn compile(&self, g: &Graph, opts: &CompileOptions) -> Result<Box<dyn Executable>> {
+        let exe = CpuExecutable::compile(g, &CpuOptions { threads: opts.threads }).map_err(err)?;
+        Ok(Box::new(CpuExe(exe)))
+    }
+}
+
+struct CpuExe(CpuExecutable);
+
+impl Executable for CpuExe {
+    fn run(&mut self, inputs: &[&Tensor], params: &[&Tensor]) -> Result<Vec<Tensor>> {
+        self.0.run(inputs, params).map_err(err)
+    }
+    fn steps(&self) -> Vec<StepInfo> {
+        self.0.steps().into_iter().map(|s| StepInfo { node: s.node, op: s.op, kernel: s.kernel }).collect()
+    }
+}
