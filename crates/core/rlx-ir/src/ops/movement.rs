@@ -6,8 +6,8 @@
 //! - `broadcast_in_dim`: `broadcast_dimensions` strictly increasing; each operand dim is 1 or
 //!   equals its target dim.
 //! - `reshape`: row-major, no `-1` inference. With symbolic dims the operand and the new sizes
-//!   must hold the same multiset of symbols and the same product of static dims (so `[?, 6]`
-//!   to `[?, 2, 3]` is accepted, `[?, 6]` to `[6, ?]`... too, `[?]` to `[2, ?]` is not).
+//!   must hold the same multiset of symbols and the same product of static dims: `[?, 6]` to
+//!   `[?, 2, 3]` or `[6, ?]` is accepted, `[?]` to `[2, ?]` is not (no symbolic arithmetic).
 //! - `slice`: static bounds, `start <= limit <= dim`, strides ≥ 1.
 //! - `dynamic_slice` / `dynamic_update_slice`: one integer scalar start per dim (any integer
 //!   dtype); starts are clamped to `[0, dim - size]` so the window always fits, as in XLA.
@@ -196,10 +196,10 @@ fn infer_slice(ins: &[&Shape], start: &[usize], limit: &[usize], strides: &[usiz
         if start[i] > limit[i] {
             return Err(format!("dim {i}: start {} > limit {} (start {start:?}, limit {limit:?})", start[i], limit[i]));
         }
-        if let Dim::Static(n) = x.dims[i] {
-            if limit[i] > n {
-                return Err(format!("dim {i}: limit {} exceeds size {n} of {x}", limit[i]));
-            }
+        if let Dim::Static(n) = x.dims[i]
+            && limit[i] > n
+        {
+            return Err(format!("dim {i}: limit {} exceeds size {n} of {x}", limit[i]));
         }
         dims.push(Dim::Static((limit[i] - start[i]).div_ceil(s)));
     }
@@ -227,10 +227,10 @@ fn infer_dynamic_slice(ins: &[&Shape], sizes: &[usize]) -> Result<Shape, String>
         return Err(format!("slice_sizes {sizes:?} needs one entry per dim of {x}"));
     }
     for (i, (&s, d)) in sizes.iter().zip(&x.dims).enumerate() {
-        if let Dim::Static(n) = d {
-            if s > *n {
-                return Err(format!("slice_sizes {sizes:?}: size {s} of dim {i} exceeds {n}"));
-            }
+        if let Dim::Static(n) = d
+            && s > *n
+        {
+            return Err(format!("slice_sizes {sizes:?}: size {s} of dim {i} exceeds {n}"));
         }
     }
     Ok(Shape::new(sizes, x.dtype))
@@ -253,10 +253,10 @@ fn infer_dynamic_update_slice(ins: &[&Shape]) -> Result<Shape, String> {
     }
     check_scalar_starts(&ins[2..], 2)?;
     for (i, (a, b)) in u.dims.iter().zip(&x.dims).enumerate() {
-        if let (Dim::Static(a), Dim::Static(b)) = (a, b) {
-            if a > b {
-                return Err(format!("update {u} is larger than the operand {x} in dim {i}"));
-            }
+        if let (Dim::Static(a), Dim::Static(b)) = (a, b)
+            && a > b
+        {
+            return Err(format!("update {u} is larger than the operand {x} in dim {i}"));
         }
     }
     Ok(x.clone())

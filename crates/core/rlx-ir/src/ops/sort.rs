@@ -34,10 +34,10 @@ pub(crate) fn infer(op: &Op, ins: &[&Shape]) -> Result<Vec<Shape>, String> {
             super::arity("top_k", ins, 1)?;
             let x = ins[0];
             let Some(last) = x.dims.last() else { return Err(format!("top_k needs rank ≥ 1, got {x}")) };
-            if let Dim::Static(n) = last {
-                if k > n {
-                    return Err(format!("k = {k} exceeds the last dim {n} of {x}"));
-                }
+            if let Dim::Static(n) = last
+                && k > n
+            {
+                return Err(format!("k = {k} exceeds the last dim {n} of {x}"));
             }
             let mut dims = x.dims.clone();
             *dims.last_mut().unwrap() = Dim::Static(*k);

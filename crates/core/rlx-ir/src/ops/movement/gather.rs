@@ -55,10 +55,10 @@ pub(super) fn infer_gather(ins: &[&Shape], d: &GatherDims, slice_sizes: &[usize]
         return Err(format!("slice_sizes {slice_sizes:?} needs one entry per dim of the operand {x}"));
     }
     for (i, (&s, dim)) in slice_sizes.iter().zip(&x.dims).enumerate() {
-        if let Dim::Static(n) = dim {
-            if s > *n {
-                return Err(format!("slice_sizes {slice_sizes:?}: size {s} of dim {i} exceeds {n}"));
-            }
+        if let Dim::Static(n) = dim
+            && s > *n
+        {
+            return Err(format!("slice_sizes {slice_sizes:?}: size {s} of dim {i} exceeds {n}"));
         }
     }
     check_axes("collapsed_slice_dims", &d.collapsed_slice_dims, r, true)?;
@@ -120,10 +120,10 @@ pub(super) fn infer_scatter(ins: &[&Shape], d: &ScatterDims) -> Result<Shape, St
     }
     let window = (0..r).filter(|i| !d.inserted_window_dims.contains(i));
     for (&u, o) in d.update_window_dims.iter().zip(window) {
-        if let (Dim::Static(a), Dim::Static(b)) = (&up.dims[u], &x.dims[o]) {
-            if a > b {
-                return Err(format!("update window dim {u} (size {a}) exceeds operand dim {o} (size {b})"));
-            }
+        if let (Dim::Static(a), Dim::Static(b)) = (&up.dims[u], &x.dims[o])
+            && a > b
+        {
+            return Err(format!("update window dim {u} (size {a}) exceeds operand dim {o} (size {b})"));
         }
     }
     Ok(x.clone())
