@@ -300,6 +300,48 @@ mod tests {
         assert!(g.error().unwrap().to_string().contains("must be static and even"));
     }
 
+    #[test]
+    fn rope_and_sdpa_with_symbolic_batch() {
+        let mut g = Graph::new("t");
+        let x = g.input("x", Shape::from_dims(&[Dim::dynamic(), 2.into(), 1.into(), 4.into()], DType::F32));
+        let c = g.input("c", Shape::new(&[2, 4], DType::F32));
+        let y = g.rope(x, c, c);
+        assert_eq!(g.shape(y), g.shape(x));
+        let q = g.input("q", Shape::from_dims(&[Dim::dynamic(), 2.into(), 3.into(), 4.into()], DType::F32));
+        let l = g.input("l", Shape::from_dims(&[Dim::dynamic()], DType::I64));
+        let a = g.scaled_dot_product_attention(q, q, q, MaskKind::Padding(l), None);
+        assert_eq!(g.shape(a), g.shape(q));
+        g.set_outputs(vec![y, a]);
+        let xv: Vec<f32> = wavy(16, 0.0).iter().map(|&v| v as f32).collect();
+        let qv: Vec<f32> = wavy(48, 0.5).iter().map(|&v| v as f32).collect();
+        let f = feeds(&[
+            ("x", f32t(&xv, &[2, 2, 1, 4])),
+            ("c", f32t(&[1.0; 8], &[2, 4])),
+            ("q", f32t(&qv, &[2, 2, 3, 4])),
+            ("l", Tensor::from_vec(vec![3i64, 1], &[2]).unwrap()),
+        ]);
+        let out = run_both(&g, &f);
+        // cos = sin = 1: out = x + rotate_half(x).
+        let want: Vec<f64> = (0..16)
+            .map(|i| {
+                let (base, j) = (i / 4 * 4, i % 4);
+                let rot = if j < 2 { -xv[base + j + 2] } else { xv[base + j - 2] };
+                (xv[i] + rot) as f64
+            })
+            .collect();
+        close(&out[0], &want, 1e-6);
+        // Batch 1 sees only key 0: every query returns v[.., 0, :].
+        let o = out[1].to_f64_vec();
+        for hh in 0..2 {
+            for i in 0..3 {
+                for e in 0..4 {
+                    let v0 = qv[((2 + hh) * 3) * 4 + e] as f64;
+                    assert!((o[((2 + hh) * 3 + i) * 4 + e] - v0).abs() < 1e-6);
+                }
+            }
+        }
+    }
+
     /// Reference attention on [B, H, Sq, D] with an explicit additive mask [B, Sq, Sk].
     #[allow(clippy::too_many_arguments)]
     fn attn_ref(

@@ -85,6 +85,7 @@ impl Graph {
     /// `[x, w]` or `[x, w, bias]`. Errors: ranks other than 4, zero stride/dilation/groups,
     /// dtypes that differ, a bias not of type `[O]`, and whatever `conv_general_dilated`
     /// rejects (channel / group mismatches).
+    #[allow(clippy::too_many_arguments)] // PyTorch's F.conv2d argument list, one to one.
     pub fn conv2d(
         &mut self,
         x: NodeId,
@@ -217,7 +218,7 @@ impl Graph {
     /// not -100 (see the module docs). Built on the `log_softmax` composite, so it is stable
     /// for large logits. Composite `"cross_entropy"`, attrs `{"ignore_index": Int(-100),
     /// "reduction": Str("mean")}`, operands `[logits, targets]`. Errors: ranks other than
-    /// [N, C] / [N], non-float logits, non-integer targets, mismatched N.
+    /// `[N, C]` / `[N]`, non-float logits, non-integer targets, mismatched N.
     pub fn cross_entropy(&mut self, logits: NodeId, targets: NodeId) -> NodeId {
         const NAME: &str = "cross_entropy";
         let Some(t) = self.compose_types(NAME, &[logits, targets]) else { return self.placeholder() };
