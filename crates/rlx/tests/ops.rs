@@ -7,7 +7,7 @@
 //! the harness builds the graph and checks
 //! 1. the reference interpreter (`rlx_ir::interp::evaluate`) against the fixture,
 //! 2. `hir_to_json` -> `hir_from_json` -> evaluate again: bit-identical results (and stable JSON),
-//! 3. the CPU backend against the fixture.
+//! 3. the CPU runtime (`rlx_runtime::Session` on `Device::Cpu`, `run_tensors`) against the fixture.
 //!
 //! Each case is reported as its own test (`cargo test -p rlx --test ops -- add_f32` filters);
 //! known disagreements are `skip`ped in the table with their reason and show as `ignored`. Two
@@ -299,12 +299,15 @@ fn roundtrip(g: &Graph, feeds: &HashMap<String, Tensor>) -> Result<Vec<Tensor>, 
     rlx_ir::interp::evaluate(&g2, feeds).map_err(|e| format!("interp after round trip: {e}"))
 }
 
+/// The CPU runtime through the public API (`Session` inlines the composites the backend has no
+/// kernel for, specializes and compiles).
 fn run_cpu(g: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>, String> {
-    let keep = |n: &str| rlx_cpu::native_composites().contains(&n);
-    let gi = rlx_ir::inline_composites(g, &keep);
-    let mut exe = rlx_cpu::CpuExecutable::compile(&gi, &Default::default()).map_err(|e| format!("cpu compile: {e}"))?;
-    let ins: Vec<&Tensor> = inputs.iter().collect();
-    exe.run(&ins, &[]).map_err(|e| format!("cpu run: {e}"))
+    let mut compiled = rlx_runtime::Session::new(rlx_runtime::Device::Cpu)
+        .try_compile(g.clone())
+        .map_err(|e| format!("cpu compile: {e}"))?;
+    let feeds: Vec<(String, Tensor)> = inputs.iter().enumerate().map(|(k, t)| (format!("in{k}"), t.clone())).collect();
+    let feeds: Vec<(&str, Tensor)> = feeds.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
+    compiled.run_tensors(&feeds).map_err(|e| format!("cpu run: {e}"))
 }
 
 fn collect_ops(g: &Graph, covered: &mut BTreeSet<String>) {

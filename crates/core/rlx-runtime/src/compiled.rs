@@ -185,7 +185,11 @@ impl CompiledGraph {
         let ok = decl.rank() == t.shape().len()
             && decl.dims.iter().zip(t.shape()).all(|(d, &n)| matches!(d, Dim::Sym(_)) || *d == Dim::Static(n));
         if !ok {
-            return Err(Error::ShapeMismatch { name: name.into(), declared: decl.to_string(), got: t.shape().to_vec() });
+            return Err(Error::ShapeMismatch {
+                name: name.into(),
+                declared: decl.to_string(),
+                got: t.shape().to_vec(),
+            });
         }
         Ok(())
     }

@@ -73,7 +73,10 @@ fn dtype_and_dims_mismatch() {
     let mut c = Session::new(Device::Cpu).try_compile(add_graph()).unwrap();
     c.try_set_param("b", &[0.0; 3]).unwrap();
     let t = Tensor::from_vec(vec![0i32; 6], &[2, 3]).unwrap();
-    assert!(matches!(c.run_tensors(&[("x", t)]), Err(Error::DTypeMismatch { expected: DType::F32, got: DType::I32, .. })));
+    assert!(matches!(
+        c.run_tensors(&[("x", t)]),
+        Err(Error::DTypeMismatch { expected: DType::F32, got: DType::I32, .. })
+    ));
     let t = Tensor::from_vec(vec![0f32; 6], &[3, 2]).unwrap();
     assert!(matches!(c.run_tensors(&[("x", t)]), Err(Error::ShapeMismatch { .. })));
 }
