@@ -21,9 +21,9 @@ np.seterr(all="ignore")  # NaN and inf inputs are the point
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from opcases import common, composites, control, elementwise, movement, reduce_dot, sort_rng  # noqa: E402
+from opcases import common, composites, control, elementwise, kernels, movement, reduce_dot, sort_rng  # noqa: E402
 
-FAMILIES = [elementwise, movement, sort_rng, reduce_dot, control, composites]
+FAMILIES = [elementwise, movement, sort_rng, reduce_dot, control, composites, kernels]
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "crates", "rlx", "tests", "fixtures",
                    "ops")
 
