@@ -17,10 +17,10 @@ pub fn verify(g: &Graph) -> Result<(), IrError> {
                 return Err(IrError::Invalid(format!("node %{i} ({}) uses {inp}, not defined before it", n.op.name())));
             }
         }
-        if let Op::Input { name } | Op::Param { name } = &n.op {
-            if !names.insert(name.clone()) {
-                return Err(IrError::Invalid(format!("the name {name:?} is declared twice")));
-            }
+        if let Op::Input { name } | Op::Param { name } = &n.op
+            && !names.insert(name.clone())
+        {
+            return Err(IrError::Invalid(format!("the name {name:?} is declared twice")));
         }
         let expected = infer_node(g, i, n, &Bindings::new())?;
         if expected != n.outputs {
@@ -106,12 +106,12 @@ pub fn bind_symbols(g: &Graph, shapes: &[(&str, &[usize])]) -> Result<Bindings, 
                     return Err(IrError::Invalid(format!("input {name:?}: declared {decl}, given dims {dims:?}")));
                 }
                 Dim::Sym(s) => {
-                    if let Some(&prev) = b.get(s) {
-                        if prev != n {
-                            return Err(IrError::Invalid(format!(
-                                "input {name:?}: symbol {s} is {n} here but {prev} in another input"
-                            )));
-                        }
+                    if let Some(&prev) = b.get(s)
+                        && prev != n
+                    {
+                        return Err(IrError::Invalid(format!(
+                            "input {name:?}: symbol {s} is {n} here but {prev} in another input"
+                        )));
                     }
                     b.insert(s.clone(), n);
                 }
@@ -134,10 +134,10 @@ pub fn specialize(g: &Graph, b: &Bindings) -> Result<Graph, IrError> {
         // Reshape / broadcast targets may mention symbols: bind them in the parameters too.
         if let Op::Reshape { new_sizes: d } | Op::BroadcastInDim { shape: d, .. } = &mut op {
             for x in d.iter_mut() {
-                if let Dim::Sym(s) = x {
-                    if let Some(&v) = b.get(s.as_str()) {
-                        *x = Dim::Static(v);
-                    }
+                if let Dim::Sym(s) = x
+                    && let Some(&v) = b.get(s.as_str())
+                {
+                    *x = Dim::Static(v);
                 }
             }
         }

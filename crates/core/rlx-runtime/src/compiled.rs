@@ -202,7 +202,7 @@ impl CompiledGraph {
         let n_sym = decl.dims.iter().filter(|d| d.as_static().is_none()).count();
         let dims: Vec<usize> = match n_sym {
             0 if v.len() == known => decl.static_dims().expect("no symbolic dims"),
-            1 if known > 0 && v.len() % known == 0 => {
+            1 if known > 0 && v.len().is_multiple_of(known) => {
                 decl.dims.iter().map(|d| d.as_static().unwrap_or(v.len() / known)).collect()
             }
             _ => {

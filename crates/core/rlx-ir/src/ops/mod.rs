@@ -347,15 +347,15 @@ impl Op {
         match self {
             Op::Input { .. } | Op::Param { .. } | Op::Iota { .. } | Op::Rng { .. } => {
                 let s = out_hint.ok_or("source op needs a declared shape")?;
-                if let Op::Iota { dimension } = self {
-                    if *dimension >= s.rank() {
-                        return Err(format!("iota dimension {dimension} out of range for {s}"));
-                    }
+                if let Op::Iota { dimension } = self
+                    && *dimension >= s.rank()
+                {
+                    return Err(format!("iota dimension {dimension} out of range for {s}"));
                 }
-                if let Op::Rng { .. } = self {
-                    if !s.dtype.is_float() {
-                        return Err(format!("rng produces floats, not {}", s.dtype));
-                    }
+                if let Op::Rng { .. } = self
+                    && !s.dtype.is_float()
+                {
+                    return Err(format!("rng produces floats, not {}", s.dtype));
                 }
                 Ok(vec![s.clone()])
             }
