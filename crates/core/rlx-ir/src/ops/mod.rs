@@ -216,7 +216,8 @@ pub enum Op {
         /// Number of elements kept.
         k: usize,
     },
-    /// Counter-based random numbers (Philox-4x32-10), shape from the node's type.
+    /// Counter-based random numbers (Philox-4x64-10, NumPy's `Philox` stream), shape from the
+    /// node's type.
     Rng {
         /// Key.
         seed: u64,
