@@ -64,14 +64,8 @@ pub fn exp_f32(x: f32) -> f32 {
     const C1: f32 = 0.693_359_4;
     const C2: f32 = -2.121_944_4e-4;
     const MAGIC: f32 = 12_582_912.0; // 1.5 * 2^23: adding it rounds to an integer.
-    // Clamp (NaN passes through: both comparisons are false).
-    let xc = if x > 88.8 {
-        88.8
-    } else if x < -104.0 {
-        -104.0
-    } else {
-        x
-    };
+    // Clamp (NaN passes through).
+    let xc = x.clamp(-104.0, 88.8);
     let t = xc * LOG2E + MAGIC;
     let n = t - MAGIC; // round(x * log2 e), as a float
     let ni = (t.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32); // the same, as an int
@@ -79,7 +73,7 @@ pub fn exp_f32(x: f32) -> f32 {
     let z = r * r;
     let p = ((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r + 1.666_666_5e-1)
         * r
-        + 5.000_000_1e-1;
+        + 0.5;
     let e = p * z + r + 1.0;
     // 2^n = 2^(n/2) * 2^(n - n/2), each factor a normal float for n in [-150, 128].
     let n1 = ni >> 1;
