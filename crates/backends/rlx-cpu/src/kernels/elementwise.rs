@@ -200,7 +200,10 @@ pub fn run(k: &EwKernel, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrErro
                 DType::Bool => {
                     let o = out.as_mut_slice::<bool>().unwrap();
                     for_segments(o, o.len().max(1), |s, seg| {
-                        dispatch(|| seg.iter_mut().zip(&x[s..]).for_each(|(o, &v)| *o = v.is_finite()))
+                        dispatch(
+                            #[inline(always)]
+                            || seg.iter_mut().zip(&x[s..]).for_each(|(o, &v)| *o = v.is_finite()),
+                        )
                     });
                 }
                 _ => return Err(bad(u.name(), "unexpected output dtype")),
@@ -251,7 +254,10 @@ pub fn convert_into(x: &Tensor, out: &mut Tensor) {
         ($S:ty, $D:ty, $f:expr) => {{
             let (s, d) = (x.as_slice::<$S>().unwrap(), out.as_mut_slice::<$D>().unwrap());
             for_segments(d, s.len().max(1), |st, seg| {
-                dispatch(|| seg.iter_mut().zip(&s[st..]).for_each(|(o, &v)| *o = $f(v)))
+                dispatch(
+                    #[inline(always)]
+                    || seg.iter_mut().zip(&s[st..]).for_each(|(o, &v)| *o = $f(v)),
+                )
             });
         }};
     }
@@ -287,7 +293,10 @@ fn unary(u: UnaryOp, x: &[f32], o: &mut [f32]) {
     macro_rules! map {
         ($f:expr) => {
             for_segments(o, x.len().max(1), |s, seg| {
-                dispatch(|| seg.iter_mut().zip(&x[s..]).for_each(|(o, &v)| *o = $f(v)))
+                dispatch(
+                    #[inline(always)]
+                    || seg.iter_mut().zip(&x[s..]).for_each(|(o, &v)| *o = $f(v)),
+                )
             })
         };
     }
@@ -331,7 +340,10 @@ fn binary(b: BinaryOp, p: &Bcast, x: &[f32], y: &[f32], o: &mut [f32]) {
         ($f:expr) => {
             for_segments(o, p.block, |s, seg| {
                 let (a, c) = (Src::at(x, ax, s, seg.len()), Src::at(y, ay, s, seg.len()));
-                dispatch(|| zip2(a, c, seg, $f))
+                dispatch(
+                    #[inline(always)]
+                    || zip2(a, c, seg, $f),
+                )
             })
         };
     }
@@ -353,7 +365,10 @@ fn compare(c: CompareOp, p: &Bcast, x: &[f32], y: &[f32], o: &mut [bool]) {
         ($f:expr) => {
             for_segments(o, p.block, |s, seg| {
                 let (a, b) = (Src::at(x, ax, s, seg.len()), Src::at(y, ay, s, seg.len()));
-                dispatch(|| zip2(a, b, seg, $f))
+                dispatch(
+                    #[inline(always)]
+                    || zip2(a, b, seg, $f),
+                )
             })
         };
     }
@@ -377,22 +392,25 @@ fn select_into<T: Elem>(p: &Bcast, pred: &[bool], a: &[T], b: &[T], o: &mut [T])
                 Src::Slice(v) => seg.copy_from_slice(v),
                 Src::Scalar(v) => seg.fill(v),
             },
-            Src::Slice(pr) => dispatch(|| match (av, bv) {
-                (Src::Slice(x), Src::Slice(y)) => {
-                    for (((o, &c), &x), &y) in seg.iter_mut().zip(pr).zip(x).zip(y) {
-                        *o = if c { x } else { y };
+            Src::Slice(pr) => dispatch(
+                #[inline(always)]
+                || match (av, bv) {
+                    (Src::Slice(x), Src::Slice(y)) => {
+                        for (((o, &c), &x), &y) in seg.iter_mut().zip(pr).zip(x).zip(y) {
+                            *o = if c { x } else { y };
+                        }
                     }
-                }
-                (x, y) => {
-                    for (i, (o, &c)) in seg.iter_mut().zip(pr).enumerate() {
-                        let pick = |v: Src<'_, T>| match v {
-                            Src::Slice(v) => v[i],
-                            Src::Scalar(v) => v,
-                        };
-                        *o = if c { pick(x) } else { pick(y) };
+                    (x, y) => {
+                        for (i, (o, &c)) in seg.iter_mut().zip(pr).enumerate() {
+                            let pick = |v: Src<'_, T>| match v {
+                                Src::Slice(v) => v[i],
+                                Src::Scalar(v) => v,
+                            };
+                            *o = if c { pick(x) } else { pick(y) };
+                        }
                     }
-                }
-            }),
+                },
+            ),
         }
     });
 }

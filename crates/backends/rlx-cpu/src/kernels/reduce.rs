@@ -76,7 +76,10 @@ pub fn run(k: &ReduceKernel, x: &Tensor, out: &mut Tensor) -> Result<(), IrError
             let mut accf = [0f32; TILE];
             let mut nan = [false; TILE];
             let src = &x[oi * red * inner + c0..];
-            dispatch(|| reduce_cols(k.op, src, red, inner, w, &mut acc, &mut accf, &mut nan));
+            dispatch(
+                #[inline(always)]
+                || reduce_cols(k.op, src, red, inner, w, &mut acc, &mut accf, &mut nan),
+            );
             for j in 0..w {
                 dst[j] = match k.op {
                     ReduceOp::Sum => acc[j] as f32,
@@ -134,9 +137,18 @@ fn reduce_cols(
 /// Reduce one contiguous row.
 pub(crate) fn reduce_row(op: ReduceOp, x: &[f32]) -> f32 {
     match op {
-        ReduceOp::Sum => dispatch(|| sum_f64(x)) as f32,
-        ReduceOp::Max => dispatch(|| max_row(x)),
-        _ => dispatch(|| min_row(x)),
+        ReduceOp::Sum => dispatch(
+            #[inline(always)]
+            || sum_f64(x),
+        ) as f32,
+        ReduceOp::Max => dispatch(
+            #[inline(always)]
+            || max_row(x),
+        ),
+        _ => dispatch(
+            #[inline(always)]
+            || min_row(x),
+        ),
     }
 }
 

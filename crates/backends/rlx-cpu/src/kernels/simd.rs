@@ -35,8 +35,11 @@ pub(crate) fn threads() -> usize {
     rayon::current_num_threads()
 }
 
-/// Run `f` compiled for AVX-512 when the CPU has it, else for the baseline target. `f` must be
-/// an `#[inline(always)]`-friendly closure so its loops are vectorized inside the wrapper.
+/// Run `f` compiled for AVX-512 when the CPU has it, else for the baseline target.
+///
+/// Pass `#[inline(always)] || ...`: without the attribute LLVM keeps a large closure out of
+/// line, compiled for the baseline target, and the wrapper gains nothing (measured: softmax
+/// over 4096x4096 ran 2x slower that way).
 #[inline(always)]
 pub(crate) fn dispatch<R>(f: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]
