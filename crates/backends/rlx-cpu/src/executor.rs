@@ -205,7 +205,7 @@ impl CpuExecutable {
                 let n = &self.graph.nodes()[node];
                 let ins: Vec<&Tensor> =
                     n.inputs.iter().map(|&i| value(&self.locs, &self.slots, inputs, params, i)).collect();
-                kernels::run(&self.steps[si].kernel, &n.op, &ins, &mut outs)
+                kernels::run(&mut self.steps[si].kernel, &n.op, &ins, &mut outs)
             };
             self.slots[node] = outs;
             r?;
