@@ -38,8 +38,15 @@ fn main() {
             })
             .collect()
     };
-    let xt = Tensor::from_vec(fill(m * k, 1), &[m, k]).unwrap();
-    let wt = Tensor::from_vec(fill(k * n, 2), &[k, n]).unwrap();
+    // Allocate as numpy does: large buffers on transparent huge pages (advised before the
+    // first write), then fill.
+    let alloc = |dims: &[usize], seed: u64| {
+        let mut t = Tensor::zeros(dims, DType::F32);
+        rlx_cpu::advise_huge_pages(&t);
+        t.as_mut_slice::<f32>().unwrap().copy_from_slice(&fill(dims.iter().product(), seed));
+        t
+    };
+    let (xt, wt) = (alloc(&[m, k], 1), alloc(&[k, n], 2));
     exe.run(&[&xt], &[&wt]).expect("run");
     let mut times = vec![];
     let start = Instant::now();

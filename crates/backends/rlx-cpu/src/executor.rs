@@ -103,7 +103,9 @@ impl CpuExecutable {
                     ty: s.to_string(),
                 })?;
                 if !matches!(n.op, Op::Input { .. } | Op::Param { .. } | Op::GetTupleElement { .. }) {
-                    bufs.push(Tensor::zeros(&d, s.dtype));
+                    let t = Tensor::zeros(&d, s.dtype);
+                    kernels::simd::advise_huge_pages(&t);
+                    bufs.push(t);
                 }
             }
             let loc = match &n.op {

@@ -57,6 +57,36 @@ unsafe fn with_avx512<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// Bytes from which buffers are backed by transparent huge pages (numpy's threshold).
+pub const HUGEPAGE_MIN_BYTES: usize = 4 << 20;
+
+/// Ask the kernel to back `t`'s storage with transparent huge pages when it is at least
+/// [`HUGEPAGE_MIN_BYTES`] (Linux `madvise(MADV_HUGEPAGE)`; a no-op elsewhere or when refused).
+///
+/// Call it before the storage is first written (e.g. right after `Tensor::zeros`, whose large
+/// allocations are fresh zero pages): pages faulted in afterwards come as 2 MiB pages, which
+/// cuts TLB misses when kernels stream large weights. numpy does the same for its arrays;
+/// measured here, a 1x4096x4096 GEMV runs about 1.2-2x faster on huge-page weights.
+pub fn advise_huge_pages(t: &rlx_ir::Tensor) {
+    let bytes = t.numel() * t.dtype().size_bytes();
+    if bytes < HUGEPAGE_MIN_BYTES {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let ptr = rlx_ir::with_dtype!(t.dtype(), T, t.as_slice::<T>().unwrap().as_ptr() as usize);
+        // madvise needs a page-aligned start: advise the whole pages inside the buffer.
+        const PAGE: usize = 4096;
+        let start = ptr.next_multiple_of(PAGE);
+        let end = (ptr + bytes) / PAGE * PAGE;
+        if end > start {
+            // SAFETY: the range lies inside `t`'s live allocation; MADV_HUGEPAGE only changes
+            // how the kernel backs the pages, never their contents.
+            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+        }
+    }
+}
+
 /// `exp(x)` for f32 in a form LLVM vectorizes: Cephes `expf` (range reduction by `ln 2` in two
 /// parts, degree-5 polynomial, error about 1 ulp) with the scale `2^n` applied as two factors,
 /// so results in the subnormal range and overflow to `inf` come out right without branches.
