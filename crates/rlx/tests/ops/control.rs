@@ -37,8 +37,8 @@ impl CustomOp for AxpyMul {
             let a = o0[0].as_mut_slice::<T>().unwrap();
             let b = o1[0].as_mut_slice::<T>().unwrap();
             for i in 0..x.len() {
-                a[i] = T::from_f64(x[i] + alpha * y[i]);
-                b[i] = T::from_f64(x[i] * y[i]);
+                a[i] = T::of_f64(x[i] + alpha * y[i]);
+                b[i] = T::of_f64(x[i] * y[i]);
             }
         });
         Ok(())

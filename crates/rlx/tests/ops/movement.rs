@@ -34,18 +34,8 @@ pub fn records() -> Vec<Rec> {
         Rec::new("slice_in_dim", Tol::Exact, |g, x, a| {
             vec![g.slice_in_dim(x[0], a.usize("start"), a.usize("limit"), a.i64("axis"))]
         }),
-        Rec::new("dynamic_slice", Tol::Exact, |g, x, a| vec![g.dynamic_slice(x[0], &x[1..], &a.usizes("sizes"))])
-            .skip(
-                "dynamic_slice_i64_negative_start",
-                "jax.lax.dynamic_slice wraps a negative start once (i + dim) before clamping: x[4,3] start (-2, 1) \
-                 size (2, 2) reads rows 2..4 (want -94 -79 / 28 26); the reference clamps -2 to 0 (got -25 -64 / 36 -38)",
-            ),
-        Rec::new("dynamic_update_slice", Tol::Exact, |g, x, _| vec![g.dynamic_update_slice(x[0], x[1], &x[2..])])
-            .skip(
-                "dynamic_update_slice_i8",
-                "jax.lax.dynamic_update_slice wraps a negative start once (i + dim) before clamping: x[3] update[2] \
-                 start -1 writes at 1 (want 80 -100 44); the reference clamps -1 to 0 (got -100 44 1)",
-            ),
+        Rec::new("dynamic_slice", Tol::Exact, |g, x, a| vec![g.dynamic_slice(x[0], &x[1..], &a.usizes("sizes"))]),
+        Rec::new("dynamic_update_slice", Tol::Exact, |g, x, _| vec![g.dynamic_update_slice(x[0], x[1], &x[2..])]),
         Rec::new("concatenate", Tol::Exact, |g, x, a| vec![g.concatenate(x, a.i64("axis"))]),
         Rec::new("pad", Tol::Exact, |g, x, a| {
             vec![g.pad(x[0], x[1], &a.i64s("low"), &a.i64s("high"), &a.usizes("interior"))]

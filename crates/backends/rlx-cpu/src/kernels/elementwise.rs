@@ -272,15 +272,16 @@ pub fn convert_into(x: &Tensor, out: &mut Tensor) {
         (DType::BF16, DType::F16) => conv!(bf16, f16, |v: bf16| f16::from_f32(v.to_f32())),
         (DType::F16, DType::F64) => conv!(f16, f64, |v: f16| v.to_f32() as f64),
         (DType::BF16, DType::F64) => conv!(bf16, f64, |v: bf16| v.to_f32() as f64),
-        (DType::F64, DType::F16) => conv!(f64, f16, f16::from_f64),
-        (DType::F64, DType::BF16) => conv!(f64, bf16, bf16::from_f64),
+        (DType::F64, DType::F16) => conv!(f64, f16, <f16 as Elem>::of_f64),
+        (DType::F64, DType::BF16) => conv!(f64, bf16, <bf16 as Elem>::of_f64),
         _ => with_dtype!(dd, D, {
             with_dtype!(sd, S, {
-                let via_float = sd.is_float() || dd.is_float() || dd == DType::Bool;
+                // One rounding per conversion: ints go to floats through `of_i64`, not through f64.
+                let via_float = sd.is_float() || dd == DType::Bool;
                 let (s, d) = (x.as_slice::<S>().unwrap(), out.as_mut_slice::<D>().unwrap());
                 for_segments(d, s.len().max(1), |st, seg| {
                     for (o, &v) in seg.iter_mut().zip(&s[st..]) {
-                        *o = if via_float { D::from_f64(v.to_f64()) } else { D::from_i64(v.to_i64()) };
+                        *o = if via_float { D::of_f64(v.to_f64()) } else { D::of_i64(v.to_i64()) };
                     }
                 });
             })
