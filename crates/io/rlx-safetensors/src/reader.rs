@@ -12,11 +12,12 @@
 //! the end of the file, and `e - s` is the element count times the dtype size (sub-byte dtypes
 //! must fill whole bytes). These are the rules of `safetensors::SafeTensors::deserialize`; we
 //! check them ourselves, with overflow-checked arithmetic and the tensor named in every error,
-//! instead of calling it, because its final `end + 8 + n == file_len` sum is unchecked (a
-//! crafted header whose offsets add up to near `usize::MAX` makes it panic in debug builds and
-//! pass wrapped offsets through in release builds; see the `malformed` test
-//! `crate_overflow_header_is_an_error`). The JSON grammar and the dtype names are the
-//! `safetensors` crate's own (`safetensors::Dtype`'s serde names).
+//! instead of calling it, because its final `end + 8 + n == file_len` sum is unchecked: a
+//! crafted header whose offsets add up to near `usize::MAX` makes 0.8.0 panic ("attempt to add
+//! with overflow") wherever overflow checks are on, e.g. in every debug build (see the
+//! `malformed` test `crate_overflow_header_is_an_error`). The JSON grammar and the dtype names
+//! are the `safetensors` crate's own (`safetensors::Dtype`'s serde names), and a property test
+//! checks that we accept exactly the files it accepts.
 //!
 //! Nothing here panics on any input, and nothing is allocated from an unchecked field: the
 //! header length is checked against the file length (and [`MAX_HEADER_LEN`]) before it is read,

@@ -128,7 +128,7 @@ fn f32_view_copies_when_misaligned() {
     b.extend(src.tensor_bytes("x").unwrap());
     // Keep the data misaligned in memory whatever the Vec's own alignment is.
     let mut buf = vec![0u8; b.len() + 4];
-    let shift = (0..4).find(|s| (buf.as_ptr() as usize + s + 8 + json.len() + 1) % 4 != 0).unwrap();
+    let shift = (0..4).find(|s| !(buf.as_ptr() as usize + s + 8 + json.len() + 1).is_multiple_of(4)).unwrap();
     buf[shift..shift + b.len()].copy_from_slice(&b);
     let f = SafetensorsFile::from_slice(&buf[shift..shift + b.len()]).unwrap();
     let v = f.f32_view("x").unwrap();
