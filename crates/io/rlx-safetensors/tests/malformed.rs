@@ -216,7 +216,7 @@ fn apply(mut b: Vec<u8>, ms: &[Mutation]) -> Vec<u8> {
     let hdr_end = 8 + u64::from_le_bytes(b[..8].try_into().unwrap()) as usize;
     for m in ms {
         let len = b.len().max(1);
-        let pos = |i: usize| if i % 4 != 0 { i / 4 % hdr_end.min(len) } else { i / 4 % len };
+        let pos = |i: usize| if !i.is_multiple_of(4) { i / 4 % hdr_end.min(len) } else { i / 4 % len };
         match m {
             Mutation::Flip(i, x) if !b.is_empty() => {
                 let p = pos(*i).min(b.len() - 1);
