@@ -7,7 +7,8 @@
 //! `--json` is global (every subcommand takes it): the last line on stdout is then one JSON
 //! object. Errors go to stderr as one line, `rlx: error: <file>: <reason>`, with exit status 1;
 //! usage errors are clap's (status 2). A panic hook turns any panic into one line and status 101
-//! as a last resort (no known input reaches it). A closed stdout (`rlx inspect f | head`) ends
+//! as a last resort (no known input reaches it; the environment variable `RLX_CLI_TEST_PANIC`
+//! forces a panic so the tests can check the hook). A closed stdout (`rlx inspect f | head`) ends
 //! the program quietly with status 0.
 
 mod inspect;
@@ -53,6 +54,9 @@ fn main() -> ExitCode {
         eprintln!("rlx: internal error (a bug, please report it): {msg}");
         std::process::exit(101);
     }));
+    if std::env::var_os("RLX_CLI_TEST_PANIC").is_some() {
+        panic!("forced by RLX_CLI_TEST_PANIC\n(second line)");
+    }
     let cli = Cli::parse();
     let (file, result) = match &cli.command {
         Command::Inspect { file } => {

@@ -196,3 +196,35 @@ fn usage_errors_are_clap_errors() {
     let o = rlx(&["--help".as_ref()]);
     assert!(o.status.success() && stdout(&o).contains("inspect"));
 }
+
+#[test]
+fn the_panic_hook_prints_one_line_and_exits_101() {
+    let p = st_fixture("rlx_dtypes.safetensors");
+    let o = Command::new(env!("CARGO_BIN_EXE_rlx"))
+        .args(["inspect".as_ref(), p.as_os_str()])
+        .env("RLX_CLI_TEST_PANIC", "1")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(101));
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("rlx: internal error") && err.contains("RLX_CLI_TEST_PANIC"), "{err}");
+}
+
+#[test]
+fn a_closed_stdout_is_not_an_error() {
+    use std::io::Read;
+    let p = st_fixture("all_dtypes.safetensors");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rlx"))
+        .args(["inspect".as_ref(), p.as_os_str()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take()); // like `rlx inspect f | head -0`
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(status.success(), "{status:?} {err}");
+    assert!(err.is_empty(), "{err}");
+}
