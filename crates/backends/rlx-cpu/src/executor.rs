@@ -103,7 +103,9 @@ impl CpuExecutable {
                     ty: s.to_string(),
                 })?;
                 if !matches!(n.op, Op::Input { .. } | Op::Param { .. } | Op::GetTupleElement { .. }) {
-                    bufs.push(Tensor::zeros(&d, s.dtype));
+                    let t = Tensor::zeros(&d, s.dtype);
+                    kernels::simd::advise_huge_pages(&t);
+                    bufs.push(t);
                 }
             }
             let loc = match &n.op {
@@ -205,7 +207,7 @@ impl CpuExecutable {
                 let n = &self.graph.nodes()[node];
                 let ins: Vec<&Tensor> =
                     n.inputs.iter().map(|&i| value(&self.locs, &self.slots, inputs, params, i)).collect();
-                kernels::run(&self.steps[si].kernel, &n.op, &ins, &mut outs)
+                kernels::run(&mut self.steps[si].kernel, &n.op, &ins, &mut outs)
             };
             self.slots[node] = outs;
             r?;

@@ -227,7 +227,7 @@ fn table() -> Vec<Rec> {
         }),
         rec(
             "dynamic_update_slice",
-            vec![In::F(&[5, 4], -1., 1.), In::F(&[2, 2], -1., 1.), In::I(&[], 0, 4)],
+            vec![In::F(&[5, 4], -1., 1.), In::F(&[2, 2], -1., 1.), In::I(&[], -2, 4)],
             |g, a| {
                 let z = g.scalar(2.0, DType::I32);
                 vec![g.dynamic_update_slice(a[0], a[1], &[a[2], z])]

@@ -26,6 +26,10 @@ pub enum Data {
 
 /// An element type that can live in a [`Tensor`].
 ///
+/// The conversions are named `of_f64` / `of_i64` (not `from_*`) on purpose: `half`'s types
+/// have inherent `from_f64` methods that round twice, and inherent methods win over trait
+/// methods in `T::from_f64` calls.
+///
 /// Conversions follow XLA's `convert_element_type`: float → int truncates toward zero and
 /// saturates at the target range, NaN → 0; int → int wraps (two's complement); anything → bool
 /// is `!= 0`.
@@ -37,9 +41,9 @@ pub trait Elem: Copy + Send + Sync + PartialEq + PartialOrd + std::fmt::Debug + 
     /// Value as i64 (floats truncate and saturate, NaN → 0).
     fn to_i64(self) -> i64;
     /// Convert from f64 with the rules above.
-    fn from_f64(v: f64) -> Self;
+    fn of_f64(v: f64) -> Self;
     /// Convert from i64 with the rules above.
-    fn from_i64(v: i64) -> Self;
+    fn of_i64(v: i64) -> Self;
     /// Borrow the storage if it holds this type.
     fn slice(d: &Data) -> Option<&[Self]>;
     /// Borrow the storage mutably if it holds this type.
@@ -48,7 +52,7 @@ pub trait Elem: Copy + Send + Sync + PartialEq + PartialOrd + std::fmt::Debug + 
     fn wrap(v: Vec<Self>) -> Data;
     /// The additive identity.
     fn zero() -> Self {
-        Self::from_i64(0)
+        Self::of_i64(0)
     }
 }
 
@@ -66,10 +70,10 @@ macro_rules! impl_int_elem {
             fn to_i64(self) -> i64 {
                 self as i64
             }
-            fn from_f64(v: f64) -> Self {
+            fn of_f64(v: f64) -> Self {
                 f64_to_int_sat(v, <$t>::MIN as f64, <$t>::MAX as f64) as $t
             }
-            fn from_i64(v: i64) -> Self {
+            fn of_i64(v: i64) -> Self {
                 v as $t
             }
             fn slice(d: &Data) -> Option<&[Self]> {
@@ -91,8 +95,31 @@ impl_int_elem!(i64, I64);
 impl_int_elem!(u8, U8);
 impl_int_elem!(u32, U32);
 
+/// `v` rounded to f32 with round-to-odd: an inexact result has its last mantissa bit set.
+/// Rounding that to a narrower float (f16, bf16) with round-to-nearest-even then gives the
+/// correctly rounded result; going through a plain `v as f32` would round twice.
+fn f32_round_to_odd(v: f64) -> f32 {
+    let f = v as f32;
+    if !f.is_finite() || f as f64 == v {
+        return f;
+    }
+    // Step toward zero if rounding went away from zero, then mark inexact.
+    let f = if (f as f64).abs() > v.abs() { f32::from_bits(f.to_bits() - 1) } else { f };
+    f32::from_bits(f.to_bits() | 1)
+}
+
+/// `v` as f32 with round-to-odd (see [`f32_round_to_odd`]); exact for |v| < 2^24.
+fn i64_to_f32_round_to_odd(v: i64) -> f32 {
+    let f = v as f32;
+    if f as i128 == v as i128 {
+        return f;
+    }
+    let f = if (f as i128).abs() > (v as i128).abs() { f32::from_bits(f.to_bits() - 1) } else { f };
+    f32::from_bits(f.to_bits() | 1)
+}
+
 macro_rules! impl_float_elem {
-    ($t:ty, $d:ident, $to:expr, $from:expr) => {
+    ($t:ty, $d:ident, $to:expr, $from:expr, $from_int:expr) => {
         impl Elem for $t {
             const DTYPE: DType = DType::$d;
             fn to_f64(self) -> f64 {
@@ -101,11 +128,11 @@ macro_rules! impl_float_elem {
             fn to_i64(self) -> i64 {
                 f64_to_int_sat($to(self), i64::MIN as f64, i64::MAX as f64)
             }
-            fn from_f64(v: f64) -> Self {
+            fn of_f64(v: f64) -> Self {
                 $from(v)
             }
-            fn from_i64(v: i64) -> Self {
-                $from(v as f64)
+            fn of_i64(v: i64) -> Self {
+                $from_int(v)
             }
             fn slice(d: &Data) -> Option<&[Self]> {
                 if let Data::$d(v) = d { Some(v) } else { None }
@@ -119,10 +146,15 @@ macro_rules! impl_float_elem {
         }
     };
 }
-impl_float_elem!(f32, F32, |x: f32| x as f64, |v: f64| v as f32);
-impl_float_elem!(f64, F64, |x: f64| x, |v: f64| v);
-impl_float_elem!(f16, F16, |x: f16| x.to_f64(), f16::from_f64);
-impl_float_elem!(bf16, BF16, |x: bf16| x.to_f64(), bf16::from_f64);
+// Every conversion rounds once (to nearest even), as XLA's convert does.
+impl_float_elem!(f32, F32, |x: f32| x as f64, |v: f64| v as f32, |v: i64| v as f32);
+impl_float_elem!(f64, F64, |x: f64| x, |v: f64| v, |v: i64| v as f64);
+impl_float_elem!(f16, F16, |x: f16| x.to_f64(), |v: f64| f16::from_f32(f32_round_to_odd(v)), |v: i64| f16::from_f32(
+    i64_to_f32_round_to_odd(v)
+));
+impl_float_elem!(bf16, BF16, |x: bf16| x.to_f64(), |v: f64| bf16::from_f32(f32_round_to_odd(v)), |v: i64| {
+    bf16::from_f32(i64_to_f32_round_to_odd(v))
+});
 
 impl Elem for bool {
     const DTYPE: DType = DType::Bool;
@@ -132,10 +164,10 @@ impl Elem for bool {
     fn to_i64(self) -> i64 {
         self as i64
     }
-    fn from_f64(v: f64) -> Self {
+    fn of_f64(v: f64) -> Self {
         v != 0.0
     }
-    fn from_i64(v: i64) -> Self {
+    fn of_i64(v: i64) -> Self {
         v != 0
     }
     fn slice(d: &Data) -> Option<&[Self]> {
@@ -276,7 +308,7 @@ impl Tensor {
     }
     /// Build from f64 values converted to `dtype` (see [`Elem`] for conversion rules).
     pub fn from_f64s(shape: &[usize], dtype: DType, vals: &[f64]) -> Result<Tensor, IrError> {
-        let data = with_dtype!(dtype, T, T::wrap(vals.iter().map(|&v| T::from_f64(v)).collect()));
+        let data = with_dtype!(dtype, T, T::wrap(vals.iter().map(|&v| T::of_f64(v)).collect()));
         Tensor::new(shape, data)
     }
     /// Dims.
@@ -345,10 +377,10 @@ impl Tensor {
         let data = with_dtype!(dtype, D, {
             let out: Vec<D> = with_dtype!(src, S, {
                 let s = S::slice(&self.data).unwrap();
-                if src.is_float() || dtype.is_float() || dtype == DType::Bool {
-                    s.iter().map(|x| D::from_f64(x.to_f64())).collect()
+                if src.is_float() || dtype == DType::Bool {
+                    s.iter().map(|x| D::of_f64(x.to_f64())).collect()
                 } else {
-                    s.iter().map(|x| D::from_i64(x.to_i64())).collect()
+                    s.iter().map(|x| D::of_i64(x.to_i64())).collect()
                 }
             });
             D::wrap(out)
@@ -457,6 +489,21 @@ mod tests {
         assert_eq!(t.cast(DType::U8).as_slice::<u8>().unwrap(), &[1, 0, 0, 255, 0]);
         let i = Tensor::from_vec(vec![300i32, -1], &[2]).unwrap();
         assert_eq!(i.cast(DType::U8).as_slice::<u8>().unwrap(), &[44, 255]);
+    }
+
+    #[test]
+    fn narrow_float_conversions_round_once() {
+        // 1 + 2^-11 + 2^-40 is just above the f16 midpoint between 1 and 1 + 2^-10.
+        let v = 1.0 + 2f64.powi(-11) + 2f64.powi(-40);
+        assert_eq!(<f16 as Elem>::of_f64(0.0) + <f16 as Elem>::of_f64(v), <f16 as Elem>::of_f64(1.0009765625));
+        let v = 1.0 + 2f64.powi(-8) + 2f64.powi(-40);
+        assert_eq!(<bf16 as Elem>::of_f64(v).to_f64(), 1.0078125);
+        // 2^62 + 2^38 + 1 rounds up to 2^62 + 2^39 in f32 (a double rounding gives 2^62).
+        let i = (1i64 << 62) + (1i64 << 38) + 1;
+        assert_eq!(<f32 as Elem>::of_i64(i) as f64, 4611686568183201792.0);
+        assert_eq!(<bf16 as Elem>::of_i64(i).to_f64(), 2f64.powi(62));
+        // Exactly halfway values still round to even.
+        assert_eq!(<f16 as Elem>::of_f64(1.0 + 2f64.powi(-11)).to_f64(), 1.0);
     }
 
     #[test]

@@ -1,16 +1,41 @@
-//! Kernel selection and dispatch. Each fast kernel lives in its own module; everything else
-//! runs the op's reference evaluation from `rlx-ir`.
+//! Kernel selection and dispatch. Each fast kernel family lives in its own module; everything
+//! else runs the op's reference evaluation from `rlx-ir`.
+//!
+//! [`select`] runs once per node at compile time and sees the whole graph with static shapes;
+//! it stores any plan and scratch space in the [`Kernel`]. [`run`] executes one step and
+//! allocates nothing (except [`Kernel::CompositeBody`], the slow fallback). Every fast kernel
+//! gives the reference's results within float rounding (see each module's docs).
 
-use rlx_ir::{Graph, IrError, NodeId, Op, Tensor};
+pub mod composite;
+pub mod dot;
+pub mod elementwise;
+pub mod gemv;
+pub mod reduce;
+pub mod simd;
+pub mod transpose;
+
+use rlx_ir::{DType, Graph, IrError, NodeId, Op, Tensor};
 
 /// Composites with a native kernel here (others are inlined before compile).
-pub const NATIVE_COMPOSITES: &[&str] = &[];
+pub const NATIVE_COMPOSITES: &[&str] = composite::NATIVE;
 
 /// The kernel chosen for one node.
 #[derive(Clone, Debug)]
 pub enum Kernel {
     /// `Op::eval_into` from rlx-ir.
     Reference,
+    /// `dot_general` on `gemm` or our GEMV.
+    Dot(Box<dot::DotKernel>),
+    /// Elementwise, copy and convert kernels.
+    Elementwise(elementwise::EwKernel),
+    /// f32 sum / max / min over a contiguous run of axes.
+    Reduce(reduce::ReduceKernel),
+    /// Swap of two adjacent axis groups.
+    Transpose(transpose::TransposeKernel),
+    /// Native softmax / log_softmax / layer_norm / rms_norm.
+    Norm(composite::NormKernel),
+    /// A composite without a native kernel for these operands: evaluate its body.
+    CompositeBody,
 }
 
 impl Kernel {
@@ -18,18 +43,70 @@ impl Kernel {
     pub fn name(&self) -> &'static str {
         match self {
             Kernel::Reference => "reference",
+            Kernel::Dot(k) => k.name(),
+            Kernel::Elementwise(k) => k.name(),
+            Kernel::Reduce(_) => "reduce_f32",
+            Kernel::Transpose(_) => "transpose",
+            Kernel::Norm(k) => k.name(),
+            Kernel::CompositeBody => "composite_body",
         }
     }
 }
 
 /// Pick the kernel for node `id` (shapes are static).
-pub fn select(_g: &Graph, _id: NodeId) -> Kernel {
-    Kernel::Reference
+pub fn select(g: &Graph, id: NodeId) -> Kernel {
+    let n = g.node(id);
+    let statics = |shapes: &mut dyn Iterator<Item = &rlx_ir::Shape>| -> Option<Vec<(Vec<usize>, DType)>> {
+        shapes.map(|s| s.static_dims().map(|d| (d, s.dtype))).collect()
+    };
+    let (Some(ins), Some(outs)) = (statics(&mut n.inputs.iter().map(|&i| g.shape(i))), statics(&mut n.outputs.iter()))
+    else {
+        return Kernel::Reference;
+    };
+    if let Op::Composite(c) = &n.op {
+        return match composite::select(c, &ins, &outs) {
+            Some(k) if NATIVE_COMPOSITES.contains(&c.name.as_str()) => Kernel::Norm(k),
+            _ => Kernel::CompositeBody,
+        };
+    }
+    if outs.len() != 1 {
+        return Kernel::Reference;
+    }
+    let out = &outs[0];
+    let f32_unary = ins.len() == 1 && ins[0].1 == DType::F32 && out.1 == DType::F32;
+    let k = match &n.op {
+        Op::DotGeneral(d) if ins.len() == 2 => {
+            dot::select(d, (&ins[0].0, ins[0].1), (&ins[1].0, ins[1].1), (&out.0, out.1))
+                .map(|k| Kernel::Dot(Box::new(k)))
+        }
+        op if op.is_elementwise() || matches!(op, Op::Reshape { .. }) => {
+            elementwise::select(op, &ins, out).map(Kernel::Elementwise)
+        }
+        Op::Reduce { op, axes } if f32_unary => reduce::plan(*op, &ins[0].0, axes).map(Kernel::Reduce),
+        Op::Transpose { permutation } if ins.len() == 1 && ins[0].1 == out.1 => {
+            if permutation.iter().enumerate().all(|(i, &p)| i == p) {
+                Some(Kernel::Elementwise(elementwise::EwKernel::Copy))
+            } else {
+                transpose::plan(&ins[0].0, permutation).map(Kernel::Transpose)
+            }
+        }
+        _ => None,
+    };
+    k.unwrap_or(Kernel::Reference)
 }
 
-/// Execute one kernel.
-pub fn run(k: &Kernel, op: &Op, ins: &[&Tensor], outs: &mut [Tensor]) -> Result<(), IrError> {
+/// Execute one kernel into the preallocated `outs`.
+pub fn run(k: &mut Kernel, op: &Op, ins: &[&Tensor], outs: &mut [Tensor]) -> Result<(), IrError> {
     match k {
         Kernel::Reference => op.eval_into(ins, outs),
+        Kernel::Dot(k) => dot::run(k, ins[0], ins[1], &mut outs[0]),
+        Kernel::Elementwise(k) => elementwise::run(k, ins, &mut outs[0]),
+        Kernel::Reduce(k) => reduce::run(k, ins[0], &mut outs[0]),
+        Kernel::Transpose(k) => transpose::run(k, ins[0], &mut outs[0]),
+        Kernel::Norm(k) => composite::run(k, ins, &mut outs[0]),
+        Kernel::CompositeBody => match op {
+            Op::Composite(c) => composite::run_body(c, ins, outs),
+            _ => op.eval_into(ins, outs),
+        },
     }
 }

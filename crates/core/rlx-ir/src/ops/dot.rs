@@ -272,9 +272,9 @@ fn sum_of_products(a: &Tensor, b: &Tensor, out: &mut Tensor, mut terms: impl FnM
             pairs.clear();
             terms(o, &mut pairs);
             *y = match (&va, &vb) {
-                (Vals::F(x), Vals::F(w)) => O::from_f64(pairs.iter().map(|&(i, j)| x[i] * w[j]).sum()),
+                (Vals::F(x), Vals::F(w)) => O::of_f64(pairs.iter().map(|&(i, j)| x[i] * w[j]).sum()),
                 (Vals::I(x), Vals::I(w)) => {
-                    O::from_i64(pairs.iter().fold(0i64, |s, &(i, j)| s.wrapping_add(x[i].wrapping_mul(w[j]))))
+                    O::of_i64(pairs.iter().fold(0i64, |s, &(i, j)| s.wrapping_add(x[i].wrapping_mul(w[j]))))
                 }
                 _ => unreachable!("operands share a dtype"),
             };

@@ -7,7 +7,8 @@
 //! - `max`/`min` propagate NaN (as `np.maximum`, not `np.fmax`);
 //! - `round` rounds half away from zero (`lax.round` default); `round_nearest_even` is NumPy's
 //!   `np.round` / ONNX `Round`;
-//! - shifts by ≥ the bit width give 0 (`shift_right_arithmetic`: the sign fill).
+//! - shifts by ≥ the bit width give 0 (`shift_right_arithmetic`: the sign fill); like `lax`,
+//!   `shift_right_arithmetic` sign-fills unsigned operands too (u8 `0x80 >> 1` is `0xC0`).
 
 pub(crate) mod ad;
 
@@ -193,7 +194,7 @@ impl UnaryOp {
             Tanh => x.tanh(),
             Asinh => x.asinh(),
             Acosh => x.acosh(),
-            Atanh => x.atanh(),
+            Atanh => libm::atanh(x),
             Logistic => {
                 // Stable for large |x|: never evaluates exp of a large positive number.
                 if x >= 0.0 {
@@ -227,7 +228,8 @@ impl UnaryOp {
 /// Inverse error function on (-1, 1); ±1 → ±inf, outside → NaN.
 ///
 /// Giles' single-precision polynomial ("Approximating the erfinv function", 2010) as a start,
-/// then two Newton steps on `erf(y) - x` for f64 accuracy.
+/// then Newton steps to f64 accuracy. Near ±1 the residual is taken as
+/// `erfc(|y|) - (1 - |x|)`, which keeps the digits that `erf(y) - x` cancels.
 pub fn erf_inv(x: f64) -> f64 {
     if x.is_nan() || !(-1.0..=1.0).contains(&x) {
         return f64::NAN;
@@ -272,9 +274,15 @@ pub fn erf_inv(x: f64) -> f64 {
         }
         p * x
     };
-    for _ in 0..2 {
-        let err = libm::erf(y) - x;
-        y -= err / (2.0 / std::f64::consts::PI.sqrt() * (-y * y).exp());
+    // Newton converges quadratically, but the tail is so curved (f''/f' = -2y) that the
+    // polynomial's ~1e-3 start near ±1 needs up to 4 steps; stop once the step is negligible.
+    for _ in 0..6 {
+        let err = if x.abs() > 0.5 { x.signum() * ((1.0 - x.abs()) - libm::erfc(y.abs())) } else { libm::erf(y) - x };
+        let step = err / (2.0 / std::f64::consts::PI.sqrt() * (-y * y).exp());
+        y -= step;
+        if step.abs() <= 1e-16 * y.abs() {
+            break;
+        }
     }
     y
 }
@@ -395,7 +403,7 @@ impl BinaryOp {
     fn apply_int(self, a: i64, b: i64, bits: u32, signed: bool) -> i64 {
         use BinaryOp::*;
         let mask: u64 = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
-        let min = if signed { -(1i64 << (bits - 1)) } else { 0 };
+        let min = if signed { i64::MIN >> (64 - bits) } else { 0 };
         match self {
             Add => a.wrapping_add(b),
             Sub => a.wrapping_sub(b),
@@ -432,9 +440,10 @@ impl BinaryOp {
                 }
             }
             ShiftRightArithmetic => {
+                // lax sign-fills unsigned operands too: shift the bits read as signed.
                 let s = if b < 0 || b >= bits as i64 { bits as i64 - 1 } else { b };
-                let v = if signed { a } else { a & mask as i64 };
-                if !signed && (b < 0 || b >= bits as i64) { 0 } else { v >> s }
+                let v = if signed || bits == 64 { a } else { (a << (64 - bits)) >> (64 - bits) };
+                (v >> s) & mask as i64
             }
             ShiftRightLogical => {
                 if b < 0 || b >= bits as i64 {
@@ -641,7 +650,7 @@ pub(crate) fn eval(op: &Op, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrE
                     with_dtype!(od, O, {
                         let y = out.as_mut_slice::<O>().unwrap();
                         for (o, &v) in y.iter_mut().zip(x) {
-                            *o = O::from_f64(u.apply_f64(v.to_f64()));
+                            *o = O::of_f64(u.apply_f64(v.to_f64()));
                         }
                     });
                 } else if d == DType::Bool {
@@ -652,7 +661,7 @@ pub(crate) fn eval(op: &Op, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrE
                 } else {
                     let y = out.as_mut_slice::<T>().unwrap();
                     for (o, &v) in y.iter_mut().zip(x) {
-                        *o = T::from_i64(u.apply_i64(v.to_i64()));
+                        *o = T::of_i64(u.apply_i64(v.to_i64()));
                     }
                 }
             });
@@ -669,9 +678,9 @@ pub(crate) fn eval(op: &Op, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrE
                 for_each_broadcast(&out_dims, &[ins[0].shape(), ins[1].shape()], |k, off| {
                     let (a, c) = (x[off[0]], y[off[1]]);
                     o[k] = if float {
-                        T::from_f64(b.apply_f64(a.to_f64(), c.to_f64()))
+                        T::of_f64(b.apply_f64(a.to_f64(), c.to_f64()))
                     } else {
-                        T::from_i64(b.apply_int(a.to_i64(), c.to_i64(), bits, signed))
+                        T::of_i64(b.apply_int(a.to_i64(), c.to_i64(), bits, signed))
                     };
                 });
             });
@@ -806,6 +815,9 @@ mod tests {
         for &x in &[-0.999, -0.5, -1e-6, 0.0, 0.3, 0.9, 0.999999] {
             assert!((libm::erf(erf_inv(x)) - x).abs() < 1e-14, "{x}");
         }
+        // scipy.special.erfinv(0.9999999999) = 4.572824958544925
+        assert!((erf_inv(0.9999999999) - 4.572824958544925).abs() < 1e-12);
+        assert!((erf_inv(-0.9999999999) + 4.572824958544925).abs() < 1e-12);
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //!   `[?, 2, 3]` or `[6, ?]` is accepted, `[?]` to `[2, ?]` is not (no symbolic arithmetic).
 //! - `slice`: static bounds, `start <= limit <= dim`, strides ≥ 1.
 //! - `dynamic_slice` / `dynamic_update_slice`: one integer scalar start per dim (any integer
-//!   dtype); starts are clamped to `[0, dim - size]` so the window always fits, as in XLA.
+//!   dtype); a negative start first has the dim size added (as `jax.lax` does), then starts are
+//!   clamped to `[0, dim - size]` so the window always fits, as in XLA.
 //! - `pad`: negative `low`/`high` crop; `interior` inserts that many padding elements between
 //!   neighbours; every resulting dim must be ≥ 0.
 //! - `gather` / `scatter_add`: XLA `GatherDimensionNumbers` / `ScatterDimensionNumbers` with
@@ -372,6 +373,12 @@ fn clamp_start(s: i64, dim: usize, size: usize) -> usize {
     s.clamp(0, dim.saturating_sub(size) as i64) as usize
 }
 
+/// Start of a `dynamic_slice` / `dynamic_update_slice` window: `jax.lax` first wraps a negative
+/// start once (numpy-style), then clamps like XLA.
+fn dynamic_start(s: i64, dim: usize, size: usize) -> usize {
+    clamp_start(if s < 0 { s.saturating_add(dim as i64) } else { s }, dim, size)
+}
+
 /// Reference evaluation of the movement family (everything but `iota`).
 pub(crate) fn eval(op: &Op, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrError> {
     let dt = ins.first().ok_or_else(|| eval_err(op, "no operands"))?.dtype();
@@ -421,7 +428,7 @@ fn eval_typed<T: Elem>(op: &Op, ins: &[&Tensor], out: &mut Tensor) -> Result<(),
         Op::DynamicSlice { slice_sizes } => {
             let mut start = vec![0; xd.len()];
             for i in 0..xd.len() {
-                start[i] = clamp_start(int_at(op, ins[1 + i], 0)?, xd[i], slice_sizes[i]);
+                start[i] = dynamic_start(int_at(op, ins[1 + i], 0)?, xd[i], slice_sizes[i]);
             }
             for_each_index(&od, |k, idx| {
                 o[k] = x[(0..xd.len()).map(|i| (start[i] + idx[i]) * xs[i]).sum::<usize>()];
@@ -432,7 +439,7 @@ fn eval_typed<T: Elem>(op: &Op, ins: &[&Tensor], out: &mut Tensor) -> Result<(),
             let u = typed::<T>(op, ins[1])?;
             let mut start = vec![0; xd.len()];
             for i in 0..xd.len() {
-                start[i] = clamp_start(int_at(op, ins[2 + i], 0)?, xd[i], ud[i]);
+                start[i] = dynamic_start(int_at(op, ins[2 + i], 0)?, xd[i], ud[i]);
             }
             o.copy_from_slice(x);
             for_each_index(&ud, |k, idx| {
@@ -489,7 +496,7 @@ pub(crate) fn eval_iota(dimension: usize, out: &mut Tensor) -> Result<(), IrErro
     }
     with_dtype!(out.dtype(), T, {
         let o = out.as_mut_slice::<T>().unwrap();
-        for_each_index(&od, |k, idx| o[k] = T::from_i64(idx[dimension] as i64));
+        for_each_index(&od, |k, idx| o[k] = T::of_i64(idx[dimension] as i64));
     });
     Ok(())
 }

@@ -352,8 +352,8 @@ impl Buf {
         with_dtype!(out.dtype(), T, {
             let o = out.as_mut_slice::<T>().unwrap();
             match self {
-                Buf::F(a) => o.iter_mut().zip(a).for_each(|(o, &v)| *o = T::from_f64(v)),
-                Buf::I(a) => o.iter_mut().zip(a).for_each(|(o, &v)| *o = T::from_i64(v)),
+                Buf::F(a) => o.iter_mut().zip(a).for_each(|(o, &v)| *o = T::of_f64(v)),
+                Buf::I(a) => o.iter_mut().zip(a).for_each(|(o, &v)| *o = T::of_i64(v)),
             }
         })
     }
@@ -424,7 +424,7 @@ pub(crate) fn eval(op: &Op, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrE
             });
             with_dtype!(out.dtype(), O, {
                 let y = out.as_mut_slice::<O>().unwrap();
-                y.iter_mut().zip(&best).for_each(|(y, &b)| *y = O::from_i64(b));
+                y.iter_mut().zip(&best).for_each(|(y, &b)| *y = O::of_i64(b));
             });
             Ok(())
         }
@@ -444,13 +444,13 @@ pub(crate) fn eval(op: &Op, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrE
                             let mut a = r.identity_f64();
                             for &j in &order {
                                 a = r.combine_f64(a, v[at(j)].to_f64());
-                                y[at(j)] = T::from_f64(a);
+                                y[at(j)] = T::of_f64(a);
                             }
                         } else {
                             let mut a = r.identity_i64(d);
                             for &j in &order {
                                 a = r.combine_i64(a, v[at(j)].to_i64());
-                                y[at(j)] = T::from_i64(a);
+                                y[at(j)] = T::of_i64(a);
                             }
                         }
                     }

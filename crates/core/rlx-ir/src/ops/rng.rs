@@ -127,10 +127,10 @@ fn below(dtype: DType, x: f64) -> f64 {
     let step = |v: f64| match dtype {
         DType::F64 => v.next_down(),
         DType::F32 => (v as f32).next_down() as f64,
-        DType::F16 => f16::from_bits(down16(f16::from_f64(v).to_bits())).to_f64(),
-        _ => bf16::from_bits(down16(bf16::from_f64(v).to_bits())).to_f64(),
+        DType::F16 => f16::from_bits(down16(<f16 as Elem>::of_f64(v).to_bits())).to_f64(),
+        _ => bf16::from_bits(down16(<bf16 as Elem>::of_f64(v).to_bits())).to_f64(),
     };
-    let r = with_dtype!(dtype, T, T::from_f64(x).to_f64());
+    let r = with_dtype!(dtype, T, T::of_f64(x).to_f64());
     if r >= x { step(r) } else { r }
 }
 
@@ -144,11 +144,11 @@ pub(crate) fn eval(seed: u64, d: &RngDistribution, out: &mut Tensor) -> Result<(
         let o = out.as_mut_slice::<T>().unwrap();
         match *d {
             RngDistribution::Uniform { low, high } => {
-                let top = below(dt, high).max(T::from_f64(low).to_f64());
+                let top = below(dt, high).max(T::of_f64(low).to_f64());
                 for (i, v) in o.iter_mut().enumerate() {
                     let u = if dt == DType::F64 { s.f64_at(i as u64) } else { s.f32_at(i as u64) };
-                    let x = T::from_f64(low + (high - low) * u);
-                    *v = if low < high && x.to_f64() >= high { T::from_f64(top) } else { x };
+                    let x = T::of_f64(low + (high - low) * u);
+                    *v = if low < high && x.to_f64() >= high { T::of_f64(top) } else { x };
                 }
             }
             RngDistribution::Normal { mean, std } => {
@@ -156,9 +156,9 @@ pub(crate) fn eval(seed: u64, d: &RngDistribution, out: &mut Tensor) -> Result<(
                     let (u1, u2) = (s.f64_at(2 * p as u64), s.f64_at(2 * p as u64 + 1));
                     let r = (-2.0 * (1.0 - u1).ln()).sqrt();
                     let a = 2.0 * std::f64::consts::PI * u2;
-                    o[2 * p] = T::from_f64(mean + std * r * a.cos());
+                    o[2 * p] = T::of_f64(mean + std * r * a.cos());
                     if 2 * p + 1 < o.len() {
-                        o[2 * p + 1] = T::from_f64(mean + std * r * a.sin());
+                        o[2 * p + 1] = T::of_f64(mean + std * r * a.sin());
                     }
                 }
             }

@@ -8,7 +8,8 @@
 //! slices that read zero receive nothing back).
 //!
 //! Batching moves the batch dim to the front; a batched start index turns `dynamic_slice` /
-//! `dynamic_update_slice` into `gather` / `scatter_add`, and batched indices of `gather` /
+//! `dynamic_update_slice` into `gather` / `scatter_add` (negative starts wrapped first, as the
+//! dynamic slices do), and batched indices of `gather` /
 //! `scatter_add` gain an iota component that selects the batch element (as JAX does).
 
 use super::super::ad::{AdError, Cx, Tan, not_linear};
@@ -180,16 +181,39 @@ fn batch_indices(cx: &mut Cx, idx: NodeId, bd: Option<usize>, size: &Dim) -> Nod
 }
 
 /// Start scalars as one `[B, 1 + n]` index tensor (iota first), for the gather / scatter form
-/// of a dynamic slice with batched starts.
-fn starts_as_indices(cx: &mut Cx, starts: &[NodeId], bd: &[Option<usize>], size: &Dim) -> NodeId {
+/// of a dynamic slice with batched starts. A negative start first has its dim size added
+/// (`dims`: the unbatched operand's), as the dynamic slices do before clamping.
+fn starts_as_indices(
+    cx: &mut Cx,
+    op: &Op,
+    starts: &[NodeId],
+    bd: &[Option<usize>],
+    size: &Dim,
+    dims: &[Dim],
+) -> Result<NodeId, AdError> {
     let col = vec![size.clone(), Dim::Static(1)];
     let mut cols = vec![cx.g.iota(Shape::from_dims(&col, DType::I64), 0)];
-    for (&s, &b) in starts.iter().zip(bd) {
+    for (k, (&s, &b)) in starts.iter().zip(bd).enumerate() {
+        let n = dims[k].as_static().ok_or_else(|| AdError::unsupported(op, "batched starts need static dims"))?;
         let v = cx.to_front(s, b, size);
         let v = cx.g.convert(v, DType::I64);
+        let zero = cx.g.scalar(0.0, DType::I64);
+        let neg = cx.g.compare(super::super::CompareOp::Lt, v, zero);
+        let dim = cx.g.scalar(n as f64, DType::I64);
+        let wrapped = cx.g.add(v, dim);
+        let v = cx.g.select(neg, wrapped, v);
         cols.push(cx.g.reshape(v, col.clone()));
     }
-    cx.g.concatenate(&cols, 1)
+    Ok(cx.g.concatenate(&cols, 1))
+}
+
+/// The operand's dims without its batch dim.
+fn unbatched_dims(cx: &Cx, x: NodeId, bd: Option<usize>) -> Vec<Dim> {
+    let mut d = cx.ty(x).dims;
+    if let Some(b) = bd {
+        d.remove(b);
+    }
+    d
 }
 
 /// Batching rules of the movement family (batch dim moved to the front).
@@ -258,7 +282,8 @@ pub(crate) fn batch(
                 let starts: Vec<NodeId> = front(zero, &x[1..]);
                 cx.g.dynamic_slice(xb, &starts, &front(b, slice_sizes))
             } else {
-                let idx = starts_as_indices(cx, &x[1..], &bd[1..], size);
+                let dims = unbatched_dims(cx, x[0], bd[0]);
+                let idx = starts_as_indices(cx, op, &x[1..], &bd[1..], size, &dims)?;
                 let r = slice_sizes.len();
                 let gd = GatherDims {
                     offset_dims: (1..=r).collect(),
@@ -278,7 +303,8 @@ pub(crate) fn batch(
                 if cx.ty(xb).dtype == DType::Bool {
                     return Err(AdError::unsupported(op, "batched start indices with bool operands"));
                 }
-                let idx = starts_as_indices(cx, &x[2..], &bd[2..], size);
+                let dims = unbatched_dims(cx, x[0], bd[0]);
+                let idx = starts_as_indices(cx, op, &x[2..], &bd[2..], size, &dims)?;
                 let r = cx.ty(x[0]).rank() - bd[0].is_some() as usize;
                 let sd = ScatterDims {
                     update_window_dims: (1..=r).collect(),

@@ -193,9 +193,9 @@ pub(super) fn eval_gather<T: Elem>(
 /// Add `b` to `a` with the dtype's arithmetic (floats in f64 then rounded, ints wrapping).
 fn add<T: Elem>(a: T, b: T) -> T {
     if T::DTYPE.is_float() {
-        T::from_f64(a.to_f64() + b.to_f64())
+        T::of_f64(a.to_f64() + b.to_f64())
     } else {
-        T::from_i64(a.to_i64().wrapping_add(b.to_i64()))
+        T::of_i64(a.to_i64().wrapping_add(b.to_i64()))
     }
 }
 

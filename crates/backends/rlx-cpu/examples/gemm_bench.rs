@@ -1,0 +1,67 @@
+//! Times one f32 `dot_general` `[M,K] @ [K,N]` through `CpuExecutable` and prints the median.
+//!
+//! `cargo run --release -p rlx-cpu --example gemm_bench -- M K N THREADS [MIN_REPS] [MIN_SECS]`
+//! prints `rlx M=.. K=.. N=.. threads=..: median X ms  Y GFLOP/s  kernel=..`. Used by
+//! `bench/compare_gemm.py`; one warm-up run, then at least MIN_REPS (5) runs and MIN_SECS (1 s).
+
+use rlx_cpu::{CpuExecutable, CpuOptions};
+use rlx_ir::ops::DotGeneral;
+use rlx_ir::{DType, Graph, Shape, Tensor};
+use std::time::Instant;
+
+fn main() {
+    let a: Vec<String> = std::env::args().skip(1).collect();
+    if a.len() < 4 {
+        eprintln!("usage: gemm_bench M K N THREADS [MIN_REPS] [MIN_SECS]");
+        std::process::exit(2);
+    }
+    let num = |i: usize| a[i].parse::<usize>().expect("a number");
+    let (m, k, n, t) = (num(0), num(1), num(2), num(3));
+    let min_reps = a.get(4).map_or(5, |s| s.parse().unwrap());
+    let min_secs: f64 = a.get(5).map_or(1.0, |s| s.parse().unwrap());
+
+    let mut g = Graph::new("gemm");
+    let x = g.input("x", Shape::new(&[m, k], DType::F32));
+    let w = g.param("w", Shape::new(&[k, n], DType::F32));
+    let y = g.dot_general(x, w, DotGeneral::contract(&[1], &[0]));
+    g.set_outputs(vec![y]);
+    let mut exe = CpuExecutable::compile(&g, &CpuOptions { threads: Some(t) }).expect("compile");
+    let kernel = exe.steps()[0].kernel;
+
+    // Deterministic pseudo-random data in [-1, 1).
+    let fill = |len: usize, seed: u64| -> Vec<f32> {
+        let mut s = seed;
+        (0..len)
+            .map(|_| {
+                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            })
+            .collect()
+    };
+    // Allocate as numpy does: large buffers on transparent huge pages (advised before the
+    // first write), then fill.
+    let alloc = |dims: &[usize], seed: u64| {
+        let mut t = Tensor::zeros(dims, DType::F32);
+        rlx_cpu::advise_huge_pages(&t);
+        t.as_mut_slice::<f32>().unwrap().copy_from_slice(&fill(dims.iter().product(), seed));
+        t
+    };
+    let (xt, wt) = (alloc(&[m, k], 1), alloc(&[k, n], 2));
+    exe.run(&[&xt], &[&wt]).expect("run");
+    let mut times = vec![];
+    let start = Instant::now();
+    while times.len() < min_reps || start.elapsed().as_secs_f64() < min_secs {
+        let t0 = Instant::now();
+        let out = exe.run(&[&xt], &[&wt]).expect("run");
+        times.push(t0.elapsed().as_secs_f64());
+        std::hint::black_box(out);
+    }
+    times.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let med = times[times.len() / 2];
+    println!(
+        "rlx M={m} K={k} N={n} threads={t}: median {:.3} ms  {:.1} GFLOP/s  kernel={kernel} reps={}",
+        med * 1e3,
+        2.0 * (m * k * n) as f64 / med / 1e9,
+        times.len()
+    );
+}

@@ -1,0 +1,299 @@
+//! Fast `dot_general` for float operands: every layout that is a (batched) matrix product
+//! without copying runs on the `gemm` crate with explicit strides; matrix-vector products
+//! (`M == 1` or `N == 1`) run on our own bandwidth-oriented GEMV ([`super::gemv`]).
+//!
+//! Planning (at compile time): the lhs is viewed as `[B, M, K]` and the rhs as `[B, K, N]`,
+//! where `B` collects the batch dims (each batch's offsets are precomputed, so batch dims may
+//! be laid out anyhow), `M`/`N` the free dims in order and `K` the contracting dims in their
+//! paired order. `M`, `N` and `K` must each collapse to one stride (their dims, minus size-1
+//! dims, consecutive in memory in that order); transposed operands are just other strides.
+//! Other layouts run the reference evaluation. The result `[batch…, lhs free…, rhs free…]` is
+//! row-major `[B, M, N]`.
+//!
+//! Dtypes: f32 and f64 compute natively; f16/bf16 operands are widened into f32 scratch
+//! buffers allocated at compile time, and a result dtype other than the compute dtype
+//! (`preferred_element_type`) is rounded from a scratch result. The compute dtype is f64 when
+//! an operand or the result is f64, else f32. Results equal the reference (f64 accumulation)
+//! within the compute dtype's rounding for a `K`-term sum.
+
+use super::elementwise::convert_into;
+use super::gemv::{self, Gemv};
+use super::simd::threads;
+use rayon::prelude::*;
+use rlx_ir::ops::DotGeneral;
+use rlx_ir::{DType, IrError, Tensor, strides_of};
+
+/// Multiply-adds per product below which `gemm` runs on one thread.
+const GEMM_PAR_MACS: usize = 1 << 20;
+
+/// Shape and strides of a (batched) matrix product, in elements.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DotPlan {
+    /// Batch count (product of batch dims).
+    pub batch: usize,
+    /// Rows of the result (product of lhs free dims).
+    pub m: usize,
+    /// Columns of the result (product of rhs free dims).
+    pub n: usize,
+    /// Contraction length (product of contracting dims).
+    pub k: usize,
+    /// lhs stride between rows (`M`) and along `K`.
+    pub lhs_ms: usize,
+    /// lhs stride along `K`.
+    pub lhs_ks: usize,
+    /// rhs stride along `K`.
+    pub rhs_ks: usize,
+    /// rhs stride between columns (`N`).
+    pub rhs_ns: usize,
+    /// Element offsets of each batch into (lhs, rhs).
+    pub batch_offs: Vec<(usize, usize)>,
+    /// Element counts of (lhs, rhs), checked at run time.
+    pub numel: (usize, usize),
+}
+
+/// Size and single stride of a group of axes read in `axes` order, if they collapse.
+fn collapse(dims: &[usize], strides: &[usize], axes: &[usize]) -> Option<(usize, usize)> {
+    let size: usize = axes.iter().map(|&a| dims[a]).product();
+    if size == 0 {
+        return Some((0, 1));
+    }
+    let live: Vec<usize> = axes.iter().copied().filter(|&a| dims[a] != 1).collect();
+    for w in live.windows(2) {
+        if strides[w[0]] != strides[w[1]] * dims[w[1]] {
+            return None;
+        }
+    }
+    Some((size, live.last().map_or(1, |&a| strides[a])))
+}
+
+/// Plan `dot_general` of row-major operands with dims `l` and `r`; `None` when a group of
+/// axes does not collapse to one stride.
+pub fn plan(d: &DotGeneral, l: &[usize], r: &[usize]) -> Option<DotPlan> {
+    let (ls, rs) = (strides_of(l), strides_of(r));
+    let free = |rank: usize, c: &[usize], b: &[usize]| -> Vec<usize> {
+        (0..rank).filter(|a| !c.contains(a) && !b.contains(a)).collect()
+    };
+    let lf = free(l.len(), &d.lhs_contracting, &d.lhs_batch);
+    let rf = free(r.len(), &d.rhs_contracting, &d.rhs_batch);
+    let (m, lhs_ms) = collapse(l, &ls, &lf)?;
+    let (n, rhs_ns) = collapse(r, &rs, &rf)?;
+    let (k, lhs_ks) = collapse(l, &ls, &d.lhs_contracting)?;
+    let (k2, rhs_ks) = collapse(r, &rs, &d.rhs_contracting)?;
+    if k != k2 || d.lhs_batch.len() != d.rhs_batch.len() {
+        return None;
+    }
+    let bdims: Vec<usize> = d.lhs_batch.iter().map(|&a| l[a]).collect();
+    let batch: usize = bdims.iter().product();
+    let mut batch_offs = Vec::with_capacity(batch);
+    let mut idx = vec![0usize; bdims.len()];
+    for _ in 0..batch {
+        let lo = idx.iter().zip(&d.lhs_batch).map(|(i, &a)| i * ls[a]).sum();
+        let ro = idx.iter().zip(&d.rhs_batch).map(|(i, &a)| i * rs[a]).sum();
+        batch_offs.push((lo, ro));
+        for ax in (0..idx.len()).rev() {
+            idx[ax] += 1;
+            if idx[ax] < bdims[ax] {
+                break;
+            }
+            idx[ax] = 0;
+        }
+    }
+    let numel = (l.iter().product(), r.iter().product());
+    Some(DotPlan { batch, m, n, k, lhs_ms, lhs_ks, rhs_ks, rhs_ns, batch_offs, numel })
+}
+
+/// How the products are computed.
+#[derive(Clone, Debug)]
+pub enum Path {
+    /// `gemm::gemm` per batch.
+    Gemm,
+    /// Our matrix-vector kernel per batch.
+    Gemv(Gemv),
+}
+
+/// A planned `dot_general` with its scratch buffers.
+#[derive(Clone, Debug)]
+pub struct DotKernel {
+    /// Shapes and strides.
+    pub plan: DotPlan,
+    /// The product kernel.
+    pub path: Path,
+    /// Compute dtype (F32 or F64).
+    pub compute: DType,
+    /// Operands widened to `compute` when their dtype differs (compile-time allocation).
+    scratch_in: [Option<Tensor>; 2],
+    /// Result in `compute` when the result dtype differs.
+    scratch_out: Option<Tensor>,
+}
+
+impl DotKernel {
+    /// Name for reports.
+    pub fn name(&self) -> &'static str {
+        match self.path {
+            Path::Gemm => "gemm",
+            Path::Gemv(_) => "gemv",
+        }
+    }
+}
+
+/// Pick a fast kernel for `dot_general` with operand dtypes/dims and result dtype/dims.
+pub fn select(d: &DotGeneral, l: (&[usize], DType), r: (&[usize], DType), out: (&[usize], DType)) -> Option<DotKernel> {
+    if !(l.1.is_float() && r.1.is_float() && out.1.is_float()) {
+        return None;
+    }
+    let plan = plan(d, l.0, r.0)?;
+    let compute = if [l.1, r.1, out.1].contains(&DType::F64) { DType::F64 } else { DType::F32 };
+    let path = match (compute, gemv::plan(&plan)) {
+        (DType::F32, Some(g)) => Path::Gemv(g),
+        _ => Path::Gemm,
+    };
+    let scratch = |dims: &[usize], dt: DType| (dt != compute).then(|| Tensor::zeros(dims, compute));
+    Some(DotKernel {
+        scratch_in: [scratch(l.0, l.1), scratch(r.0, r.1)],
+        scratch_out: scratch(out.0, out.1),
+        plan,
+        path,
+        compute,
+    })
+}
+
+/// Execute into the preallocated `out`.
+pub fn run(k: &mut DotKernel, lhs: &Tensor, rhs: &Tensor, out: &mut Tensor) -> Result<(), IrError> {
+    let p = &k.plan;
+    if (lhs.numel(), rhs.numel()) != p.numel || out.numel() != p.batch * p.m * p.n {
+        return Err(IrError::Eval { op: "dot_general".into(), msg: "operand sizes differ from the plan".into() });
+    }
+    let [s0, s1] = &mut k.scratch_in;
+    let lhs = widen(lhs, s0);
+    let rhs = widen(rhs, s1);
+    let res = match &mut k.scratch_out {
+        Some(s) => s,
+        None => &mut *out,
+    };
+    match k.compute {
+        DType::F32 => {
+            let (a, b) = (lhs.as_slice::<f32>().unwrap(), rhs.as_slice::<f32>().unwrap());
+            let c = res.as_mut_slice::<f32>().unwrap();
+            match &k.path {
+                Path::Gemv(g) => gemv::run(g, p, a, b, c),
+                Path::Gemm => gemm_all(p, a, b, c),
+            }
+        }
+        _ => {
+            let (a, b) = (lhs.as_slice::<f64>().unwrap(), rhs.as_slice::<f64>().unwrap());
+            gemm_all(p, a, b, res.as_mut_slice::<f64>().unwrap());
+        }
+    }
+    if let Some(s) = &k.scratch_out {
+        convert_into(s, out);
+    }
+    Ok(())
+}
+
+/// `x` itself, or `x` converted into its scratch buffer.
+fn widen<'a>(x: &'a Tensor, s: &'a mut Option<Tensor>) -> &'a Tensor {
+    match s {
+        Some(s) => {
+            convert_into(x, s);
+            s
+        }
+        None => x,
+    }
+}
+
+/// Element types `gemm` computes in here.
+trait Num: Copy + Send + Sync + 'static {
+    const ZERO: Self;
+    const ONE: Self;
+}
+impl Num for f32 {
+    const ZERO: f32 = 0.0;
+    const ONE: f32 = 1.0;
+}
+impl Num for f64 {
+    const ZERO: f64 = 0.0;
+    const ONE: f64 = 1.0;
+}
+
+fn gemm_all<T: Num>(p: &DotPlan, a: &[T], b: &[T], c: &mut [T]) {
+    let (m, n, k) = (p.m, p.n, p.k);
+    if c.is_empty() {
+        return;
+    }
+    if k == 0 {
+        c.fill(T::ZERO);
+        return;
+    }
+    let t = threads();
+    let macs = m * n * k;
+    let one = |bi: usize, c: &mut [T], par: gemm::Parallelism| {
+        let (lo, ro) = p.batch_offs[bi];
+        // SAFETY: the plan's strides and offsets address only elements inside `a` and `b`
+        // (sizes checked against the plan by the caller), and `c` holds exactly m * n.
+        unsafe {
+            gemm::gemm(
+                m,
+                n,
+                k,
+                c.as_mut_ptr(),
+                1,
+                n as isize,
+                false,
+                a.as_ptr().add(lo),
+                p.lhs_ks as isize,
+                p.lhs_ms as isize,
+                b.as_ptr().add(ro),
+                p.rhs_ns as isize,
+                p.rhs_ks as isize,
+                T::ZERO,
+                T::ONE,
+                false,
+                false,
+                false,
+                par,
+            )
+        }
+    };
+    if t > 1 && p.batch >= t && macs < GEMM_PAR_MACS {
+        // Many small products: one thread each.
+        c.par_chunks_mut(m * n).enumerate().for_each(|(bi, cb)| one(bi, cb, gemm::Parallelism::None));
+    } else {
+        let par = if t > 1 && macs >= GEMM_PAR_MACS { gemm::Parallelism::Rayon(t) } else { gemm::Parallelism::None };
+        for (bi, cb) in c.chunks_mut(m * n).enumerate() {
+            one(bi, cb, par);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dg(lc: &[usize], rc: &[usize], lb: &[usize], rb: &[usize]) -> DotGeneral {
+        DotGeneral {
+            lhs_contracting: lc.to_vec(),
+            rhs_contracting: rc.to_vec(),
+            lhs_batch: lb.to_vec(),
+            rhs_batch: rb.to_vec(),
+            preferred_element_type: None,
+        }
+    }
+
+    #[test]
+    fn plans_matmul_and_transposes() {
+        let p = plan(&dg(&[1], &[0], &[], &[]), &[3, 4], &[4, 5]).unwrap();
+        assert_eq!((p.m, p.n, p.k, p.lhs_ms, p.lhs_ks, p.rhs_ks, p.rhs_ns), (3, 5, 4, 4, 1, 5, 1));
+        // lhs^T @ rhs^T
+        let p = plan(&dg(&[0], &[1], &[], &[]), &[4, 3], &[5, 4]).unwrap();
+        assert_eq!((p.m, p.n, p.k, p.lhs_ms, p.lhs_ks, p.rhs_ks, p.rhs_ns), (3, 5, 4, 1, 3, 1, 4));
+        // Batched with batch dim in the middle of the rhs.
+        let p = plan(&dg(&[2], &[0], &[0], &[1]), &[2, 3, 4], &[4, 2, 5]).unwrap();
+        assert_eq!(p.batch_offs, vec![(0, 0), (12, 5)]);
+        assert_eq!((p.rhs_ks, p.rhs_ns), (10, 1));
+        // Two contracting dims in swapped order do not collapse.
+        assert!(plan(&dg(&[1, 2], &[1, 0], &[], &[]), &[3, 4, 5], &[5, 4, 6]).is_none());
+        // ... in matching order they do.
+        let p = plan(&dg(&[1, 2], &[0, 1], &[], &[]), &[3, 4, 5], &[4, 5, 6]).unwrap();
+        assert_eq!((p.k, p.lhs_ks, p.rhs_ks), (20, 1, 6));
+    }
+}

@@ -1,0 +1,144 @@
+//! Shared SIMD helpers: cached CPU feature detection, a vectorizable f32 `exp`, and the
+//! threading thresholds used by every kernel family.
+//!
+//! Loops are written as plain slice code that LLVM auto-vectorizes; each hot loop is
+//! instantiated twice, once inside an `avx512f` `#[target_feature]` wrapper chosen at run time
+//! ([`has_avx512`]) and once for the baseline target, so the crate needs no `-C target-cpu`.
+
+use std::sync::OnceLock;
+
+/// Elements below which an elementwise / reduction kernel runs on one thread (rayon task
+/// overhead is a few µs; 64K f32 is ~16 µs of memory traffic).
+pub(crate) const PAR_THRESHOLD: usize = 1 << 16;
+
+/// True when the CPU has AVX-512F (checked once, then cached).
+pub fn has_avx512() -> bool {
+    static F: OnceLock<bool> = OnceLock::new();
+    *F.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            std::is_x86_feature_detected!("avx512f")
+                && std::is_x86_feature_detected!("avx512vl")
+                && std::is_x86_feature_detected!("avx512bw")
+                && std::is_x86_feature_detected!("fma")
+                && std::env::var_os("RLX_CPU_NO_AVX512").is_none()
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    })
+}
+
+/// Worker threads available to the calling kernel (the executor's pool when it installed one).
+pub(crate) fn threads() -> usize {
+    rayon::current_num_threads()
+}
+
+/// Run `f` compiled for AVX-512 when the CPU has it, else for the baseline target.
+///
+/// Pass `#[inline(always)] || ...`: without the attribute LLVM keeps a large closure out of
+/// line, compiled for the baseline target, and the wrapper gains nothing (measured: softmax
+/// over 4096x4096 ran 2x slower that way).
+#[inline(always)]
+pub(crate) fn dispatch<R>(f: impl FnOnce() -> R) -> R {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512() {
+        // SAFETY: the CPU supports the enabled features (checked above).
+        return unsafe { with_avx512(f) };
+    }
+    f()
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl,avx512bw,avx2,fma")]
+#[inline]
+unsafe fn with_avx512<R>(f: impl FnOnce() -> R) -> R {
+    f()
+}
+
+/// Bytes from which buffers are backed by transparent huge pages (numpy's threshold).
+pub const HUGEPAGE_MIN_BYTES: usize = 4 << 20;
+
+/// Ask the kernel to back `t`'s storage with transparent huge pages when it is at least
+/// [`HUGEPAGE_MIN_BYTES`] (Linux `madvise(MADV_HUGEPAGE)`; a no-op elsewhere or when refused).
+///
+/// Call it before the storage is first written (e.g. right after `Tensor::zeros`, whose large
+/// allocations are fresh zero pages): pages faulted in afterwards come as 2 MiB pages, which
+/// cuts TLB misses when kernels stream large weights. numpy does the same for its arrays;
+/// measured here, a 1x4096x4096 GEMV runs about 1.2-2x faster on huge-page weights.
+pub fn advise_huge_pages(t: &rlx_ir::Tensor) {
+    let bytes = t.numel() * t.dtype().size_bytes();
+    if bytes < HUGEPAGE_MIN_BYTES {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let ptr = rlx_ir::with_dtype!(t.dtype(), T, t.as_slice::<T>().unwrap().as_ptr() as usize);
+        // madvise needs a page-aligned start: advise the whole pages inside the buffer.
+        const PAGE: usize = 4096;
+        let start = ptr.next_multiple_of(PAGE);
+        let end = (ptr + bytes) / PAGE * PAGE;
+        if end > start {
+            // SAFETY: the range lies inside `t`'s live allocation; MADV_HUGEPAGE only changes
+            // how the kernel backs the pages, never their contents.
+            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+        }
+    }
+}
+
+/// `exp(x)` for f32 in a form LLVM vectorizes: Cephes `expf` (range reduction by `ln 2` in two
+/// parts, degree-5 polynomial, error about 1 ulp) with the scale `2^n` applied as two factors,
+/// so results in the subnormal range and overflow to `inf` come out right without branches.
+/// `exp(-inf) = 0`, `exp(inf) = inf`, `exp(NaN) = NaN`.
+#[inline(always)]
+pub fn exp_f32(x: f32) -> f32 {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const C1: f32 = 0.693_359_4;
+    const C2: f32 = -2.121_944_4e-4;
+    const MAGIC: f32 = 12_582_912.0; // 1.5 * 2^23: adding it rounds to an integer.
+    // Clamp (NaN passes through).
+    let xc = x.clamp(-104.0, 88.8);
+    let t = xc * LOG2E + MAGIC;
+    let n = t - MAGIC; // round(x * log2 e), as a float
+    let ni = (t.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32); // the same, as an int
+    let r = xc - n * C1 - n * C2;
+    let z = r * r;
+    let p = ((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r + 1.666_666_5e-1)
+        * r
+        + 0.5;
+    let e = p * z + r + 1.0;
+    // 2^n = 2^(n/2) * 2^(n - n/2), each factor a normal float for n in [-150, 128].
+    let n1 = ni >> 1;
+    let n2 = ni - n1;
+    let s1 = f32::from_bits(((n1 + 127) as u32 & 0xff) << 23);
+    let s2 = f32::from_bits(((n2 + 127) as u32 & 0xff) << 23);
+    e * s1 * s2
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exp_matches_libm() {
+        let mut worst = 0.0f64;
+        let mut x = -103.0f32;
+        while x < 88.7 {
+            let want = (x as f64).exp();
+            let got = exp_f32(x) as f64;
+            if want > 1e-37 {
+                worst = worst.max(((got - want) / want).abs());
+            } else {
+                assert!((got - want).abs() < 1e-44, "{x}: {got} vs {want}");
+            }
+            x += 0.0137;
+        }
+        assert!(worst < 3e-7, "max rel err {worst}");
+        assert_eq!(exp_f32(f32::NEG_INFINITY), 0.0);
+        assert_eq!(exp_f32(f32::INFINITY), f32::INFINITY);
+        assert_eq!(exp_f32(89.0), f32::INFINITY);
+        assert!(exp_f32(f32::NAN).is_nan());
+        assert_eq!(exp_f32(0.0), 1.0);
+    }
+}

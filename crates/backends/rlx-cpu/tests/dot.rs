@@ -1,0 +1,139 @@
+//! Fast `dot_general` kernels (gemm, GEMV) against the reference evaluation: plain, transposed
+//! and batched layouts, size-0 and size-1 dims, f32 / f64 / f16 / bf16, preferred result types.
+
+mod common;
+use common::{Tol, check_graph, eps, rand_tensor};
+use rlx_ir::ops::DotGeneral;
+use rlx_ir::{DType, Graph, Shape};
+
+/// Build `dot_general(a, b, dims)` with `a` an input and `b` a param, run it, return kernels.
+fn run_dot(ad: &[usize], bd: &[usize], dims: DotGeneral, dt: DType, threads: Option<usize>) -> Vec<String> {
+    let mut g = Graph::new("dot");
+    let a = g.input("a", Shape::new(ad, dt));
+    let b = g.param("b", Shape::new(bd, dt));
+    let y = g.dot_general(a, b, dims.clone());
+    g.set_outputs(vec![y]);
+    let out_dt = g.shape(y).dtype;
+    let k: usize = dims.lhs_contracting.iter().map(|&i| ad[i]).product();
+    let compute = if [dt, out_dt].contains(&DType::F64) { DType::F64 } else { DType::F32 };
+    // Inputs in [-1, 1): each product is at most 1, so a K-term sum errs by at most about
+    // K · eps(compute); the result then rounds once more into its dtype.
+    let tol = Tol { abs: 2.0 * (k.max(1) as f64) * eps(compute) + eps(out_dt), rel: 2.0 * eps(out_dt) };
+    let feeds = [("a", rand_tensor(ad, dt, 1, -1.0, 1.0)), ("b", rand_tensor(bd, dt, 2, -1.0, 1.0))];
+    check_graph(&g, &feeds, threads, tol, &format!("dot {ad:?}x{bd:?} {dims:?} {dt}"))
+}
+
+fn mm() -> DotGeneral {
+    DotGeneral::contract(&[1], &[0])
+}
+
+#[test]
+fn matmul_shapes_f32() {
+    for &(m, k, n) in &[(3, 4, 5), (17, 33, 9), (64, 64, 64), (2, 1, 3), (1, 1, 1), (130, 70, 90)] {
+        let ks = run_dot(&[m, k], &[k, n], mm(), DType::F32, None);
+        let want = if m == 1 || n == 1 { "gemv" } else { "gemm" };
+        assert_eq!(ks, vec![want], "{m}x{k}x{n}");
+    }
+}
+
+#[test]
+fn size_zero_dims() {
+    for &(m, k, n) in &[(0, 3, 4), (3, 0, 4), (3, 4, 0), (1, 0, 5), (5, 0, 1), (0, 0, 0)] {
+        run_dot(&[m, k], &[k, n], mm(), DType::F32, None);
+        run_dot(&[m, k], &[k, n], mm(), DType::F64, None);
+    }
+}
+
+#[test]
+fn transposed_operands() {
+    // lhs [K, M] (contract dim 0), rhs [N, K] (contract dim 1), and both.
+    assert_eq!(run_dot(&[7, 5], &[7, 6], DotGeneral::contract(&[0], &[0]), DType::F32, None), vec!["gemm"]);
+    assert_eq!(run_dot(&[5, 7], &[6, 7], DotGeneral::contract(&[1], &[1]), DType::F32, None), vec!["gemm"]);
+    assert_eq!(run_dot(&[7, 5], &[6, 7], DotGeneral::contract(&[0], &[1]), DType::F32, None), vec!["gemm"]);
+    // Two contracting dims in matching order collapse; in swapped order they fall back.
+    assert_eq!(run_dot(&[3, 4, 5], &[4, 5, 6], DotGeneral::contract(&[1, 2], &[0, 1]), DType::F32, None), vec!["gemm"]);
+    assert_eq!(
+        run_dot(&[3, 4, 5], &[5, 4, 6], DotGeneral::contract(&[1, 2], &[1, 0]), DType::F32, None),
+        vec!["reference"]
+    );
+    // Several free dims on each side.
+    assert_eq!(run_dot(&[2, 3, 4], &[4, 5, 2], DotGeneral::contract(&[2], &[0]), DType::F32, None), vec!["gemm"]);
+}
+
+#[test]
+fn batched() {
+    let bmm = DotGeneral {
+        lhs_contracting: vec![2],
+        rhs_contracting: vec![1],
+        lhs_batch: vec![0],
+        rhs_batch: vec![0],
+        preferred_element_type: None,
+    };
+    assert_eq!(run_dot(&[4, 6, 8], &[4, 8, 5], bmm.clone(), DType::F32, None), vec!["gemm"]);
+    assert_eq!(run_dot(&[4, 6, 8], &[4, 8, 5], bmm.clone(), DType::F32, Some(2)), vec!["gemm"]);
+    assert_eq!(run_dot(&[0, 6, 8], &[0, 8, 5], bmm.clone(), DType::F32, None), vec!["gemm"]);
+    // Attention-style: batch dims (b, h) with the rhs's batch dims in another position.
+    let attn = DotGeneral {
+        lhs_contracting: vec![3],
+        rhs_contracting: vec![3],
+        lhs_batch: vec![0, 1],
+        rhs_batch: vec![1, 0],
+        preferred_element_type: None,
+    };
+    assert_eq!(run_dot(&[2, 3, 5, 8], &[3, 2, 7, 8], attn, DType::F32, None), vec!["gemm"]);
+    // Batched GEMV.
+    assert_eq!(run_dot(&[4, 1, 8], &[4, 8, 33], bmm.clone(), DType::F32, None), vec!["gemv"]);
+    assert_eq!(run_dot(&[4, 6, 8], &[4, 8, 1], bmm, DType::F32, None), vec!["gemv"]);
+}
+
+#[test]
+fn gemv_forms() {
+    // x[1,K] @ W[K,N] (axpy form) incl. tails that are not a multiple of 16, and large
+    // enough to split across threads.
+    for &(k, n) in &[(1, 1), (3, 17), (37, 129), (513, 600), (1024, 1024)] {
+        assert_eq!(run_dot(&[1, k], &[k, n], mm(), DType::F32, Some(2)), vec!["gemv"], "{k}x{n}");
+        assert_eq!(run_dot(&[1, k], &[k, n], mm(), DType::F32, Some(1)), vec!["gemv"], "{k}x{n}");
+    }
+    // A[M,K] @ v[K,1] (dot form), x @ W^T (dot form), A^T v (axpy form with the lhs).
+    for &(m, k) in &[(1, 5), (7, 33), (600, 513)] {
+        assert_eq!(run_dot(&[m, k], &[k, 1], mm(), DType::F32, Some(2)), vec!["gemv"]);
+        assert_eq!(run_dot(&[1, k], &[m, k], DotGeneral::contract(&[1], &[1]), DType::F32, None), vec!["gemv"]);
+        assert_eq!(run_dot(&[k, m], &[k, 1], DotGeneral::contract(&[0], &[0]), DType::F32, None), vec!["gemv"]);
+    }
+    // Vector operands: [K] . [K] and [K] @ [K, N].
+    assert_eq!(run_dot(&[300], &[300], DotGeneral::contract(&[0], &[0]), DType::F32, None), vec!["gemv"]);
+    assert_eq!(run_dot(&[30], &[30, 20], DotGeneral::contract(&[0], &[0]), DType::F32, None), vec!["gemv"]);
+}
+
+#[test]
+fn other_float_dtypes() {
+    for dt in [DType::F64, DType::F16, DType::BF16] {
+        assert_eq!(run_dot(&[9, 20], &[20, 7], mm(), dt, None), vec!["gemm"], "{dt}");
+        run_dot(&[1, 20], &[20, 7], mm(), dt, None);
+        run_dot(&[9, 20], &[20, 1], mm(), dt, None);
+    }
+    // f16 operands with an f32 result, f32 operands with an f64 result.
+    let mut d = mm();
+    d.preferred_element_type = Some(DType::F32);
+    assert_eq!(run_dot(&[9, 20], &[20, 7], d.clone(), DType::F16, None), vec!["gemm"]);
+    d.preferred_element_type = Some(DType::F64);
+    assert_eq!(run_dot(&[9, 20], &[20, 7], d, DType::F32, None), vec!["gemm"]);
+}
+
+#[test]
+fn ints_use_the_reference() {
+    let mut g = Graph::new("dot");
+    let a = g.input("a", Shape::new(&[3, 4], DType::I32));
+    let b = g.input("b", Shape::new(&[4, 2], DType::I32));
+    let y = g.dot_general(a, b, mm());
+    g.set_outputs(vec![y]);
+    let feeds =
+        [("a", rand_tensor(&[3, 4], DType::I32, 1, -9.0, 9.0)), ("b", rand_tensor(&[4, 2], DType::I32, 2, -9.0, 9.0))];
+    assert_eq!(check_graph(&g, &feeds, None, common::EXACT, "int dot"), vec!["reference"]);
+}
+
+#[test]
+fn large_parallel_gemm() {
+    assert_eq!(run_dot(&[256, 300], &[300, 200], mm(), DType::F32, Some(2)), vec!["gemm"]);
+    assert_eq!(run_dot(&[200, 300], &[300, 256], mm(), DType::F64, Some(2)), vec!["gemm"]);
+}

@@ -1,0 +1,118 @@
+//! `rlx-safetensors`: read and write [safetensors](https://github.com/huggingface/safetensors)
+//! files and sharded checkpoints.
+//!
+//! - [`SafetensorsFile`] opens a file memory-mapped (also from a `Vec` or a borrowed slice),
+//!   validates its header ([`Header::parse`]: panic-free, every error a typed
+//!   [`SafetensorsError`] naming the tensor), and gives zero-copy access: raw bytes of any
+//!   dtype, and a borrowed `&[f32]` view of F32 tensors ([`SafetensorsFile::f32_view`]).
+//!   F16/BF16 (and every other dtype with an rlx twin) convert on the fly to `f32`
+//!   ([`SafetensorsFile::to_f32`]) or load as an `rlx_ir::Tensor` of their own dtype
+//!   ([`SafetensorsFile::tensor`]).
+//! - [`ShardedSafetensors`] opens a `model.safetensors.index.json` and maps shards lazily.
+//! - [`save`] / [`serialize`] write a map of name → `rlx_ir::Tensor` (byte-identical with the
+//!   Python `safetensors` package for the same tensors and metadata).
+//!
+//! dtypes: the format's [`Dtype`] (re-exported from the `safetensors` crate) maps to
+//! [`rlx_ir::DType`] by [`dtype_to_rlx`]: BOOL, U8, I8, I16, I32, I64, U32, F16, BF16, F32, F64.
+//! U16, U64, C64 and the F8/F6/F4 variants have no rlx dtype; they can be inspected and read as
+//! raw bytes, and converting them is a typed [`SafetensorsError::UnsupportedDtype`].
+//!
+//! ```
+//! use rlx_ir::{DType, Tensor};
+//! use rlx_safetensors::SafetensorsFile;
+//!
+//! let w = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
+//! let h = Tensor::from_vec(vec![half::f16::from_f32(0.5)], &[1]).unwrap();
+//! let bytes = rlx_safetensors::serialize([("w", &w), ("h", &h)], None).unwrap();
+//! let f = SafetensorsFile::from_vec(bytes).unwrap();
+//! assert_eq!(&*f.f32_view("w").unwrap(), &[1.0, 2.0, 3.0, 4.0]);
+//! assert_eq!(f.to_f32("h").unwrap(), vec![0.5]);
+//! assert_eq!(f.tensor("h").unwrap().dtype(), DType::F16);
+//! ```
+
+#![warn(missing_docs)]
+
+mod error;
+mod reader;
+mod sharded;
+mod writer;
+
+pub use error::{Result, SafetensorsError};
+pub use reader::{Header, MAX_HEADER_LEN, SafetensorsFile, TensorInfo};
+pub use safetensors::Dtype;
+pub use sharded::{INDEX_FILE_NAME, ShardedSafetensors};
+pub use writer::{save, serialize};
+
+use rlx_ir::DType;
+
+/// The `rlx_ir::DType` of a safetensors [`Dtype`], or `None` for U16, U64, C64 and the
+/// 8/6/4-bit float variants.
+pub fn dtype_to_rlx(d: Dtype) -> Option<DType> {
+    Some(match d {
+        Dtype::BOOL => DType::Bool,
+        Dtype::U8 => DType::U8,
+        Dtype::I8 => DType::I8,
+        Dtype::I16 => DType::I16,
+        Dtype::I32 => DType::I32,
+        Dtype::I64 => DType::I64,
+        Dtype::U32 => DType::U32,
+        Dtype::F16 => DType::F16,
+        Dtype::BF16 => DType::BF16,
+        Dtype::F32 => DType::F32,
+        Dtype::F64 => DType::F64,
+        _ => return None,
+    })
+}
+
+/// The safetensors [`Dtype`] of an `rlx_ir::DType` (every rlx dtype has one).
+pub fn rlx_to_dtype(d: DType) -> Dtype {
+    match d {
+        DType::Bool => Dtype::BOOL,
+        DType::U8 => Dtype::U8,
+        DType::I8 => Dtype::I8,
+        DType::I16 => Dtype::I16,
+        DType::I32 => Dtype::I32,
+        DType::I64 => Dtype::I64,
+        DType::U32 => Dtype::U32,
+        DType::F16 => Dtype::F16,
+        DType::BF16 => Dtype::BF16,
+        DType::F32 => Dtype::F32,
+        DType::F64 => Dtype::F64,
+    }
+}
+
+/// The format's spelling of a dtype (`"F32"`, `"BF16"`, `"F8_E4M3"`, ...), as in the header.
+pub fn dtype_name(d: Dtype) -> String {
+    match serde_json::to_value(d) {
+        Ok(serde_json::Value::String(s)) => s,
+        _ => format!("{d:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_rlx_dtype_round_trips() {
+        for d in DType::ALL {
+            assert_eq!(dtype_to_rlx(rlx_to_dtype(d)), Some(d));
+        }
+        assert_eq!(dtype_to_rlx(Dtype::U16), None);
+        assert_eq!(dtype_to_rlx(Dtype::F8_E4M3), None);
+        assert_eq!(dtype_name(Dtype::BF16), "BF16");
+        assert_eq!(dtype_name(Dtype::F8_E4M3), "F8_E4M3");
+    }
+
+    #[test]
+    fn header_errors_name_the_problem() {
+        let mut b = Vec::new();
+        let h = br#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}}"#;
+        b.extend((h.len() as u64).to_le_bytes());
+        b.extend(h);
+        b.extend([0u8; 4]);
+        let e = Header::parse(&b).unwrap_err().to_string();
+        assert!(e.contains("\"a\"") && e.contains("needs 8 bytes"), "{e}");
+        assert!(matches!(Header::parse(&[1, 2]), Err(SafetensorsError::HeaderTooSmall { file_len: 2 })));
+    }
+}

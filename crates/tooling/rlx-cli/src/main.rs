@@ -1,0 +1,81 @@
+//! `rlx`: the RLX command-line tool.
+//!
+//! ```text
+//! rlx inspect FILE [--json]     metadata, tensors and totals of a .gguf / .safetensors file
+//! ```
+//!
+//! `--json` is global (every subcommand takes it): the last line on stdout is then one JSON
+//! object. Errors go to stderr as one line, `rlx: error: <file>: <reason>`, with exit status 1;
+//! usage errors are clap's (status 2). A panic hook turns any panic into one line and status 101
+//! as a last resort (no known input reaches it; the environment variable `RLX_CLI_TEST_PANIC`
+//! forces a panic so the tests can check the hook). A closed stdout (`rlx inspect f | head`) ends
+//! the program quietly with status 0.
+
+mod inspect;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "rlx", version, about = "RLX: ML compiler and runtime", propagate_version = true)]
+struct Cli {
+    /// Machine-readable output: the last stdout line is one JSON object
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Show a model file's format, metadata, tensors (name, dtype, shape, bytes) and totals.
+    ///
+    /// Reads GGUF (v1-v3) and safetensors files, and sharded safetensors checkpoints given by
+    /// their `model.safetensors.index.json`. Long metadata arrays (a tokenizer's vocabulary)
+    /// are summarized as element type, length and the first few elements.
+    Inspect {
+        /// The .gguf, .safetensors or .safetensors.index.json file
+        file: PathBuf,
+    },
+}
+
+fn write_stdout(text: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()
+}
+
+fn main() -> ExitCode {
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info.to_string().replace('\n', " ");
+        eprintln!("rlx: internal error (a bug, please report it): {msg}");
+        std::process::exit(101);
+    }));
+    if std::env::var_os("RLX_CLI_TEST_PANIC").is_some() {
+        panic!("forced by RLX_CLI_TEST_PANIC\n(second line)");
+    }
+    let cli = Cli::parse();
+    let (file, result) = match &cli.command {
+        Command::Inspect { file } => {
+            (file, inspect::inspect(file).map(|r| if cli.json { format!("{}\n", r.json()) } else { r.human() }))
+        }
+    };
+    match result {
+        Ok(text) => match write_stdout(&text) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+            Err(e) => {
+                let _ = writeln!(std::io::stderr(), "rlx: error: writing output: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Err(e) => {
+            let reason = e.0.replace('\n', " ");
+            let _ = writeln!(std::io::stderr(), "rlx: error: {}: {reason}", file.display());
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,230 @@
+//! `rlx inspect` run as a process on fixture files: human and JSON output, and every kind of
+//! unreadable file (exit 1, one stderr line, never a panic).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../..")
+}
+
+fn gguf_fixture(name: &str) -> PathBuf {
+    repo().join("crates/io/rlx-gguf/tests/fixtures").join(name)
+}
+
+fn st_fixture(name: &str) -> PathBuf {
+    repo().join("crates/io/rlx-safetensors/tests/fixtures").join(name)
+}
+
+fn rlx(args: &[&std::ffi::OsStr]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rlx")).args(args).output().unwrap()
+}
+
+fn inspect(path: &Path, json: bool) -> Output {
+    let mut a: Vec<&std::ffi::OsStr> = vec!["inspect".as_ref(), path.as_os_str()];
+    if json {
+        a.push("--json".as_ref());
+    }
+    rlx(&a)
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8(o.stderr.clone()).unwrap()
+}
+
+/// The last stdout line, parsed; checks the keys every report has.
+fn last_json(o: &Output) -> Value {
+    assert!(o.status.success(), "status {:?}, stderr {}", o.status, stderr(o));
+    let out = stdout(o);
+    let v: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    for k in ["format", "metadata", "tensors", "tensor_count", "total_bytes"] {
+        assert!(v.get(k).is_some(), "missing key {k}");
+    }
+    assert_eq!(v["tensor_count"].as_u64().unwrap() as usize, v["tensors"].as_array().unwrap().len());
+    let sum: u64 = v["tensors"].as_array().unwrap().iter().map(|t| t["bytes"].as_u64().unwrap()).sum();
+    assert_eq!(v["total_bytes"].as_u64().unwrap(), sum);
+    v
+}
+
+/// A failure: status 1, nothing on stdout, exactly one stderr line `rlx: error: <file>: ...`.
+fn assert_clean_error(o: &Output, path: &Path, needle: &str) {
+    assert_eq!(o.status.code(), Some(1), "stderr: {}", stderr(o));
+    assert!(o.stdout.is_empty(), "stdout: {}", stdout(o));
+    let err = stderr(o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let prefix = format!("rlx: error: {}: ", path.display());
+    assert!(err.starts_with(&prefix), "{err}");
+    assert!(err.contains(needle), "expected {needle:?} in {err}");
+    assert!(!err.contains("panicked") && !err.contains("internal error"), "{err}");
+}
+
+#[test]
+fn gguf_human_and_json() {
+    let p = gguf_fixture("python_writer.gguf");
+    let o = inspect(&p, false);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    for want in ["gguf (version 3, alignment 64", "general.architecture", "\"rlxtest\"", "t.q8_0", "Q8_0", "[2, 64]"] {
+        assert!(text.contains(want), "missing {want:?} in\n{text}");
+    }
+    assert!(text.contains("array[array[i32]]"), "{text}");
+
+    let v = last_json(&inspect(&p, true));
+    assert_eq!(v["format"], "gguf");
+    assert_eq!(v["version"], 3);
+    assert_eq!(v["alignment"], 64);
+    assert_eq!(v["metadata"]["t.u64"], 18000000000000000000u64);
+    assert_eq!(v["metadata"]["t.str"], "héllo, GGUF ✓");
+    assert_eq!(v["metadata"]["t.arr_str"]["len"], 3);
+    assert_eq!(v["metadata"]["t.arr_str"]["values"][2], "ccc");
+    let q = v["tensors"].as_array().unwrap().iter().find(|t| t["name"] == "t.q8_0").unwrap();
+    assert_eq!(q["dtype"], "Q8_0");
+    assert_eq!(q["shape"], serde_json::json!([2, 64]));
+    assert_eq!(q["ggml_dims"], serde_json::json!([64, 2]));
+    assert_eq!(q["bytes"], 136);
+    assert_eq!(v["tensor_count"], 4);
+}
+
+#[test]
+fn every_gguf_fixture_inspects() {
+    for name in ["python_writer.gguf", "rust_writer.gguf", "v1_handmade.gguf"] {
+        let v = last_json(&inspect(&gguf_fixture(name), true));
+        assert_eq!(v["format"], "gguf", "{name}");
+    }
+    let v = last_json(&inspect(&gguf_fixture("v1_handmade.gguf"), true));
+    assert_eq!(v["version"], 1);
+}
+
+#[test]
+fn safetensors_human_and_json() {
+    let p = st_fixture("all_dtypes.safetensors");
+    let o = inspect(&p, false);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    for want in ["safetensors", "bf16.vals", "BF16", "F8_E4M3", "[2, 3, 5]", "rlx.fixture", "24 tensors"] {
+        assert!(text.contains(want), "missing {want:?} in\n{text}");
+    }
+    let v = last_json(&inspect(&p, true));
+    assert_eq!(v["format"], "safetensors");
+    assert_eq!(v["tensor_count"], 24);
+    let t = v["tensors"].as_array().unwrap().iter().find(|t| t["name"] == "f32.rand").unwrap();
+    assert_eq!(t["dtype"], "F32");
+    assert_eq!(t["shape"], serde_json::json!([2, 3, 5]));
+    assert_eq!(t["bytes"], 120);
+    assert_eq!(
+        v["total_bytes"].as_u64().unwrap() + v["data_offset"].as_u64().unwrap(),
+        v["file_size"].as_u64().unwrap()
+    );
+}
+
+#[test]
+fn sharded_index_inspects() {
+    let v = last_json(&inspect(&st_fixture("sharded/model.safetensors.index.json"), true));
+    assert_eq!(v["format"], "safetensors");
+    assert_eq!(v["tensor_count"], 4);
+    assert_eq!(v["metadata"]["total_size"], v["total_bytes"]);
+    assert_eq!(v["shards"].as_array().unwrap().len(), 2);
+    assert!(v["tensors"].as_array().unwrap().iter().all(|t| t["shard"].is_string()));
+}
+
+#[test]
+fn json_is_a_global_flag() {
+    let p = st_fixture("rlx_dtypes.safetensors");
+    let o = rlx(&["--json".as_ref(), "inspect".as_ref(), p.as_os_str()]);
+    assert_eq!(last_json(&o)["format"], "safetensors");
+}
+
+#[test]
+fn unreadable_files_are_one_line_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    // Missing file.
+    let missing = dir.path().join("missing.gguf");
+    assert_clean_error(&inspect(&missing, false), &missing, "No such file");
+    assert_clean_error(&inspect(&missing, true), &missing, "No such file");
+    // A text file.
+    let text = dir.path().join("notes.txt");
+    std::fs::write(&text, "hello, this is not a model\n").unwrap();
+    assert_clean_error(&inspect(&text, false), &text, "unrecognized file format");
+    // Empty file.
+    let empty = dir.path().join("empty");
+    std::fs::write(&empty, "").unwrap();
+    assert_clean_error(&inspect(&empty, false), &empty, "unrecognized file format");
+    // A directory.
+    assert_clean_error(&inspect(dir.path(), false), dir.path(), "is a directory");
+    // A text file named .gguf / .safetensors.
+    let fake = dir.path().join("fake.gguf");
+    std::fs::write(&fake, "hello").unwrap();
+    assert_clean_error(&inspect(&fake, true), &fake, "bad magic");
+    let fake = dir.path().join("fake.safetensors");
+    std::fs::write(&fake, "hello").unwrap();
+    assert_clean_error(&inspect(&fake, true), &fake, "too short");
+    // Truncated GGUF and safetensors files, cut at many points (the GGUF fixture's last tensor ends
+    // at 1240; the padding after it may be cut, as in GGUFWriter's own files).
+    let g = std::fs::read(gguf_fixture("python_writer.gguf")).unwrap();
+    for cut in [4, 20, 100, 500, 895, 1000, 1239] {
+        let p = dir.path().join(format!("cut{cut}.gguf"));
+        std::fs::write(&p, &g[..cut]).unwrap();
+        assert_clean_error(&inspect(&p, true), &p, "");
+    }
+    let s = std::fs::read(st_fixture("all_dtypes.safetensors")).unwrap();
+    for cut in [3, 9, 500, s.len() - 1] {
+        let p = dir.path().join(format!("cut{cut}.safetensors"));
+        std::fs::write(&p, &s[..cut]).unwrap();
+        assert_clean_error(&inspect(&p, false), &p, "");
+    }
+    let p = dir.path().join("truncated.safetensors");
+    std::fs::write(&p, &s[..s.len() - 1]).unwrap();
+    assert_clean_error(&inspect(&p, false), &p, "truncated");
+    // Bad index.
+    let idx = dir.path().join("model.safetensors.index.json");
+    std::fs::write(&idx, r#"{"weight_map": {"a": "nope.safetensors"}}"#).unwrap();
+    assert_clean_error(&inspect(&idx, false), &idx, "No such file");
+}
+
+#[test]
+fn usage_errors_are_clap_errors() {
+    let o = rlx(&["inspect".as_ref()]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = rlx(&["frobnicate".as_ref()]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = rlx(&["--help".as_ref()]);
+    assert!(o.status.success() && stdout(&o).contains("inspect"));
+}
+
+#[test]
+fn the_panic_hook_prints_one_line_and_exits_101() {
+    let p = st_fixture("rlx_dtypes.safetensors");
+    let o = Command::new(env!("CARGO_BIN_EXE_rlx"))
+        .args(["inspect".as_ref(), p.as_os_str()])
+        .env("RLX_CLI_TEST_PANIC", "1")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(101));
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("rlx: internal error") && err.contains("RLX_CLI_TEST_PANIC"), "{err}");
+}
+
+#[test]
+fn a_closed_stdout_is_not_an_error() {
+    use std::io::Read;
+    let p = st_fixture("all_dtypes.safetensors");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rlx"))
+        .args(["inspect".as_ref(), p.as_os_str()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take()); // like `rlx inspect f | head -0`
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(status.success(), "{status:?} {err}");
+    assert!(err.is_empty(), "{err}");
+}
