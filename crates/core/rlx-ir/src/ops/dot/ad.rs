@@ -52,11 +52,25 @@ fn dot_transpose_lhs(cx: &mut Cx, ct: NodeId, xs: &Shape, y: NodeId, dg: &DotGen
         preferred_element_type: None,
     };
     let ct = cx.g.convert(ct, xs.dtype);
-    let r = cx.g.push(Op::DotGeneral(dims), &[ct, y]);
     let by_y: Vec<usize> = argsort(yc).iter().map(|&i| xc[i]).collect();
+    let identity = |p: &[usize]| p.iter().enumerate().all(|(i, &v)| i == v);
+    // `dot(y, ct)` gives [batch, y's free dims, ct's free dims]: when that is already `x`'s
+    // order (`xᵀ·dY` for a matmul's rhs), take it and skip the transpose `dot(ct, y)` needs.
+    let swapped_order: Vec<usize> = xb.iter().chain(&by_y).chain(&x_kept).copied().collect();
+    if identity(&argsort(&swapped_order)) {
+        let d = DotGeneral {
+            lhs_contracting: dims.rhs_contracting.clone(),
+            rhs_contracting: dims.lhs_contracting.clone(),
+            lhs_batch: dims.rhs_batch.clone(),
+            rhs_batch: dims.lhs_batch.clone(),
+            preferred_element_type: None,
+        };
+        return cx.g.push(Op::DotGeneral(d), &[y, ct]);
+    }
+    let r = cx.g.push(Op::DotGeneral(dims), &[ct, y]);
     let order: Vec<usize> = xb.iter().chain(&x_kept).chain(&by_y).copied().collect();
     let perm = argsort(&order);
-    if perm.iter().enumerate().all(|(i, &p)| i == p) { r } else { cx.g.transpose(r, &perm) }
+    if identity(&perm) { r } else { cx.g.transpose(r, &perm) }
 }
 
 fn dilate(n: usize, d: usize) -> i64 {

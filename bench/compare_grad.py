@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""RLX vs JAX on forward + backward of an MLP 784-512-512-10 (relu, softmax cross-entropy) at
+batch 256, f32, 1 thread, in one run on one machine.
+
+RLX: the `grad_bench` example of the rlx crate (release): `rlx_autodiff::value_and_grad` of the
+forward graph, compiled for the CPU and run repeatedly (RAYON_NUM_THREADS=1, pinned with
+`taskset -c 0` when available). JAX: `jax.jit(jax.value_and_grad(loss, argnums=params))` on the
+CPU with XLA limited to one thread. Each side does a warm-up, then at least 5 reps and 2 s, and
+reports its median; rounds alternate the two.
+
+Ends with `RATIO mlp_grad <jax ms / rlx ms>` (> 1: RLX faster).
+
+Usage: python3 bench/compare_grad.py [--rounds N]
+Needs: cargo, python3 with jax[cpu] (`pip install -r tools/refgen/requirements-autodiff.txt`).
+"""
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+JAX = r"""
+import os, time
+os.environ["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+import jax, jax.numpy as jnp, numpy as np
+b, sizes = 256, [784, 512, 512, 10]
+r = np.random.default_rng(0)
+params = []
+for l in range(3):
+    params += [jnp.asarray(r.standard_normal((sizes[l], sizes[l + 1]), np.float32) * np.sqrt(2 / sizes[l])),
+               jnp.zeros(sizes[l + 1], jnp.float32)]
+x = jnp.asarray(r.uniform(-1, 1, (b, sizes[0])).astype(np.float32))
+t = jnp.asarray(np.arange(b, dtype=np.int32) % 10)
+def loss(*p):
+    h = x
+    for l in range(3):
+        h = h @ p[2 * l] + p[2 * l + 1]
+        if l < 2: h = jax.nn.relu(h)
+    lsm = jax.nn.log_softmax(h, axis=1)
+    return -jnp.mean(jnp.take_along_axis(lsm, t[:, None], axis=1))
+f = jax.jit(jax.value_and_grad(loss, argnums=tuple(range(6))))
+jax.block_until_ready(f(*params))
+ts = []; st = time.perf_counter()
+while len(ts) < 5 or time.perf_counter() - st < 2.0:
+    t0 = time.perf_counter(); jax.block_until_ready(f(*params)); ts.append(time.perf_counter() - t0)
+print(f"jax median {sorted(ts)[len(ts)//2]*1e3:.3f} ms reps={len(ts)} version={jax.__version__}")
+"""
+
+
+def run(cmd, env_extra):
+    env = dict(os.environ)
+    env.update(env_extra)
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
+    if out.returncode != 0:
+        sys.exit(f"command failed: {' '.join(cmd)}\n{out.stderr}")
+    return out.stdout
+
+
+def median_ms(text, who):
+    return float(re.search(who + r" median ([0-9.]+) ms", text).group(1))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    run(["cargo", "build", "--release", "-q", "-p", "rlx", "--example", "grad_bench"], {})
+    exe = os.path.join(ROOT, "target", "release", "examples", "grad_bench")
+    pin = ["taskset", "-c", "0"] if shutil.which("taskset") else []
+    one = {"RAYON_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    rlx, jax = [], []
+    for k in range(args.rounds):
+        r = run(pin + [exe], one)
+        j = run(pin + [sys.executable, "-c", JAX], one)
+        rlx.append(median_ms(r, "rlx"))
+        jax.append(median_ms(j, "jax"))
+        print(f"round {k}: rlx {rlx[-1]:.3f} ms, jax {jax[-1]:.3f} ms", flush=True)
+    r, j = statistics.median(rlx), statistics.median(jax)
+    print(f"mlp 784-512-512-10, batch 256, f32, 1 thread: rlx {r:.3f} ms, jax {j:.3f} ms")
+    print(f"RATIO mlp_grad {j / r:.3f}")
+
+
+if __name__ == "__main__":
+    main()
