@@ -327,6 +327,49 @@ fn table() -> Vec<Rec> {
             },
         ),
         rec("embedding", vec![In::F(&[5, 3], -1., 1.), In::I(&[2, 3], 0, 4)], |g, a| vec![g.embedding(a[0], a[1])]),
+        rec("linear", vec![In::F(&[2, 3], -1., 1.), In::F(&[4, 3], -1., 1.), In::F(&[4], -1., 1.)], |g, a| {
+            vec![g.linear(a[0], a[1], Some(a[2]))]
+        }),
+        rec("avg_pool2d", vec![In::F(&[1, 2, 4, 5], -1., 1.)], |g, a| vec![g.avg_pool2d(a[0], [2, 3], [2, 1], [1, 1])]),
+        rec(
+            "batch_norm",
+            vec![
+                In::F(&[2, 3, 2], -1., 1.),
+                In::F(&[3], -1., 1.),
+                In::F(&[3], 0.5, 1.5),
+                In::F(&[3], 0.5, 1.5),
+                In::F(&[3], -1., 1.),
+            ],
+            |g, a| vec![g.batch_norm(a[0], a[1], a[2], a[3], a[4], 1e-5)],
+        ),
+        rec("rope", vec![In::F(&[3, 2, 4], -1., 1.), In::F(&[3, 4], -1., 1.), In::F(&[3, 4], -1., 1.)], |g, a| {
+            vec![g.rope(a[0], a[1], a[2])]
+        }),
+        rec(
+            "sdpa_padding",
+            vec![
+                In::F(&[2, 1, 3, 2], -1., 1.),
+                In::F(&[2, 1, 3, 2], -1., 1.),
+                In::F(&[2, 1, 3, 2], -1., 1.),
+                In::I(&[2], 1, 3),
+            ],
+            |g, a| vec![g.scaled_dot_product_attention(a[0], a[1], a[2], rlx_ir::op::MaskKind::Padding(a[3]), None)],
+        ),
+        rec(
+            "sdpa_bias",
+            vec![
+                In::F(&[1, 2, 2, 3], -1., 1.),
+                In::F(&[1, 2, 3, 3], -1., 1.),
+                In::F(&[1, 2, 3, 2], -1., 1.),
+                In::F(&[1, 1, 2, 3], -1., 1.),
+            ],
+            |g, a| vec![g.scaled_dot_product_attention(a[0], a[1], a[2], rlx_ir::op::MaskKind::Bias(a[3]), Some(0.7))],
+        ),
+        rec(
+            "sdpa_none_custom_vjp",
+            vec![In::F(&[1, 2, 3, 2], -1., 1.), In::F(&[1, 2, 4, 2], -1., 1.), In::F(&[1, 2, 4, 3], -1., 1.)],
+            |g, a| vec![g.scaled_dot_product_attention(a[0], a[1], a[2], rlx_ir::op::MaskKind::None, None)],
+        ),
     ]);
     t
 }
@@ -425,10 +468,11 @@ fn check_vmap(r: &Rec, axes: &[Option<usize>], rng: &mut Rng) {
     let vg = vmap(&f, axes, &[], B).unwrap_or_else(|e| panic!("vmap of {} with {axes:?}: {e}", r.name));
     let out = eval(&vg, &batched.iter().map(|(k, t)| (k.as_str(), t.clone())).collect::<Vec<_>>());
     for b in 0..B {
+        let names: Vec<String> = (0..r.ins.len()).map(|k| format!("a{k}")).collect();
         let fe: Vec<(&str, Tensor)> = (0..r.ins.len())
             .map(|k| {
                 let t = if axes[k].is_none() { slices[0][k].1.clone() } else { slices[b][k].1.clone() };
-                (["a0", "a1", "a2", "a3"][k], t)
+                (names[k].as_str(), t)
             })
             .collect();
         let want = eval(&f, &fe);
