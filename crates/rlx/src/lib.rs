@@ -1,12 +1,13 @@
 //! `rlx`: the umbrella crate. `use rlx::prelude::*;` brings in the graph types, `Session`,
 //! `Device`, the op enums and `Result`; every workspace crate is reachable as a module
-//! (`rlx::ir`, `rlx::runtime`).
+//! (`rlx::ir`, `rlx::runtime`, `rlx::autodiff`).
 #![warn(missing_docs)]
 
+pub use rlx_autodiff as autodiff;
 pub use rlx_ir as ir;
 pub use rlx_runtime as runtime;
 
-/// Any RLX error: the IR's or the runtime's.
+/// Any RLX error: the IR's, the runtime's or a transform's.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Building, verifying or serializing a graph failed.
@@ -15,6 +16,9 @@ pub enum Error {
     /// Compiling or running failed.
     #[error(transparent)]
     Runtime(#[from] rlx_runtime::Error),
+    /// A transform (`grad`, `jvp`, `vmap`, ...) failed.
+    #[error(transparent)]
+    Autodiff(#[from] rlx_autodiff::AdError),
 }
 
 /// `Result` with [`Error`].
