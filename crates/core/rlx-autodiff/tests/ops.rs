@@ -157,6 +157,29 @@ fn branch(k: usize) -> Graph {
     b
 }
 
+/// A scan body with control flow inside: `h' = cond(x[0] > 0, h * x, sin(h + x))`, and an
+/// inner scan summing `h'` cumulatively (`y = cumsum(h')` via scan).
+fn nested_body() -> Graph {
+    let mut b = Graph::new("outer");
+    let h = b.input("h", Shape::new(&[3], DType::F64));
+    let x = b.input("x", Shape::new(&[3], DType::F64));
+    let x0 = b.slice(x, &[0], &[1], &[]);
+    let x0 = b.reshape(x0, Vec::<usize>::new());
+    let z = b.scalar(0.0, DType::F64);
+    let p = b.compare(CompareOp::Gt, x0, z);
+    let h2 = b.switch(p, vec![branch(1), branch(0)], &[h, x])[0];
+    let mut inner = Graph::new("inner");
+    let c = inner.input("c", Shape::new(&[], DType::F64));
+    let v = inner.input("v", Shape::new(&[], DType::F64));
+    let s = inner.add(c, v);
+    let t = inner.tanh(s);
+    inner.set_outputs(vec![s, t]);
+    let c0 = b.scalar(0.0, DType::F64);
+    let r = b.scan(inner, &[], &[c0], &[h2], 3, false);
+    b.set_outputs(vec![h2, r[1]]);
+    b
+}
+
 fn fori(n: usize) -> (Graph, Graph) {
     let mut c = Graph::new("cond");
     let i = c.input("i", Shape::new(&[], DType::I32));
@@ -285,6 +308,9 @@ fn table() -> Vec<Rec> {
         }),
         rec("scan_reverse", vec![In::F(&[3], -1., 1.), In::F(&[3], -1., 1.), In::F(&[3, 3], -1., 1.)], |g, a| {
             g.scan(scan_body(), &[a[0]], &[a[1]], &[a[2]], 3, true)
+        }),
+        rec("scan_nested_control_flow", vec![In::F(&[3], -1., 1.), In::F(&[4, 3], -1., 1.)], |g, a| {
+            g.scan(nested_body(), &[], &[a[0]], &[a[1]], 4, false)
         }),
         rec("cond_bool", vec![In::F(&[], -1., 1.), In::F(&[3], -1., 1.), In::F(&[3], -1., 1.)], |g, a| {
             let z = g.scalar(0.0, DType::F64);

@@ -547,3 +547,84 @@ pub fn permute_inputs(g: &Graph, order: &[usize]) -> Graph {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Tensor;
+    use crate::interp::evaluate_args;
+    use crate::ops::UnaryOp;
+
+    /// Sub-graph transforms are not needed by the rules tested here.
+    struct NoSub;
+    impl SubTransforms for NoSub {
+        fn jvp(&self, _: &Graph, _: &[bool], _: &[bool]) -> Result<(Graph, Vec<bool>), AdError> {
+            Err(AdError::Argument("no sub-graphs here".into()))
+        }
+        fn partial_eval(&self, _: &Graph, _: &[bool], _: usize) -> Result<Split, AdError> {
+            Err(AdError::Argument("no sub-graphs here".into()))
+        }
+        fn transpose(&self, _: &Graph, _: &[bool]) -> Result<Graph, AdError> {
+            Err(AdError::Argument("no sub-graphs here".into()))
+        }
+        fn vmap(&self, _: &Graph, _: &[Option<usize>], _: &Dim) -> Result<Graph, AdError> {
+            Err(AdError::Argument("no sub-graphs here".into()))
+        }
+    }
+
+    #[test]
+    fn unbroadcast_sums_the_broadcast_dims() {
+        let mut g = Graph::new("t");
+        let ct = g.input("ct", Shape::new(&[2, 3], DType::F64));
+        let mut cx = Cx { g: &mut g, sub: &NoSub, linearize: false };
+        let a = cx.unbroadcast(ct, &Shape::new(&[3], DType::F64));
+        let b = cx.unbroadcast(ct, &Shape::new(&[2, 1], DType::F64));
+        let c = cx.unbroadcast(ct, &Shape::scalar(DType::F64));
+        g.set_outputs(vec![a, b, c]);
+        let t = Tensor::from_vec(vec![1.0f64, 2., 3., 4., 5., 6.], &[2, 3]).unwrap();
+        let r = evaluate_args(&g, &[&t]).unwrap();
+        assert_eq!((r[0].shape(), r[0].to_f64_vec()), (&[3][..], vec![5., 7., 9.]));
+        assert_eq!((r[1].shape(), r[1].to_f64_vec()), (&[2, 1][..], vec![6., 15.]));
+        assert_eq!(r[2].to_f64_vec(), vec![21.]);
+    }
+
+    #[test]
+    fn missing_rules_are_typed_errors_naming_the_op() {
+        let mut g = Graph::new("t");
+        let x = g.input("x", Shape::new(&[2], DType::F64));
+        let mut cx = Cx { g: &mut g, sub: &NoSub, linearize: false };
+        let ct = Some(x);
+        let e = Op::Unary(UnaryOp::Exp).transpose(&mut cx, &[x], &[true], &[], &[ct]).unwrap_err();
+        assert_eq!(
+            e,
+            AdError::NoRule {
+                op: "exp".into(),
+                kind: RuleKind::Transpose,
+                why: "it is not linear in operands [0]".into()
+            }
+        );
+        let e = Op::Iota { dimension: 0 }.batch(&mut cx, &[], &[], &Dim::Static(2)).unwrap_err();
+        assert!(matches!(e, AdError::NoRule { ref op, kind: RuleKind::Batch, .. } if op == "iota"), "{e}");
+        assert!(e.to_string().starts_with("iota has no batching rule"), "{e}");
+    }
+
+    #[test]
+    fn defjvp_and_deflinear_helpers() {
+        let mut g = Graph::new("t");
+        let x = g.input("x", Shape::new(&[3], DType::F64));
+        let t = g.input("t", Shape::new(&[3], DType::F64));
+        let mut cx = Cx { g: &mut g, sub: &NoSub, linearize: false };
+        // exp: t · exp(x); neg is linear; a zero tangent stays symbolic.
+        let y = cx.g.exp(x);
+        let te = Op::Unary(UnaryOp::Exp).jvp(&mut cx, &[x], &[y], &[Some(t)]).unwrap().tangents[0].unwrap();
+        let tn = cx.linear(&Op::Unary(UnaryOp::Neg), &[x], &[Some(t)], |_| true).unwrap();
+        assert!(cx.linear(&Op::Unary(UnaryOp::Neg), &[x], &[None], |_| true).is_none());
+        assert!(cx.chain(None, |g| g.cos(x)).is_none());
+        g.set_outputs(vec![te, tn]);
+        let xv = Tensor::from_vec(vec![0.0f64, 1.0, -1.0], &[3]).unwrap();
+        let tv = Tensor::from_vec(vec![1.0f64, 2.0, 3.0], &[3]).unwrap();
+        let r = evaluate_args(&g, &[&xv, &tv]).unwrap();
+        assert_eq!(r[0].to_f64_vec(), vec![1.0, 2.0 * 1f64.exp(), 3.0 * (-1f64).exp()]);
+        assert_eq!(r[1].to_f64_vec(), vec![-1.0, -2.0, -3.0]);
+    }
+}
