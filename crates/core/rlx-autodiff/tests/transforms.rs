@@ -414,6 +414,11 @@ fn scan_rnn_of_sixteen_steps_in_both_modes() {
     ];
     let p = Point { f: &f, feeds, wrt: vec!["w".into(), "h0".into(), "xs".into()] };
     check_first_order(&p, &mut rng, 1e-6, Tol::FiniteDiff);
+    // The loop constant `w` reaches the linear scans directly: nothing of type [16, 3, 3]
+    // (`w` stacked once per step) is built.
+    let g = value_and_grad(&f, &[w]).unwrap();
+    let stacked_w = Shape::new(&[16, 3, 3], DType::F64);
+    assert!(g.nodes().iter().all(|n| !n.outputs.contains(&stacked_w)), "w is stacked per step:\n{g}");
 }
 
 #[test]

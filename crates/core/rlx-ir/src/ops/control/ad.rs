@@ -103,34 +103,53 @@ fn scan_jvp(s: &ScanOp, cx: &mut Cx, x: &[NodeId], _y: &[NodeId], t: &[Tan]) -> 
     let n_t = mask.iter().filter(|&&m| m).count();
     let lin_in: Vec<bool> = std::iter::repeat_n(false, n_in).chain(std::iter::repeat_n(true, n_t)).collect();
     let split = cx.sub.partial_eval(&jb, &lin_in, nk + ny)?;
-    let known = ScanOp { body: Box::new(split.known), ..s.clone() };
+    let nr = split.n_res;
+    // A residual that is a loop constant is passed to the linear scan as a constant, and one
+    // that is an x slice as the original xs: neither is stacked again by the primal scan.
+    let mut known_body = split.known;
+    let kin = known_body.inputs().to_vec();
+    let kout = known_body.outputs().to_vec();
+    let src: Vec<Option<usize>> =
+        (0..nr).map(|j| kin.iter().position(|&i| i == kout[nk + ny + j]).filter(|&p| p < nc || p >= nc + nk)).collect();
+    let stacked: Vec<NodeId> = (0..nr).filter(|&j| src[j].is_none()).map(|j| kout[nk + ny + j]).collect();
+    known_body.set_outputs(kout[..nk + ny].iter().chain(&stacked).copied().collect());
+    let known = ScanOp { body: Box::new(known_body), ..s.clone() };
     let prim = cx.g.push_multi(Op::Scan(known), x, None);
     let (primals, res) = prim.split_at(nk + ny);
-    // Linear scan: consts = tangent consts, carries = tangent carries, xs = residuals then
-    // tangent xs. The unknown graph's inputs are [residuals, tangents in operand order].
+    // Linear scan: consts = tangent consts then constant residuals, carries = tangent carries,
+    // xs = the other residuals then tangent xs. The unknown graph's inputs are [residuals,
+    // tangents in operand order].
     let tan_idx: Vec<usize> = (0..n_in).filter(|&i| mask[i]).collect();
-    let nr = split.n_res;
     let pos = |i: usize| nr + tan_idx.iter().position(|&j| j == i).expect("masked");
     let tc: Vec<usize> = tan_idx.iter().filter(|&&i| i < nc).map(|&i| pos(i)).collect();
     let tk: Vec<usize> = tan_idx.iter().filter(|&&i| i >= nc && i < nc + nk).map(|&i| pos(i)).collect();
     let tx: Vec<usize> = tan_idx.iter().filter(|&&i| i >= nc + nk).map(|&i| pos(i)).collect();
-    let order: Vec<usize> = tc.iter().chain(&tk).copied().chain(0..nr).chain(tx.iter().copied()).collect();
+    let rc: Vec<usize> = (0..nr).filter(|&j| matches!(src[j], Some(p) if p < nc)).collect();
+    let rx: Vec<usize> = (0..nr).filter(|&j| !rc.contains(&j)).collect();
+    let order: Vec<usize> = tc.iter().chain(&rc).chain(&tk).chain(&rx).chain(&tx).copied().collect();
     let lin_body = permute_inputs(&split.unknown, &order);
     let mut ops: Vec<NodeId> = vec![];
-    for &i in &tan_idx {
-        if i < nc + nk {
-            let v = cx.materialize(t[i], x[i]);
-            ops.push(v);
-        }
+    for &i in tan_idx.iter().filter(|&&i| i < nc) {
+        let v = cx.materialize(t[i], x[i]);
+        ops.push(v);
     }
-    ops.extend_from_slice(res);
-    for &i in &tan_idx {
-        if i >= nc + nk {
-            let v = cx.materialize(t[i], x[i]);
-            ops.push(v);
-        }
+    ops.extend(rc.iter().map(|&j| x[src[j].expect("constant residual")]));
+    for &i in tan_idx.iter().filter(|&&i| i >= nc && i < nc + nk) {
+        let v = cx.materialize(t[i], x[i]);
+        ops.push(v);
     }
-    let lin = ScanOp { body: Box::new(lin_body), num_consts: tc.len(), num_carry: tk.len(), ..s.clone() };
+    let mut next_stacked = res.iter();
+    for &j in &rx {
+        ops.push(match src[j] {
+            Some(p) => x[p],
+            None => *next_stacked.next().expect("one stacked residual each"),
+        });
+    }
+    for &i in tan_idx.iter().filter(|&&i| i >= nc + nk) {
+        let v = cx.materialize(t[i], x[i]);
+        ops.push(v);
+    }
+    let lin = ScanOp { body: Box::new(lin_body), num_consts: tc.len() + rc.len(), num_carry: tk.len(), ..s.clone() };
     let tr = cx.g.push_multi(Op::Scan(lin), &ops, None);
     let mut tans = tr.iter();
     let tangents = out_mask.iter().map(|&m| if m { tans.next().copied() } else { None }).collect();
