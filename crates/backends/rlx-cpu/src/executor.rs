@@ -205,7 +205,8 @@ impl CpuExecutable {
             let mut outs = std::mem::take(&mut self.slots[node]);
             let r = {
                 let n = &self.graph.nodes()[node];
-                let ins: Vec<&Tensor> =
+                // Operand refs live on the stack (heap only past 8 operands): no allocation per step.
+                let ins: smallvec::SmallVec<[&Tensor; 8]> =
                     n.inputs.iter().map(|&i| value(&self.locs, &self.slots, inputs, params, i)).collect();
                 kernels::run(&mut self.steps[si].kernel, &n.op, &ins, &mut outs)
             };
