@@ -186,7 +186,9 @@ impl CpuExecutable {
             }
             for (&id, t) in ids.iter().zip(given) {
                 let want = g.shape(id);
-                if t.dtype() != want.dtype || want.static_dims().as_deref() != Some(t.shape()) {
+                let dims_ok = want.rank() == t.shape().len()
+                    && want.dims.iter().zip(t.shape()).all(|(d, &n)| d.as_static() == Some(n));
+                if t.dtype() != want.dtype || !dims_ok {
                     return Err(CpuError::Feed {
                         what: if what == "inputs" { "input" } else { "param" },
                         name: g.source_name(id).unwrap_or("?").to_string(),
@@ -205,7 +207,8 @@ impl CpuExecutable {
             let mut outs = std::mem::take(&mut self.slots[node]);
             let r = {
                 let n = &self.graph.nodes()[node];
-                let ins: Vec<&Tensor> =
+                // Operand refs live on the stack (heap only past 8 operands): no allocation per step.
+                let ins: smallvec::SmallVec<[&Tensor; 8]> =
                     n.inputs.iter().map(|&i| value(&self.locs, &self.slots, inputs, params, i)).collect();
                 kernels::run(&mut self.steps[si].kernel, &n.op, &ins, &mut outs)
             };

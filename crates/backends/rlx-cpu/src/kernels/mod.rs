@@ -10,6 +10,7 @@ pub mod composite;
 pub mod dot;
 pub mod elementwise;
 pub mod gemv;
+pub mod movement;
 pub mod reduce;
 pub mod simd;
 pub mod transpose;
@@ -34,6 +35,8 @@ pub enum Kernel {
     Transpose(transpose::TransposeKernel),
     /// Native softmax / log_softmax / layer_norm / rms_norm.
     Norm(composite::NormKernel),
+    /// Slice, rev, broadcast_in_dim, concatenate as strided copies.
+    Move(movement::MoveKernel),
     /// A composite without a native kernel for these operands: evaluate its body.
     CompositeBody,
 }
@@ -48,6 +51,7 @@ impl Kernel {
             Kernel::Reduce(_) => "reduce_f32",
             Kernel::Transpose(_) => "transpose",
             Kernel::Norm(k) => k.name(),
+            Kernel::Move(k) => k.name(),
             Kernel::CompositeBody => "composite_body",
         }
     }
@@ -90,6 +94,12 @@ pub fn select(g: &Graph, id: NodeId) -> Kernel {
                 transpose::plan(&ins[0].0, permutation).map(Kernel::Transpose)
             }
         }
+        Op::Slice { .. } | Op::Rev { .. } | Op::BroadcastInDim { .. } | Op::Concatenate { .. }
+            if ins.iter().all(|i| i.1 == out.1) =>
+        {
+            let dims: Vec<Vec<usize>> = ins.iter().map(|i| i.0.clone()).collect();
+            movement::plan(&n.op, &dims, &out.0).map(Kernel::Move)
+        }
         _ => None,
     };
     k.unwrap_or(Kernel::Reference)
@@ -104,6 +114,7 @@ pub fn run(k: &mut Kernel, op: &Op, ins: &[&Tensor], outs: &mut [Tensor]) -> Res
         Kernel::Reduce(k) => reduce::run(k, ins[0], &mut outs[0]),
         Kernel::Transpose(k) => transpose::run(k, ins[0], &mut outs[0]),
         Kernel::Norm(k) => composite::run(k, ins, &mut outs[0]),
+        Kernel::Move(k) => movement::run(k, ins, &mut outs[0]),
         Kernel::CompositeBody => match op {
             Op::Composite(c) => composite::run_body(c, ins, outs),
             _ => op.eval_into(ins, outs),

@@ -1,0 +1,166 @@
+//! Movement ops as strided copies: `slice`, `rev`, `broadcast_in_dim` and `concatenate`, for
+//! every dtype. Each is planned at compile time into an offset plus per-dim element strides of
+//! the operand (negative for `rev`, zero for broadcast dims); `run` walks the output in order
+//! with an index held on the stack and copies contiguous inner runs with `copy_from_slice`.
+//! Ranks above [`MAX_RANK`] use the reference evaluation.
+
+use rlx_ir::{Elem, IrError, Op, Tensor, strides_of, with_dtype};
+
+/// Highest rank planned here.
+pub const MAX_RANK: usize = 8;
+
+/// How one operand is read into (a block of) the output.
+#[derive(Clone, Debug)]
+pub struct Strided {
+    rank: usize,
+    dims: [usize; MAX_RANK],
+    strides: [isize; MAX_RANK],
+    offset: isize,
+}
+
+/// A planned movement op.
+#[derive(Clone, Debug)]
+pub enum MoveKernel {
+    /// One operand read through a strided view into the whole output.
+    View(Strided),
+    /// `concatenate`: operand `i` fills columns `[col_i, col_i + width_i)` of the output seen as
+    /// `[outer, row]`.
+    Concat {
+        /// Product of the dims before the axis.
+        outer: usize,
+        /// Output elements per outer index.
+        row: usize,
+        /// (start column, width) per operand.
+        parts: Vec<(usize, usize)>,
+    },
+}
+
+impl MoveKernel {
+    /// Name for reports.
+    pub fn name(&self) -> &'static str {
+        match self {
+            MoveKernel::View(_) => "strided_copy",
+            MoveKernel::Concat { .. } => "concat_copy",
+        }
+    }
+}
+
+fn strided(dims: &[usize], strides: &[isize], offset: isize) -> Option<Strided> {
+    if dims.len() > MAX_RANK {
+        return None;
+    }
+    let mut s = Strided { rank: dims.len(), dims: [1; MAX_RANK], strides: [0; MAX_RANK], offset };
+    s.dims[..dims.len()].copy_from_slice(dims);
+    s.strides[..dims.len()].copy_from_slice(strides);
+    Some(s)
+}
+
+/// Plan `op` on operands of dims `ins` producing `out` dims, or `None` to use the reference.
+pub fn plan(op: &Op, ins: &[Vec<usize>], out: &[usize]) -> Option<MoveKernel> {
+    let st = |d: &[usize]| strides_of(d).into_iter().map(|s| s as isize).collect::<Vec<_>>();
+    match op {
+        Op::Slice { start_indices, strides, .. } => {
+            let s = st(&ins[0]);
+            let offset = start_indices.iter().zip(&s).map(|(&a, &b)| a as isize * b).sum();
+            let ss: Vec<isize> = s.iter().zip(strides).map(|(&a, &k)| a * k as isize).collect();
+            strided(out, &ss, offset).map(MoveKernel::View)
+        }
+        Op::Rev { dimensions } => {
+            let mut s = st(&ins[0]);
+            let mut offset = 0;
+            for &d in dimensions {
+                offset += (ins[0][d] as isize - 1).max(0) * s[d];
+                s[d] = -s[d];
+            }
+            strided(out, &s, offset).map(MoveKernel::View)
+        }
+        Op::BroadcastInDim { broadcast_dimensions, .. } => {
+            let s = st(&ins[0]);
+            let mut ss = vec![0isize; out.len()];
+            for (k, &od) in broadcast_dimensions.iter().enumerate() {
+                if ins[0][k] != 1 {
+                    ss[od] = s[k];
+                }
+            }
+            strided(out, &ss, 0).map(MoveKernel::View)
+        }
+        Op::Concatenate { dimension } => {
+            let outer = out[..*dimension].iter().product();
+            let row = out[*dimension..].iter().product();
+            let mut col = 0;
+            let parts = ins
+                .iter()
+                .map(|d| {
+                    let w: usize = d[*dimension..].iter().product();
+                    col += w;
+                    (col - w, w)
+                })
+                .collect();
+            Some(MoveKernel::Concat { outer, row, parts })
+        }
+        _ => None,
+    }
+}
+
+/// Execute a planned movement op.
+pub fn run(k: &MoveKernel, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrError> {
+    let dtype = out.dtype();
+    with_dtype!(dtype, T, {
+        let o = T::slice_mut(out.data_mut()).expect("planned dtype");
+        match k {
+            MoveKernel::View(s) => copy_view(s, data::<T>(ins[0]), o),
+            MoveKernel::Concat { outer, row, parts } => {
+                for (x, &(col, w)) in ins.iter().zip(parts) {
+                    let x = data::<T>(x);
+                    for r in 0..*outer {
+                        o[r * row + col..r * row + col + w].copy_from_slice(&x[r * w..(r + 1) * w]);
+                    }
+                }
+            }
+        }
+    });
+    Ok(())
+}
+
+fn data<T: Elem>(t: &Tensor) -> &[T] {
+    T::slice(t.data()).expect("operand dtype checked by the verifier")
+}
+
+/// out[i] = x[offset + Σ idx_d · stride_d], in output order.
+fn copy_view<T: Elem>(s: &Strided, x: &[T], o: &mut [T]) {
+    if o.is_empty() {
+        return;
+    }
+    let r = s.rank;
+    if r == 0 {
+        o[0] = x[s.offset as usize];
+        return;
+    }
+    let inner = s.dims[r - 1];
+    let inner_stride = s.strides[r - 1];
+    let mut idx = [0usize; MAX_RANK];
+    let mut base = s.offset;
+    for run in o.chunks_exact_mut(inner) {
+        // Every index here is inside `x`: the verifier checked the op's bounds.
+        if inner_stride == 1 {
+            let b = base as usize;
+            run.copy_from_slice(&x[b..b + inner]);
+        } else {
+            let mut p = base;
+            for v in run.iter_mut() {
+                *v = x[p as usize];
+                p += inner_stride;
+            }
+        }
+        // Advance the outer index (dims 0..r-1).
+        for d in (0..r - 1).rev() {
+            idx[d] += 1;
+            base += s.strides[d];
+            if idx[d] < s.dims[d] {
+                break;
+            }
+            base -= s.strides[d] * s.dims[d] as isize;
+            idx[d] = 0;
+        }
+    }
+}

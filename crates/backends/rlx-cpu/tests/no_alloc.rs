@@ -1,0 +1,60 @@
+//! `run` allocates nothing beyond its returned outputs: a counting global allocator watches a
+//! warm run of a graph of our own kernels (elementwise, broadcast, relu, softmax, reduce,
+//! transpose, GEMV). Known exception, not covered here: the `gemm` crate allocates its packing
+//! workspace inside each matrix-matrix call.
+
+use rlx_cpu::{CpuExecutable, CpuOptions};
+use rlx_ir::{DType, Graph, Shape, Tensor};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+struct Counting;
+static ALLOCS: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        unsafe { System.dealloc(p, l) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+#[test]
+fn warm_run_allocates_only_the_outputs() {
+    let mut g = Graph::new("mlp");
+    let x = g.input("x", Shape::new(&[4, 16], DType::F32));
+    let w1 = g.param("w1", Shape::new(&[16, 32], DType::F32));
+    let b1 = g.param("b1", Shape::new(&[32], DType::F32));
+    let w2 = g.param("w2", Shape::new(&[32, 8], DType::F32));
+    let h = g.mul(x, x);
+    let h = g.transpose(h, &[1, 0]);
+    let h = g.transpose(h, &[1, 0]);
+    let row = g.slice(h, &[0, 0], &[1, 16], &[]);
+    let h = g.mm(row, w1); // M = 1: our GEMV
+    let h = g.add(h, b1);
+    let h = g.relu(h);
+    let y = g.mm(h, w2);
+    let p = g.softmax(y, -1);
+    let s = g.sum(p, &[-1], false);
+    g.set_outputs(vec![p, s]);
+    let g = rlx_ir::inline_composites(&g, &|n| rlx_cpu::native_composites().contains(&n));
+    let mut exe = CpuExecutable::compile(&g, &CpuOptions { threads: None }).unwrap();
+    let t = |d: &[usize]| {
+        Tensor::from_vec((0..d.iter().product::<usize>()).map(|i| (i % 7) as f32 * 0.1).collect(), d).unwrap()
+    };
+    let (xt, w1t, b1t, w2t) = (t(&[4, 16]), t(&[16, 32]), t(&[32]), t(&[32, 8]));
+    exe.run(&[&xt], &[&w1t, &b1t, &w2t]).unwrap();
+
+    let before = ALLOCS.load(Ordering::Relaxed);
+    let out = exe.run(&[&xt], &[&w1t, &b1t, &w2t]).unwrap();
+    let n = ALLOCS.load(Ordering::Relaxed) - before;
+    // The returned Vec, plus per output tensor its data and its shape.
+    assert!(n <= 1 + 2 * out.len(), "{n} allocations in a warm run for {} outputs", out.len());
+    let sums = out[1].as_slice::<f32>().unwrap();
+    assert!(sums.iter().all(|v| (v - 1.0).abs() < 1e-5), "softmax rows sum to 1: {sums:?}");
+}
