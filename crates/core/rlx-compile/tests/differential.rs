@@ -43,7 +43,7 @@ fn build(steps: &[Step], outs: &[usize]) -> Graph {
             0 => g.tanh(a),
             1 => g.neg(a),
             2 => g.sin(a),
-            3 | 4 | 5 if broadcastable(&da, &db) => match s.kind {
+            3..=5 if broadcastable(&da, &db) => match s.kind {
                 3 => g.add(a, b),
                 4 => g.sub(a, b),
                 _ => g.mul(a, b),
