@@ -1,7 +1,8 @@
 //! `CompiledGraph`: parameters, per-shape specializations, and the run entry points.
 
 use crate::{Backend, CompileOptions, Error, Executable, Result, StepInfo, Support};
-use rlx_ir::{Dim, Graph, NodeId, Tensor, bind_symbols, inline_composites, specialize};
+use rlx_ir::{Dim, Graph, NodeId, Op, Tensor, bind_symbols, specialize};
+use std::collections::BTreeSet;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -13,12 +14,13 @@ pub struct CompiledGraph {
     opts: CompileOptions,
     params: Vec<Option<Tensor>>,
     cache: HashMap<Vec<Vec<usize>>, Box<dyn Executable>>,
+    report: Option<rlx_compile::CompileReport>,
 }
 
 impl CompiledGraph {
     pub(crate) fn new(graph: Graph, backend: Arc<dyn Backend>, opts: CompileOptions) -> Result<CompiledGraph> {
         let params = vec![None; graph.params().len()];
-        let mut c = CompiledGraph { graph, backend, opts, params, cache: HashMap::new() };
+        let mut c = CompiledGraph { graph, backend, opts, params, cache: HashMap::new(), report: None };
         let ins: Option<Vec<Vec<usize>>> = c.graph.inputs().iter().map(|&i| c.graph.shape(i).static_dims()).collect();
         if let Some(dims) = ins {
             c.executable(&dims)?;
@@ -113,6 +115,12 @@ impl CompiledGraph {
         exe.run(&ins, &params)
     }
 
+    /// What the compiler passes did for the most recently compiled specialization (pass by
+    /// pass, with the printed IR when `CompileOptions::dump_ir` is set).
+    pub fn compile_report(&self) -> Option<&rlx_compile::CompileReport> {
+        self.report.as_ref()
+    }
+
     /// The kernel of each step for the most recently compiled specialization.
     pub fn steps(&self) -> Vec<StepInfo> {
         self.cache.values().next().map(|e| e.steps()).unwrap_or_default()
@@ -134,16 +142,27 @@ impl CompiledGraph {
             .map(|(&i, d)| (self.graph.source_name(i).unwrap_or("?"), d.as_slice()))
             .collect();
         let b = bind_symbols(&self.graph, &named)?;
-        let g = specialize(&self.graph, &b)?;
-        let backend = self.backend.clone();
-        let g = inline_composites(&g, &|name| {
-            let probe = rlx_ir::Op::Composite(rlx_ir::ops::Composite {
-                name: name.to_string(),
-                attrs: Default::default(),
-                body: Box::new(Graph::new(name)),
-            });
-            backend.supports(&probe) == Support::Native
-        });
+        let mut g = specialize(&self.graph, &b)?;
+        let mut names = BTreeSet::new();
+        composite_names(&g, &mut names);
+        let native_composites = names
+            .into_iter()
+            .filter(|name| {
+                let probe = Op::Composite(rlx_ir::ops::Composite {
+                    name: name.to_string(),
+                    attrs: Default::default(),
+                    body: Box::new(Graph::new(name.as_str())),
+                });
+                self.backend.supports(&probe) == Support::Native
+            })
+            .collect();
+        let popts = rlx_compile::PassOptions {
+            optimize: self.opts.optimize,
+            native_composites,
+            dump_ir: self.opts.dump_ir,
+            ..Default::default()
+        };
+        self.report = Some(rlx_compile::compile(&mut g, &popts)?);
         let exe = self.backend.compile(&g, &self.opts)?;
         if self.opts.dispatch_report {
             for s in exe.steps() {
@@ -216,5 +235,17 @@ impl CompiledGraph {
         };
         let t = Tensor::from_vec(v.to_vec(), &dims)?;
         Ok(t.cast(decl.dtype))
+    }
+}
+
+/// Names of the composites in `g`, nested ones included.
+fn composite_names(g: &Graph, out: &mut BTreeSet<String>) {
+    for n in g.nodes() {
+        if let Op::Composite(c) = &n.op {
+            out.insert(c.name.clone());
+        }
+        for b in n.op.subgraphs() {
+            composite_names(b, out);
+        }
     }
 }

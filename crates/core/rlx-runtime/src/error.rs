@@ -61,6 +61,9 @@ pub enum Error {
         /// Given dims.
         got: Vec<usize>,
     },
+    /// A compiler pass broke the graph (a compiler bug; the message names the pass).
+    #[error("compiler: {0}")]
+    Compile(String),
     /// The device is not built in or not present.
     #[error("device {0} is not available in this build or on this machine")]
     DeviceUnavailable(Device),
@@ -76,3 +79,12 @@ pub enum Error {
 
 /// Shorthand result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl From<rlx_compile::CompileError> for Error {
+    fn from(e: rlx_compile::CompileError) -> Error {
+        match e {
+            rlx_compile::CompileError::Ir(e) => Error::Ir(e),
+            other => Error::Compile(other.to_string()),
+        }
+    }
+}

@@ -35,5 +35,6 @@ pub use compiled::CompiledGraph;
 pub use device::{Device, fastest_device};
 pub use error::{Error, Result};
 pub use options::CompileOptions;
+pub use rlx_compile::{CompileReport, PassRecord};
 pub use rlx_ir::Tensor;
 pub use session::Session;

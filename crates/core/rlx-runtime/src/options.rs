@@ -1,7 +1,7 @@
 //! Typed compile options. Environment variables only override fields (listed in docs/env.md).
 
 /// Options for [`crate::Session::compile_with`].
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct CompileOptions {
     /// Worker threads for parallel kernels; `None` = all cores (rayon's default).
     /// Override: `RLX_NUM_THREADS`.
@@ -9,6 +9,19 @@ pub struct CompileOptions {
     /// Log the kernel chosen for every step at `info` level (tracing) after compiling.
     /// Override: `RLX_DISPATCH_REPORT=1`.
     pub dispatch_report: bool,
+    /// Run the optimizing (MIR) passes of `rlx-compile`: constant folding, algebraic
+    /// simplification, CSE, DCE. Default `true`; `false` keeps the graph as built (after
+    /// specialization and inlining). No override.
+    pub optimize: bool,
+    /// Print the IR after every compiler pass (tracing, `info` level, target `rlx_compile`).
+    /// Override: `RLX_DUMP_IR=1`.
+    pub dump_ir: bool,
+}
+
+impl Default for CompileOptions {
+    fn default() -> CompileOptions {
+        CompileOptions { threads: None, dispatch_report: false, optimize: true, dump_ir: false }
+    }
 }
 
 impl CompileOptions {
@@ -21,6 +34,16 @@ impl CompileOptions {
         self.threads = Some(n);
         self
     }
+    /// Turn the optimizing passes on or off.
+    pub fn with_optimize(mut self, on: bool) -> CompileOptions {
+        self.optimize = on;
+        self
+    }
+    /// Turn IR dumps after every pass on or off.
+    pub fn with_dump_ir(mut self, on: bool) -> CompileOptions {
+        self.dump_ir = on;
+        self
+    }
     /// These options with the environment overrides applied.
     pub fn with_env_overrides(mut self) -> CompileOptions {
         if let Some(n) = std::env::var("RLX_NUM_THREADS").ok().and_then(|v| v.parse().ok()) {
@@ -28,6 +51,9 @@ impl CompileOptions {
         }
         if std::env::var("RLX_DISPATCH_REPORT").is_ok_and(|v| v == "1") {
             self.dispatch_report = true;
+        }
+        if std::env::var("RLX_DUMP_IR").is_ok_and(|v| v == "1") {
+            self.dump_ir = true;
         }
         self
     }
