@@ -10,14 +10,16 @@ pub mod composite;
 pub mod dot;
 pub mod elementwise;
 pub mod gemv;
+pub mod qmatmul;
 pub mod reduce;
 pub mod simd;
 pub mod transpose;
 
 use rlx_ir::{DType, Graph, IrError, NodeId, Op, Tensor};
 
-/// Composites with a native kernel here (others are inlined before compile).
-pub const NATIVE_COMPOSITES: &[&str] = composite::NATIVE;
+/// Composites with a native kernel here (others are inlined before compile): those of
+/// [`composite::NATIVE`] and [`qmatmul::NAME`].
+pub const NATIVE_COMPOSITES: &[&str] = &["softmax", "log_softmax", "layer_norm", "rms_norm", qmatmul::NAME];
 
 /// The kernel chosen for one node.
 #[derive(Clone, Debug)]
@@ -34,6 +36,8 @@ pub enum Kernel {
     Transpose(transpose::TransposeKernel),
     /// Native softmax / log_softmax / layer_norm / rms_norm.
     Norm(composite::NormKernel),
+    /// `dequant_matmul` on packed GGUF weights.
+    QMatmul(Box<qmatmul::QMatmulKernel>),
     /// A composite without a native kernel for these operands: evaluate its body.
     CompositeBody,
 }
@@ -48,6 +52,7 @@ impl Kernel {
             Kernel::Reduce(_) => "reduce_f32",
             Kernel::Transpose(_) => "transpose",
             Kernel::Norm(k) => k.name(),
+            Kernel::QMatmul(k) => k.name(),
             Kernel::CompositeBody => "composite_body",
         }
     }
@@ -64,6 +69,9 @@ pub fn select(g: &Graph, id: NodeId) -> Kernel {
         return Kernel::Reference;
     };
     if let Op::Composite(c) = &n.op {
+        if c.name == qmatmul::NAME {
+            return qmatmul::select(c, &ins, &outs).map_or(Kernel::CompositeBody, |k| Kernel::QMatmul(Box::new(k)));
+        }
         return match composite::select(c, &ins, &outs) {
             Some(k) if NATIVE_COMPOSITES.contains(&c.name.as_str()) => Kernel::Norm(k),
             _ => Kernel::CompositeBody,
@@ -104,6 +112,7 @@ pub fn run(k: &mut Kernel, op: &Op, ins: &[&Tensor], outs: &mut [Tensor]) -> Res
         Kernel::Reduce(k) => reduce::run(k, ins[0], &mut outs[0]),
         Kernel::Transpose(k) => transpose::run(k, ins[0], &mut outs[0]),
         Kernel::Norm(k) => composite::run(k, ins, &mut outs[0]),
+        Kernel::QMatmul(k) => qmatmul::run(k, ins[0], ins[1], &mut outs[0]),
         Kernel::CompositeBody => match op {
             Op::Composite(c) => composite::run_body(c, ins, outs),
             _ => op.eval_into(ins, outs),
