@@ -89,6 +89,8 @@ pub struct CpuExecutable {
 impl CpuExecutable {
     /// Plan buffers and choose kernels. The graph must verify and have static shapes.
     pub fn compile(g: &Graph, opts: &CpuOptions) -> Result<CpuExecutable, CpuError> {
+        // The body of `dequant_matmul` (the fallback kernel) calls this custom op.
+        rlx_gguf::register_ops();
         g.verify()?;
         let mut locs = Vec::with_capacity(g.nodes().len());
         let mut slots = Vec::with_capacity(g.nodes().len());

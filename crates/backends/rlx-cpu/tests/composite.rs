@@ -163,6 +163,6 @@ fn layer_norm_variants() {
 
 #[test]
 fn native_list() {
-    assert_eq!(rlx_cpu::native_composites(), &["softmax", "log_softmax", "layer_norm", "rms_norm"]);
+    assert_eq!(rlx_cpu::native_composites(), &["softmax", "log_softmax", "layer_norm", "rms_norm", "dequant_matmul"]);
     assert!(matches!(Kernel::CompositeBody, Kernel::CompositeBody));
 }

@@ -28,6 +28,7 @@
 #![warn(missing_docs)]
 
 mod error;
+pub mod ir_ops;
 pub mod quants;
 mod reader;
 mod types;
@@ -35,6 +36,7 @@ mod value;
 mod writer;
 
 pub use error::{GgufError, Result};
+pub use ir_ops::register_ops;
 pub use reader::{
     ALIGNMENT_KEY, DEFAULT_ALIGNMENT, GGUF_MAGIC, GgufContent, GgufFile, MAX_ARRAY_DEPTH, MAX_DIMS, TensorInfo,
 };

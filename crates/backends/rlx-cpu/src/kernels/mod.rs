@@ -11,14 +11,16 @@ pub mod dot;
 pub mod elementwise;
 pub mod gemv;
 pub mod movement;
+pub mod qmatmul;
 pub mod reduce;
 pub mod simd;
 pub mod transpose;
 
 use rlx_ir::{DType, Graph, IrError, NodeId, Op, Tensor};
 
-/// Composites with a native kernel here (others are inlined before compile).
-pub const NATIVE_COMPOSITES: &[&str] = composite::NATIVE;
+/// Composites with a native kernel here (others are inlined before compile): those of
+/// [`composite::NATIVE`] and [`qmatmul::NAME`].
+pub const NATIVE_COMPOSITES: &[&str] = &["softmax", "log_softmax", "layer_norm", "rms_norm", qmatmul::NAME];
 
 /// The kernel chosen for one node.
 #[derive(Clone, Debug)]
@@ -37,6 +39,8 @@ pub enum Kernel {
     Norm(composite::NormKernel),
     /// Slice, rev, broadcast_in_dim, concatenate as strided copies.
     Move(movement::MoveKernel),
+    /// `dequant_matmul` on packed GGUF weights.
+    QMatmul(Box<qmatmul::QMatmulKernel>),
     /// A composite without a native kernel for these operands: evaluate its body.
     CompositeBody,
 }
@@ -52,6 +56,7 @@ impl Kernel {
             Kernel::Transpose(_) => "transpose",
             Kernel::Norm(k) => k.name(),
             Kernel::Move(k) => k.name(),
+            Kernel::QMatmul(k) => k.name(),
             Kernel::CompositeBody => "composite_body",
         }
     }
@@ -68,6 +73,9 @@ pub fn select(g: &Graph, id: NodeId) -> Kernel {
         return Kernel::Reference;
     };
     if let Op::Composite(c) = &n.op {
+        if c.name == qmatmul::NAME {
+            return qmatmul::select(c, &ins, &outs).map_or(Kernel::CompositeBody, |k| Kernel::QMatmul(Box::new(k)));
+        }
         return match composite::select(c, &ins, &outs) {
             Some(k) if NATIVE_COMPOSITES.contains(&c.name.as_str()) => Kernel::Norm(k),
             _ => Kernel::CompositeBody,
@@ -115,6 +123,7 @@ pub fn run(k: &mut Kernel, op: &Op, ins: &[&Tensor], outs: &mut [Tensor]) -> Res
         Kernel::Transpose(k) => transpose::run(k, ins[0], &mut outs[0]),
         Kernel::Norm(k) => composite::run(k, ins, &mut outs[0]),
         Kernel::Move(k) => movement::run(k, ins, &mut outs[0]),
+        Kernel::QMatmul(k) => qmatmul::run(k, ins[0], ins[1], &mut outs[0]),
         Kernel::CompositeBody => match op {
             Op::Composite(c) => composite::run_body(c, ins, outs),
             _ => op.eval_into(ins, outs),

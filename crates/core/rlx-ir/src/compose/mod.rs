@@ -15,12 +15,14 @@
 //!   [`Graph::activation`] with [`Activation`];
 //! - [`norm`]: `layer_norm`, `rms_norm`, `batch_norm`;
 //! - [`nn`]: `linear`, `embedding`, `conv2d`, `max_pool2d`, `avg_pool2d`, `cross_entropy`;
-//! - [`attention`]: `rope`, `scaled_dot_product_attention` with [`MaskKind`].
+//! - [`attention`]: `rope`, `scaled_dot_product_attention` with [`MaskKind`];
+//! - [`quant`]: `dequant_matmul` (packed GGUF weights).
 
 pub mod activation;
 pub mod attention;
 pub mod nn;
 pub mod norm;
+pub mod quant;
 pub mod vjp;
 
 pub use activation::Activation;

@@ -1,0 +1,81 @@
+//! Quantized-weight composites: `dequant_matmul`.
+//!
+//! `dequant_matmul(x, w_packed, scheme, n, k)` is `x @ Wᵀ` where `W` (logical `[N, K]` f32,
+//! row-major) is stored packed as GGUF / llama.cpp blocks of the ggml type `scheme`: each of
+//! the `N` rows is `K / block_size` consecutive blocks, so `w_packed` is a U8 tensor of
+//! `N · K / block_size · type_size` bytes (any shape with that many elements, usually 1-D).
+//! This is llama.cpp's `ggml_mul_mat(W, x)` / PyTorch `F.linear(x, dequant(W))`.
+//!
+//! Decomposition: rlx-ir does not know the block formats (they live in `rlx-gguf`, which
+//! depends on rlx-ir), so the body is the registered custom op [`GGUF_DEQUANTIZE`]
+//! (`w_packed -> f32[N, K]`, attrs `{scheme, n, k}`) followed by a plain `dot_general`
+//! contracting the last axis of `x` with axis 1 of `W`. The op is registered by
+//! `rlx_gguf::register_ops()` (the CPU backend calls it too); building a `dequant_matmul`
+//! before it is registered records an error naming `"gguf_dequantize"`. The body is the
+//! oracle: it dequantizes the whole matrix (bit-exact with the `gguf` package) and multiplies
+//! in f32; backends with a native kernel keep the weights packed (see `rlx-cpu`'s
+//! `kernels::qmatmul`, which, like llama.cpp, quantizes the activations too).
+
+use super::attrs;
+use crate::ops::DotGeneral;
+use crate::{Attr, DType, Graph, NodeId};
+
+/// Name of the registered custom op that dequantizes GGUF blocks (`rlx_gguf::register_ops`).
+pub const GGUF_DEQUANTIZE: &str = "gguf_dequantize";
+
+impl Graph {
+    /// `x @ Wᵀ` with `W: [n, k]` stored as packed GGUF blocks of type `scheme` (the ggml name,
+    /// e.g. `"Q4_0"`, `"Q8_0"`, `"Q4_K"`; case as ggml spells it) in the U8 tensor `w_packed`.
+    /// `x: f32[.., k]` (rank >= 1) gives `f32[.., n]`. Composite `"dequant_matmul"`, attrs
+    /// `{"scheme": Str, "n": Int, "k": Int}`; the body is
+    /// `dot_general(x, gguf_dequantize(w_packed), contract x's last axis with W's axis 1)`.
+    ///
+    /// Errors (recorded, placeholder returned): a non-f32 or rank-0 `x`, `x`'s last dim not
+    /// `k`, a non-U8 `w_packed`; the registered `gguf_dequantize` op checks the scheme name,
+    /// that `k` is a multiple of its block size and the byte count (an unregistered op is an
+    /// error naming it).
+    pub fn dequant_matmul(&mut self, x: NodeId, w_packed: NodeId, scheme: &str, n: usize, k: usize) -> NodeId {
+        const NAME: &str = "dequant_matmul";
+        let Some(t) = self.compose_types(NAME, &[x, w_packed]) else { return self.placeholder() };
+        let (xt, wt) = (&t[0], &t[1]);
+        if xt.dtype != DType::F32 || xt.rank() == 0 {
+            return self.compose_fail(NAME, format!("needs an f32 operand of rank >= 1, got {xt}"));
+        }
+        if xt.dims[xt.rank() - 1].as_static().is_some_and(|d| d != k) {
+            return self.compose_fail(NAME, format!("operand {xt} has last dim != k = {k}"));
+        }
+        if wt.dtype != DType::U8 {
+            return self.compose_fail(NAME, format!("needs U8 packed weights, got {wt}"));
+        }
+        let a = attrs([("scheme", Attr::Str(scheme.into())), ("n", Attr::Int(n as i64)), ("k", Attr::Int(k as i64))]);
+        let last = xt.rank() - 1;
+        self.composite_with(NAME, a.clone(), &[x, w_packed], |g, args| {
+            let w = g.custom(GGUF_DEQUANTIZE, a, &[args[1]])[0];
+            vec![g.dot_general(args[0], w, DotGeneral::contract(&[last], &[1]))]
+        })[0]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{DType, Graph, Shape};
+
+    #[test]
+    fn argument_errors_name_the_problem() {
+        let mut g = Graph::new("g");
+        let x = g.input("x", Shape::new(&[2, 64], DType::F32));
+        let w = g.input("w", Shape::new(&[36], DType::U8));
+        g.dequant_matmul(x, w, "Q8_0", 1, 32);
+        assert!(g.error().unwrap().to_string().contains("last dim != k = 32"));
+        let mut g = Graph::new("g");
+        let x = g.input("x", Shape::new(&[2, 32], DType::I32));
+        let w = g.input("w", Shape::new(&[34], DType::U8));
+        g.dequant_matmul(x, w, "Q8_0", 1, 32);
+        assert!(g.error().unwrap().to_string().contains("f32 operand"));
+        let mut g = Graph::new("g");
+        let x = g.input("x", Shape::new(&[32], DType::F32));
+        let w = g.input("w", Shape::new(&[34], DType::F32));
+        g.dequant_matmul(x, w, "Q8_0", 1, 32);
+        assert!(g.error().unwrap().to_string().contains("U8 packed"));
+    }
+}
