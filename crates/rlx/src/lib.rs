@@ -32,6 +32,7 @@ pub mod ops {
 /// The common surface in one import.
 pub mod prelude {
     pub use crate::{Error, Result};
+    pub use rlx_ir::op::Activation;
     pub use rlx_ir::ops::{BinaryOp, CompareOp, ReduceOp, UnaryOp};
     pub use rlx_ir::{DType, Dim, Graph, NodeId, Shape, Tensor};
     pub use rlx_runtime::{CompileOptions, CompiledGraph, Device, Session, fastest_device};

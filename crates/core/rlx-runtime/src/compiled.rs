@@ -35,6 +35,7 @@ impl CompiledGraph {
 
     /// Set a param from f32 values (converted to the param's dtype). Panics on error; see
     /// [`CompiledGraph::try_set_param`].
+    #[track_caller]
     pub fn set_param(&mut self, name: &str, values: &[f32]) {
         self.try_set_param(name, values).unwrap_or_else(|e| panic!("set_param failed: {e}"))
     }
@@ -65,6 +66,7 @@ impl CompiledGraph {
     /// Run with f32 data per name and get one `Vec<f32>` per output (the spec's convenience
     /// form). Names may be inputs or params (a param given here is stored, as `set_param`).
     /// Panics with the error's message on bad input; see [`CompiledGraph::try_run`].
+    #[track_caller]
     pub fn run(&mut self, feeds: &[(&str, &[f32])]) -> Vec<Vec<f32>> {
         self.try_run(feeds).unwrap_or_else(|e| panic!("run failed: {e}"))
     }
@@ -188,12 +190,11 @@ impl CompiledGraph {
 
     fn param_index(&self, name: &str) -> Result<usize> {
         let id = self.lookup(name)?;
-        self.graph.params().iter().position(|&p| p == id).ok_or_else(|| Error::UnknownName {
-            name: format!("{name} (an input, not a param)"),
-            graph: self.graph.name.clone(),
-            inputs: self.names(self.graph.inputs()),
-            params: self.names(self.graph.params()),
-        })
+        self.graph
+            .params()
+            .iter()
+            .position(|&p| p == id)
+            .ok_or_else(|| Error::NotAParam { name: name.to_string(), params: self.names(self.graph.params()) })
     }
 
     fn check_tensor(&self, id: NodeId, name: &str, t: &Tensor) -> Result<()> {
@@ -230,6 +231,7 @@ impl CompiledGraph {
                     declared: decl.to_string(),
                     expected: known,
                     got: v.len(),
+                    multiple: n_sym == 1,
                 });
             }
         };

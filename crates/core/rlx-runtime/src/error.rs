@@ -23,6 +23,14 @@ pub enum Error {
         /// Declared params.
         params: Vec<String>,
     },
+    /// `set_param` was given the name of an input (inputs are fed to `run`).
+    #[error("{name:?} is an input, not a param: pass it to run (params: {params:?})")]
+    NotAParam {
+        /// The name given.
+        name: String,
+        /// Declared params.
+        params: Vec<String>,
+    },
     /// An input was not fed.
     #[error("input {0:?} was not given to run")]
     MissingInput(String),
@@ -30,7 +38,7 @@ pub enum Error {
     #[error("param {0:?} was never set (call set_param, or pass it to run)")]
     MissingParam(String),
     /// A buffer's length does not match the declared shape.
-    #[error("{name:?}: declared {declared} needs {expected} elements, got {got}")]
+    #[error("{name:?}: declared {declared} needs {}{expected} elements, got {got}", if *multiple { "a multiple of " } else { "" })]
     BufferLength {
         /// Input or param name.
         name: String,
@@ -40,6 +48,8 @@ pub enum Error {
         expected: usize,
         /// Elements given.
         got: usize,
+        /// True when a symbolic dim makes any multiple of `expected` valid.
+        multiple: bool,
     },
     /// A tensor's dtype differs from the declaration.
     #[error("{name:?}: declared dtype {expected}, got {got}")]

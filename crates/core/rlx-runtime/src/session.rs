@@ -12,6 +12,7 @@ pub struct Session {
 
 impl Session {
     /// A session on `device`. Panics if the device is unavailable; see [`Session::try_new`].
+    #[track_caller]
     pub fn new(device: Device) -> Session {
         Session::try_new(device).unwrap_or_else(|e| panic!("{e}"))
     }
@@ -33,6 +34,7 @@ impl Session {
 
     /// Compile with default options (plus environment overrides). Panics with the error's
     /// message on an invalid graph; see [`Session::try_compile`].
+    #[track_caller]
     pub fn compile(&self, g: Graph) -> CompiledGraph {
         self.try_compile(g).unwrap_or_else(|e| panic!("compile failed: {e}"))
     }
@@ -43,6 +45,7 @@ impl Session {
     }
 
     /// Compile with explicit options (environment overrides still apply). Panics on error.
+    #[track_caller]
     pub fn compile_with(&self, g: Graph, opts: &CompileOptions) -> CompiledGraph {
         self.try_compile_with(g, opts).unwrap_or_else(|e| panic!("compile failed: {e}"))
     }

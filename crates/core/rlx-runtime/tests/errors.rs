@@ -112,3 +112,19 @@ fn graph_without_outputs_is_an_error() {
     let e = Session::new(Device::Cpu).try_compile(g).err().unwrap();
     assert!(e.to_string().contains("no outputs"), "{e}");
 }
+
+#[test]
+fn messages_for_symbolic_lengths_and_inputs_given_as_params() {
+    let mut g = Graph::new("dyn");
+    let x = g.input("x", Shape::from_dims(&[Dim::dynamic(), Dim::Static(3)], DType::F32));
+    let b = g.param("b", Shape::new(&[3], DType::F32));
+    let y = g.add(x, b);
+    g.set_outputs(vec![y]);
+    let mut c = Session::new(Device::Cpu).try_compile(g).unwrap();
+    c.try_set_param("b", &[0.0; 3]).unwrap();
+    let e = c.try_run(&[("x", &[1.0, 2.0])]).unwrap_err();
+    assert!(e.to_string().contains("needs a multiple of 3 elements, got 2"), "{e}");
+    let e = c.try_set_param("x", &[0.0; 3]).unwrap_err();
+    assert!(matches!(&e, Error::NotAParam { name, .. } if name == "x"), "{e:?}");
+    assert!(e.to_string().contains("is an input, not a param"), "{e}");
+}
