@@ -76,7 +76,11 @@ pub(crate) fn bpe_piece(vocab: &Vocab, word: &str, byte_level: bool, newline_run
             for &b in t.as_bytes() {
                 // llama.cpp looks up each byte of the symbol's text as a one-byte token
                 // (byte-level) or as `<0xXX>` (raw UTF-8 vocabularies), and drops misses.
-                let id = if byte_level { std::str::from_utf8(&[b]).ok().and_then(|s| vocab.id(s)) } else { vocab.byte_token(b, false) };
+                let id = if byte_level {
+                    std::str::from_utf8(&[b]).ok().and_then(|s| vocab.id(s))
+                } else {
+                    vocab.byte_token(b, false)
+                };
                 out.extend(id);
             }
         }

@@ -40,8 +40,8 @@ fn token_str(v: Option<&serde_json::Value>) -> Option<String> {
 impl HfTokenizer {
     pub fn from_file(path: &Path) -> Result<HfTokenizer, TextError> {
         let tok = tokenizers::Tokenizer::from_file(path).map_err(|e| hf_err(path, e))?;
-        let raw: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(path).map_err(|e| hf_err(path, e))?).map_err(|e| hf_err(path, e))?;
+        let raw: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).map_err(|e| hf_err(path, e))?)
+            .map_err(|e| hf_err(path, e))?;
         let byte_level = raw.pointer("/decoder/type").and_then(|t| t.as_str()) == Some("ByteLevel");
         let cfg_path: PathBuf = path.with_file_name("tokenizer_config.json");
         let cfg: serde_json::Value = match std::fs::read_to_string(&cfg_path) {

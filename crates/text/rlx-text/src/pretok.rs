@@ -33,11 +33,46 @@ pub(crate) struct PreTokenizer {
 
 /// Pre-tokenizer names for which llama.cpp turns `clean_up_tokenization_spaces` off.
 const NO_CLEAN_SPACES: &[&str] = &[
-    "deepseek-llm", "deepseek-coder", "deepseek-v3", "spark2_5", "youtu", "sarvam-moe", "command-r", "qwen2",
-    "deepseek-r1-qwen", "kormo", "f2llmv2", "qwen35", "poro-chat", "viking", "tekken", "smollm", "chameleon",
-    "gpt-4o", "llama4", "kanana2", "talkie", "granite-embed-multi-97m", "tiny_aya", "cohere2moe", "superbpe",
-    "trillion", "granite-docling", "bailingmoe", "bailingmoe2", "llada-moe", "seed-coder", "hunyuan",
-    "hunyuan-dense", "hy_v4", "joyai-llm", "ufakzeka", "grok-2", "laguna", "minimax-m2", "solar-open",
+    "deepseek-llm",
+    "deepseek-coder",
+    "deepseek-v3",
+    "spark2_5",
+    "youtu",
+    "sarvam-moe",
+    "command-r",
+    "qwen2",
+    "deepseek-r1-qwen",
+    "kormo",
+    "f2llmv2",
+    "qwen35",
+    "poro-chat",
+    "viking",
+    "tekken",
+    "smollm",
+    "chameleon",
+    "gpt-4o",
+    "llama4",
+    "kanana2",
+    "talkie",
+    "granite-embed-multi-97m",
+    "tiny_aya",
+    "cohere2moe",
+    "superbpe",
+    "trillion",
+    "granite-docling",
+    "bailingmoe",
+    "bailingmoe2",
+    "llada-moe",
+    "seed-coder",
+    "hunyuan",
+    "hunyuan-dense",
+    "hy_v4",
+    "joyai-llm",
+    "ufakzeka",
+    "grok-2",
+    "laguna",
+    "minimax-m2",
+    "solar-open",
 ];
 
 struct Spec {
@@ -73,9 +108,7 @@ fn spec(name: &str) -> Option<Spec> {
         | "mellum" | "modern-bert" | "jina-v1-en" | "jina-v2-code" | "roberta-bpe" | "olmo" | "jais" | "exaone4"
         | "trillion" | "granite-docling" => s(GPT2),
         "jais-2" => s(JAIS2),
-        "gemma4" | "granite-embed-multi-311m" => {
-            Spec { byte_encode: false, escape_whitespaces: true, ..s(GEMMA4) }
-        }
+        "gemma4" | "granite-embed-multi-311m" => Spec { byte_encode: false, escape_whitespaces: true, ..s(GEMMA4) },
         "sarvam-moe" => Spec { byte_encode: false, escape_whitespaces: true, ..s(SARVAM_MOE) },
         "starcoder" | "refact" | "command-r" | "smollm" | "codeshell" | "exaone" | "minerva-7b" | "mellum2" => {
             s(STARCODER)
@@ -198,13 +231,7 @@ const YOUTU: &[&str] = &[
     "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
 ];
 /// llama.cpp pre-type(s): DEEPSEEK_CODER
-const DEEPSEEK_CODER: &[&str] = &[
-    "[\r\n]",
-    "\\s?\\p{L}+",
-    "\\s?\\p{P}+",
-    "[一-龥ࠀ-一가-퟿]+",
-    "\\p{N}",
-];
+const DEEPSEEK_CODER: &[&str] = &["[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", "[一-龥ࠀ-一가-퟿]+", "\\p{N}"];
 /// llama.cpp pre-type(s): FALCON
 const FALCON: &[&str] = &[
     "[\\p{P}\\$\\+<=>\\^~\\|`]+",
@@ -212,14 +239,9 @@ const FALCON: &[&str] = &[
     "[0-9][0-9][0-9]",
 ];
 /// llama.cpp pre-type(s): STARCODER, REFACT, COMMAND_R, SMOLLM, CODESHELL, EXAONE, MINERVA, MELLUM2
-const STARCODER: &[&str] = &[
-    "\\p{N}",
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)",
-];
+const STARCODER: &[&str] = &["\\p{N}", "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)"];
 /// llama.cpp pre-type(s): GPT2, MPT, OLMO, JAIS, TRILLION, GRANITE_DOCLING
-const GPT2: &[&str] = &[
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)",
-];
+const GPT2: &[&str] = &["'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)"];
 /// llama.cpp pre-type(s): STABLELM2, QWEN2, HUNYUAN, SOLAR_OPEN
 const STABLELM2: &[&str] = &[
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
@@ -229,18 +251,13 @@ const QWEN35: &[&str] = &[
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
 ];
 /// llama.cpp pre-type(s): PORO, BLOOM, GPT3_FINNISH
-const PORO: &[&str] = &[
-    " ?[^(\\s|.,!?…。，、।۔،)]+",
-];
+const PORO: &[&str] = &[" ?[^(\\s|.,!?…。，、।۔،)]+"];
 /// llama.cpp pre-type(s): CHATGLM4
 const CHATGLM4: &[&str] = &[
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
 ];
 /// llama.cpp pre-type(s): VIKING
-const VIKING: &[&str] = &[
-    " ?[^(\\s|.,!?…。，、।۔،)]+",
-    "\\p{N}",
-];
+const VIKING: &[&str] = &[" ?[^(\\s|.,!?…。，、।۔،)]+", "\\p{N}"];
 /// llama.cpp pre-type(s): TEKKEN
 const TEKKEN: &[&str] = &[
     "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))*((?=[\\p{L}])([^A-Z]))+|[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))+((?=[\\p{L}])([^A-Z]))*|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
@@ -268,10 +285,7 @@ const TINY_AYA: &[&str] = &[
     "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
 ];
 /// llama.cpp pre-type(s): SUPERBPE
-const SUPERBPE: &[&str] = &[
-    "\\p{N}+",
-    "(?=(\\d{3})+(?!\\d))",
-];
+const SUPERBPE: &[&str] = &["\\p{N}+", "(?=(\\d{3})+(?!\\d))"];
 /// llama.cpp pre-type(s): BAILINGMOE
 const BAILINGMOE: &[&str] = &[
     "'(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]|\\s+(?!\\S)|\\s+",
@@ -281,9 +295,8 @@ const SEED_CODER: &[&str] = &[
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1}| ?[^\\s\\p{L}\\p{N}\\r\\n]+|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
 ];
 /// llama.cpp pre-type(s): UFAKZEKA
-const UFAKZEKA: &[&str] = &[
-    "[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
-];
+const UFAKZEKA: &[&str] =
+    &["[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"];
 /// llama.cpp pre-type(s): GROK_2
 const GROK_2: &[&str] = &[
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
@@ -298,13 +311,9 @@ const EXAONE_MOE: &[&str] = &[
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?(?:\\p{L}\\p{M}*(?: \\p{L}\\p{M}*)*)+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]?|\\s*[\\r\\n]|\\s+(?!\\S)|\\s+",
 ];
 /// llama.cpp pre-type(s): GEMMA4
-const GEMMA4: &[&str] = &[
-    "[^\\n]+|[\\n]+",
-];
+const GEMMA4: &[&str] = &["[^\\n]+|[\\n]+"];
 /// llama.cpp pre-type(s): SARVAM_MOE
-const SARVAM_MOE: &[&str] = &[
-    "[^\\n]+|[\\n]+",
-];
+const SARVAM_MOE: &[&str] = &["[^\\n]+|[\\n]+"];
 /// llama.cpp pre-type(s): MINICPM5
 const MINICPM5: &[&str] = &[
     "\\p{N}{1,3}",
@@ -317,3 +326,22 @@ const DEFAULT: &[&str] = &[
     "\\p{N}+",
     "[0-9][0-9][0-9]",
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pieces(name: &str, text: &str) -> Vec<String> {
+        let p = PreTokenizer::by_name(name).unwrap();
+        p.split(text).unwrap().into_iter().map(|(a, b)| text[a..b].to_string()).collect()
+    }
+
+    #[test]
+    fn gpt2_style_split() {
+        assert_eq!(
+            pieces("smollm", "The capital of France is 42"),
+            ["The", " capital", " of", " France", " is", " ", "4", "2"]
+        );
+        assert_eq!(pieces("gpt-2", "Hello  world\n"), ["Hello", " ", " world", "\n"]);
+    }
+}

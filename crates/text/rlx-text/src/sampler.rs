@@ -219,7 +219,8 @@ impl Sampler {
             sort_desc(&mut c);
             softmax(&mut c);
             let entropy: f32 = c.iter().map(|x| -x.p * x.p.ln()).sum();
-            let mut idx: Vec<(f32, usize)> = c.iter().enumerate().map(|(i, x)| ((-x.p.ln() - entropy).abs(), i)).collect();
+            let mut idx: Vec<(f32, usize)> =
+                c.iter().enumerate().map(|(i, x)| ((-x.p.ln() - entropy).abs(), i)).collect();
             idx.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
             let mut cum = 0.0f32;
             let mut last = idx.len();

@@ -212,7 +212,7 @@ impl Vocab {
             };
             for (rank, m) in list.iter().enumerate() {
                 // llama.cpp splits at the first space after position 0.
-                let Some(pos) = m.get(1..).and_then(|s| s.find(' ')).map(|p| p + 1) else { continue };
+                let Some(pos) = m.bytes().skip(1).position(|b| b == b' ').map(|p| p + 1) else { continue };
                 let (a, b) = (&m[..pos], &m[pos + 1..]);
                 if let (Some(&ia), Some(&ib)) = (token_to_id.get(a), token_to_id.get(b)) {
                     merges.entry((ia, ib)).or_insert(rank as u32);
@@ -256,12 +256,13 @@ impl Vocab {
 
         // End-of-turn detection by text; such tokens become control tokens (llama.cpp does the same).
         let mut eog = BTreeSet::new();
+        // EOT: the match earliest in EOT_TEXTS (llama.cpp takes whichever its hash map yields first).
+        if eot.is_none() {
+            eot = EOT_TEXTS.iter().find_map(|t| token_to_id.get(*t).copied());
+        }
         for (i, t) in tokens.iter().enumerate() {
             let i = i as u32;
             let is_eot = EOT_TEXTS.contains(&t.as_str());
-            if is_eot && eot.is_none() {
-                eot = Some(i);
-            }
             if t == "<|eom_id|>" && eom.is_none() {
                 eom = Some(i);
             }
@@ -275,9 +276,7 @@ impl Vocab {
         eog.extend([eos, eot, eom].into_iter().flatten());
 
         let mut special_cache: Vec<u32> = (0..n as u32)
-            .filter(|&i| {
-                matches!(types[i as usize], TokenType::Control | TokenType::UserDefined | TokenType::Unknown)
-            })
+            .filter(|&i| matches!(types[i as usize], TokenType::Control | TokenType::UserDefined | TokenType::Unknown))
             .collect();
         // Stable sort: equal lengths keep id order.
         special_cache.sort_by_key(|&i| std::cmp::Reverse(tokens[i as usize].len()));

@@ -17,9 +17,16 @@ fn templates_match_jinja2() {
     for case in fx["cases"].as_array().unwrap() {
         let name = case["template"].as_str().unwrap();
         let t = &fx["templates"][name];
-        let msgs: Vec<ChatMessage> = serde_json::from_value(fx["conversations"][case["conversation"].as_str().unwrap()].clone()).unwrap();
+        let msgs: Vec<ChatMessage> =
+            serde_json::from_value(fx["conversations"][case["conversation"].as_str().unwrap()].clone()).unwrap();
         let agp = case["add_generation_prompt"].as_bool().unwrap();
-        let got = apply_chat_template(t["source"].as_str().unwrap(), &msgs, agp, t["bos"].as_str().unwrap(), t["eos"].as_str().unwrap());
+        let got = apply_chat_template(
+            t["source"].as_str().unwrap(),
+            &msgs,
+            agp,
+            t["bos"].as_str().unwrap(),
+            t["eos"].as_str().unwrap(),
+        );
         let what = format!("{name} / {} / add_generation_prompt={agp}", case["conversation"]);
         match case["expected"].as_str() {
             Some(want) => assert_eq!(got.expect(&what), want, "{what}"),
@@ -44,7 +51,10 @@ fn invalid_template_is_a_typed_error() {
 fn smollm2_gguf_template_is_the_fixture_template() {
     let path = common::cache_dir().join("smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
     if !path.exists() {
-        eprintln!("SKIP smollm2_gguf_template_is_the_fixture_template: {} absent (run tools/fetch.sh smollm2)", path.display());
+        eprintln!(
+            "SKIP smollm2_gguf_template_is_the_fixture_template: {} absent (run tools/fetch.sh smollm2)",
+            path.display()
+        );
         return;
     }
     let file = rlx_gguf::GgufFile::open(&path).unwrap();

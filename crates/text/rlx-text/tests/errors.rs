@@ -18,7 +18,8 @@ fn tokens() -> MetadataValue {
 
 #[test]
 fn unknown_model_is_named() {
-    let err = vocab(vec![("tokenizer.ggml.model", "wordsoup".into()), ("tokenizer.ggml.tokens", tokens())]).unwrap_err();
+    let err =
+        vocab(vec![("tokenizer.ggml.model", "wordsoup".into()), ("tokenizer.ggml.tokens", tokens())]).unwrap_err();
     assert!(matches!(&err, TextError::UnknownModel(m) if m == "wordsoup"), "{err:?}");
     assert!(err.to_string().contains("wordsoup"));
 }

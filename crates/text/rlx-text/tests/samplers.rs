@@ -22,7 +22,9 @@ fn config(c: &Value) -> SamplerConfig {
         repeat_last_n: c["repeat_last_n"].as_i64().unwrap() as i32,
         presence_penalty: f("presence_penalty"),
         frequency_penalty: f("frequency_penalty"),
-        mirostat_v2: c["mirostat_v2"].as_array().map(|a| (a[0].as_f64().unwrap() as f32, a[1].as_f64().unwrap() as f32)),
+        mirostat_v2: c["mirostat_v2"]
+            .as_array()
+            .map(|a| (a[0].as_f64().unwrap() as f32, a[1].as_f64().unwrap() as f32)),
         seed: 1,
     }
 }
@@ -70,7 +72,8 @@ fn same_seed_same_tokens() {
 #[test]
 fn draws_follow_the_distribution() {
     let logits = [2.0f32, 1.5, 1.0, 0.5, 0.0, -0.5];
-    let cfg = SamplerConfig { top_k: 0, top_p: 1.0, min_p: 0.0, temperature: 1.0, seed: 12345, ..SamplerConfig::default() };
+    let cfg =
+        SamplerConfig { top_k: 0, top_p: 1.0, min_p: 0.0, temperature: 1.0, seed: 12345, ..SamplerConfig::default() };
     let mut s = Sampler::new(cfg);
     let cands = s.candidates(&logits, &[]);
     let n = 10_000;
