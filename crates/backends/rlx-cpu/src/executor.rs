@@ -1,5 +1,6 @@
 //! Buffer planning and the step loop.
 
+use crate::kernels::simd::SimdLevel;
 use crate::kernels::{self, Kernel};
 use rlx_ir::{Graph, IrError, NodeId, Op, Tensor};
 use thiserror::Error;
@@ -49,6 +50,31 @@ pub enum CpuError {
 pub struct CpuOptions {
     /// Worker threads for parallel kernels; `None` = rayon's global pool.
     pub threads: Option<usize>,
+    /// Fast mode of `dequant_matmul`: quantize the activations (Q8_0 blocks) and use integer
+    /// dot products, as llama.cpp does, for the schemes that have such a kernel. Results then
+    /// differ from the f32 reference by the activation quantization error. Default `false`:
+    /// exact mode, `x · dequant(W)ᵀ` up to f32 rounding.
+    pub quantized_activations: bool,
+    /// Explicit SIMD code the kernels may use (default: the best the CPU has).
+    pub simd: SimdLevel,
+}
+
+impl CpuOptions {
+    /// Set the thread count.
+    pub fn with_threads(mut self, n: usize) -> CpuOptions {
+        self.threads = Some(n);
+        self
+    }
+    /// Turn the quantized-activation fast mode of `dequant_matmul` on or off.
+    pub fn with_quantized_activations(mut self, on: bool) -> CpuOptions {
+        self.quantized_activations = on;
+        self
+    }
+    /// Set the SIMD level.
+    pub fn with_simd(mut self, simd: SimdLevel) -> CpuOptions {
+        self.simd = simd;
+        self
+    }
 }
 
 /// What one step runs, for reports.
@@ -129,7 +155,7 @@ impl CpuExecutable {
                     Loc::Slot(i)
                 }
                 _ => {
-                    steps.push(Step { node: i, kernel: kernels::select(g, NodeId(i as u32)) });
+                    steps.push(Step { node: i, kernel: kernels::select(g, NodeId(i as u32), opts) });
                     Loc::Slot(i)
                 }
             };

@@ -11,7 +11,7 @@ mod executor;
 pub mod kernels;
 
 pub use executor::{CpuError, CpuExecutable, CpuOptions, StepInfo};
-pub use kernels::simd::advise_huge_pages;
+pub use kernels::simd::{SimdLevel, advise_huge_pages};
 
 /// Composites this backend runs with a native kernel (all others are inlined).
 pub fn native_composites() -> &'static [&'static str] {

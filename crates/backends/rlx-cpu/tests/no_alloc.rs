@@ -43,7 +43,7 @@ fn warm_run_allocates_only_the_outputs() {
     let s = g.sum(p, &[-1], false);
     g.set_outputs(vec![p, s]);
     let g = rlx_ir::inline_composites(&g, &|n| rlx_cpu::native_composites().contains(&n));
-    let mut exe = CpuExecutable::compile(&g, &CpuOptions { threads: None }).unwrap();
+    let mut exe = CpuExecutable::compile(&g, &CpuOptions { threads: None, ..Default::default() }).unwrap();
     let t = |d: &[usize]| {
         Tensor::from_vec((0..d.iter().product::<usize>()).map(|i| (i % 7) as f32 * 0.1).collect(), d).unwrap()
     };

@@ -25,7 +25,12 @@ impl Backend for CpuBackend {
         }
     }
     fn compile(&self, g: &Graph, opts: &CompileOptions) -> Result<Box<dyn Executable>> {
-        let exe = CpuExecutable::compile(g, &CpuOptions { threads: opts.threads }).map_err(err)?;
+        let cpu = CpuOptions {
+            threads: opts.threads,
+            quantized_activations: opts.quantized_activations,
+            ..Default::default()
+        };
+        let exe = CpuExecutable::compile(g, &cpu).map_err(err)?;
         Ok(Box::new(CpuExe(exe)))
     }
 }

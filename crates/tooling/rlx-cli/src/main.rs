@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! rlx inspect FILE [--json]     metadata, tensors and totals of a .gguf / .safetensors file
+//! rlx convert IN OUT --quant T  safetensors -> GGUF with 2-D tensors quantized to T
 //! ```
 //!
 //! `--json` is global (every subcommand takes it): the last line on stdout is then one JSON
@@ -11,6 +12,7 @@
 //! forces a panic so the tests can check the hook). A closed stdout (`rlx inspect f | head`) ends
 //! the program quietly with status 0.
 
+mod convert;
 mod inspect;
 
 use std::io::Write;
@@ -40,6 +42,19 @@ enum Command {
         /// The .gguf, .safetensors or .safetensors.index.json file
         file: PathBuf,
     },
+    /// Convert a safetensors checkpoint to GGUF, quantizing 2-D+ float tensors.
+    ///
+    /// 1-D tensors (norms, biases) stay F32; tensors whose rows are not a multiple of the
+    /// block size become F16. TYPE: F32 F16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K.
+    Convert {
+        /// The .safetensors file (or a sharded checkpoint's .index.json)
+        input: PathBuf,
+        /// The .gguf file to write
+        output: PathBuf,
+        /// Quantization type of the 2-D+ float tensors
+        #[arg(long, value_name = "TYPE")]
+        quant: String,
+    },
 }
 
 fn write_stdout(text: &str) -> std::io::Result<()> {
@@ -62,6 +77,12 @@ fn main() -> ExitCode {
         Command::Inspect { file } => {
             (file, inspect::inspect(file).map(|r| if cli.json { format!("{}\n", r.json()) } else { r.human() }))
         }
+        Command::Convert { input, output, quant } => (
+            input,
+            convert::convert(input, output, quant)
+                .map(|r| if cli.json { format!("{}\n", r.json()) } else { r.human() })
+                .map_err(|e| inspect::InspectError(e.0)),
+        ),
     };
     match result {
         Ok(text) => match write_stdout(&text) {

@@ -63,7 +63,7 @@ impl Kernel {
 }
 
 /// Pick the kernel for node `id` (shapes are static).
-pub fn select(g: &Graph, id: NodeId) -> Kernel {
+pub fn select(g: &Graph, id: NodeId, opts: &crate::CpuOptions) -> Kernel {
     let n = g.node(id);
     let statics = |shapes: &mut dyn Iterator<Item = &rlx_ir::Shape>| -> Option<Vec<(Vec<usize>, DType)>> {
         shapes.map(|s| s.static_dims().map(|d| (d, s.dtype))).collect()
@@ -74,7 +74,8 @@ pub fn select(g: &Graph, id: NodeId) -> Kernel {
     };
     if let Op::Composite(c) = &n.op {
         if c.name == qmatmul::NAME {
-            return qmatmul::select(c, &ins, &outs).map_or(Kernel::CompositeBody, |k| Kernel::QMatmul(Box::new(k)));
+            return qmatmul::select(c, &ins, &outs, opts)
+                .map_or(Kernel::CompositeBody, |k| Kernel::QMatmul(Box::new(k)));
         }
         return match composite::select(c, &ins, &outs) {
             Some(k) if NATIVE_COMPOSITES.contains(&c.name.as_str()) => Kernel::Norm(k),

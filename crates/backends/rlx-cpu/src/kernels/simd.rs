@@ -11,6 +11,27 @@ use std::sync::OnceLock;
 /// overhead is a few µs; 64K f32 is ~16 µs of memory traffic).
 pub(crate) const PAR_THRESHOLD: usize = 1 << 16;
 
+/// Which explicit SIMD code the CPU kernels may use (`CpuOptions::simd`).
+///
+/// Today it governs the `dequant_matmul` kernels; the other kernel families follow
+/// [`has_avx512`] (the CPU's features and `RLX_CPU_NO_AVX512`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SimdLevel {
+    /// The best the CPU has (AVX-512, VNNI where detected); `RLX_CPU_NO_AVX512` overrides it to
+    /// [`SimdLevel::Baseline`].
+    #[default]
+    Native,
+    /// Portable code only: what a CPU without AVX-512 runs.
+    Baseline,
+}
+
+impl SimdLevel {
+    /// True when AVX-512 kernels may run at this level on this CPU.
+    pub fn avx512(self) -> bool {
+        self == SimdLevel::Native && has_avx512()
+    }
+}
+
 /// True when the CPU has AVX-512F (checked once, then cached).
 pub fn has_avx512() -> bool {
     static F: OnceLock<bool> = OnceLock::new();
