@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! rlx inspect FILE [--json]     metadata, tensors and totals of a .gguf / .safetensors file
+//! rlx train [--dataset digits|mnist5k] [--model mlp|cnn] [--optimizer adam|…] [--out F] [--eval F]
 //! ```
 //!
 //! `--json` is global (every subcommand takes it): the last line on stdout is then one JSON
@@ -12,6 +13,7 @@
 //! the program quietly with status 0.
 
 mod inspect;
+mod train;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -40,6 +42,9 @@ enum Command {
         /// The .gguf, .safetensors or .safetensors.index.json file
         file: PathBuf,
     },
+    /// Train an MLP or small CNN on UCI digits / MNIST-5k (embedded), report test accuracy,
+    /// save the weights (`--out`) or evaluate saved ones (`--eval`).
+    Train(train::TrainArgs),
 }
 
 fn write_stdout(text: &str) -> std::io::Result<()> {
@@ -59,6 +64,7 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     let (file, result) = match &cli.command {
+        Command::Train(args) => return train::main(args, cli.json),
         Command::Inspect { file } => {
             (file, inspect::inspect(file).map(|r| if cli.json { format!("{}\n", r.json()) } else { r.human() }))
         }

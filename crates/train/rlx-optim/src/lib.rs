@@ -21,12 +21,14 @@
 #![warn(missing_docs)]
 
 mod clip;
+pub mod data;
 mod error;
 mod matrix;
 mod optim;
 mod presets;
 pub mod rule;
 mod schedule;
+mod trainer;
 
 pub use clip::clip_grad_norm;
 pub use error::{OptimError, Result};
@@ -36,3 +38,4 @@ pub use presets::{
 };
 pub use rule::Rule;
 pub use schedule::Schedule;
+pub use trainer::{Trainer, TrainerOptions};
