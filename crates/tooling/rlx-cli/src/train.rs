@@ -40,12 +40,12 @@ pub struct TrainArgs {
     #[arg(long, value_enum, default_value = "mlp")]
     model: ModelKind,
     /// Passes over the training split
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 40)]
     epochs: u64,
     /// Mini-batch size (the last partial batch of each shuffled epoch is dropped)
     #[arg(long, default_value_t = 32)]
     batch_size: usize,
-    /// Learning rate (default: 0.1 for the SGD family, 1e-3 otherwise), cosine-decayed to 0
+    /// Learning rate (default: 0.1 for the SGD family, 0.01 otherwise), cosine-decayed to 0
     #[arg(long)]
     lr: Option<f32>,
     /// Optimizer: sgd, momentum, nesterov, adam, adamw, nadam, radam, adagrad, rmsprop, lion, lamb, adafactor, muon
@@ -156,7 +156,7 @@ fn train(a: &TrainArgs, json: bool) -> Result<String, String> {
     }
     let rule = rule_by_name(&a.optimizer)
         .ok_or_else(|| format!("unknown optimizer {:?} (one of {})", a.optimizer, rlx_optim::RULE_NAMES.join(", ")))?;
-    let lr = a.lr.unwrap_or(if matches!(a.optimizer.as_str(), "sgd" | "momentum" | "nesterov") { 0.1 } else { 1e-3 });
+    let lr = a.lr.unwrap_or(if matches!(a.optimizer.as_str(), "sgd" | "momentum" | "nesterov") { 0.1 } else { 1e-2 });
     let b = a.batch_size;
     let n = ds.train.len();
     if b == 0 || b > n {
