@@ -63,6 +63,13 @@ impl CompiledGraph {
         self.params[k].as_ref()
     }
 
+    /// Mutable access to a param's stored value, if set (a training loop updates params in
+    /// place this way, with no copy per step). Its dims and dtype must stay as declared.
+    pub fn param_mut(&mut self, name: &str) -> Option<&mut Tensor> {
+        let k = self.graph.params().iter().position(|&p| self.graph.source_name(p) == Some(name))?;
+        self.params[k].as_mut()
+    }
+
     /// Run with f32 data per name and get one `Vec<f32>` per output (the spec's convenience
     /// form). Names may be inputs or params (a param given here is stored, as `set_param`).
     /// Panics with the error's message on bad input; see [`CompiledGraph::try_run`].

@@ -3,6 +3,7 @@
 //! ```text
 //! rlx inspect FILE [--json]     metadata, tensors and totals of a .gguf / .safetensors file
 //! rlx convert IN OUT --quant T  safetensors -> GGUF with 2-D tensors quantized to T
+//! rlx train [--dataset digits|mnist5k] [--model mlp|cnn] [--optimizer adam|…] [--out F] [--eval F]
 //! ```
 //!
 //! `--json` is global (every subcommand takes it): the last line on stdout is then one JSON
@@ -14,6 +15,7 @@
 
 mod convert;
 mod inspect;
+mod train;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -55,6 +57,9 @@ enum Command {
         #[arg(long, value_name = "TYPE")]
         quant: String,
     },
+    /// Train an MLP or small CNN on UCI digits / MNIST-5k (embedded), report test accuracy,
+    /// save the weights (`--out`) or evaluate saved ones (`--eval`).
+    Train(train::TrainArgs),
 }
 
 fn write_stdout(text: &str) -> std::io::Result<()> {
@@ -74,6 +79,7 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     let (file, result) = match &cli.command {
+        Command::Train(args) => return train::main(args, cli.json),
         Command::Inspect { file } => {
             (file, inspect::inspect(file).map(|r| if cli.json { format!("{}\n", r.json()) } else { r.human() }))
         }
