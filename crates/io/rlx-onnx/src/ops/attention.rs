@@ -52,29 +52,47 @@ pub(super) fn attention(c: &mut Ctx) -> Result<Vec<NodeId>> {
     let qk = c.g.mm(q, kt);
     let sc = c.scalar(scale, dt);
     let qk = c.g.mul(qk, sc);
-    let mut scores = qk;
+    // Softcap before the mask, so -inf stays -inf (the ONNX reference).
+    let cap = c.af("softcap", 0.0) as f64;
+    let capped = if cap > 0.0 {
+        let k = c.scalar(cap, dt);
+        let t = c.g.div(qk, k);
+        let t = c.g.tanh(t);
+        c.g.mul(t, k)
+    } else {
+        qk
+    };
+    let mut scores = capped;
     let ninf = c.scalar(f64::NEG_INFINITY, dt);
     let zero = c.scalar(0.0, dt);
-    if let Some(m) = c.opt(3) {
+    if let Some(mut m) = c.opt(3) {
+        // A mask shorter than the keys is padded with "masked out".
+        let md = c.dims(m)?;
+        if let Some(&ml) = md.last()
+            && ml < l
+        {
+            let fill = if c.dtype(m) == DType::Bool { c.scalar(0.0, DType::Bool) } else { ninf };
+            let mut hi = vec![0i64; md.len()];
+            hi[md.len() - 1] = (l - ml) as i64;
+            m = c.g.pad(m, fill, &vec![0; md.len()], &hi, &[]);
+        }
         let bias = if c.dtype(m) == DType::Bool { c.g.select(m, zero, ninf) } else { m };
         scores = c.g.add(scores, bias);
     }
     if c.ai("is_causal", 0) != 0 {
+        // Query i sees keys j <= i + past (upper-left aligned after the past keys).
+        let past = match c.opt(4) {
+            Some(pk) => c.dims(pk)?[2] as f64,
+            None => 0.0,
+        };
         let i = c.g.iota(Shape::new(&[s, l], DType::I64), 0);
         let j = c.g.iota(Shape::new(&[s, l], DType::I64), 1);
-        let ok = c.g.compare(C::Le, j, i);
+        let off = c.scalar(past, DType::I64);
+        let ip = c.g.add(i, off);
+        let ok = c.g.compare(C::Le, j, ip);
         let bias = c.g.select(ok, zero, ninf);
         scores = c.g.add(scores, bias);
     }
-    let masked = scores;
-    let cap = c.af("softcap", 0.0) as f64;
-    if cap > 0.0 {
-        let k = c.scalar(cap, dt);
-        let t = c.g.div(scores, k);
-        let t = c.g.tanh(t);
-        scores = c.g.mul(t, k);
-    }
-    let capped = scores;
     let p = c.g.softmax(scores, -1);
     let mut y = c.g.mm(p, v);
     if three_d {
@@ -82,9 +100,8 @@ pub(super) fn attention(c: &mut Ctx) -> Result<Vec<NodeId>> {
         y = c.g.reshape(t, [b, s, hq * vd[3]]);
     }
     let qk_out = match c.ai("qk_matmul_output_mode", 0) {
-        0 => qk,
-        1 => masked,
-        2 => capped,
+        0 | 1 => capped,
+        2 => scores,
         _ => p,
     };
     Ok(vec![y, present_k, present_v, qk_out])
