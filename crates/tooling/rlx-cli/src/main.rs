@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! rlx inspect FILE [--json]     metadata, tensors and totals of a .gguf / .safetensors file
+//! rlx run MODEL.onnx --input NAME=FILE.npy ... [--output OUT.npz] [--json]
 //! ```
 //!
 //! `--json` is global (every subcommand takes it): the last line on stdout is then one JSON
@@ -12,6 +13,7 @@
 //! the program quietly with status 0.
 
 mod inspect;
+mod run;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -40,6 +42,17 @@ enum Command {
         /// The .gguf, .safetensors or .safetensors.index.json file
         file: PathBuf,
     },
+    /// Run an ONNX model on `.npy` inputs and print (or save as `.npz`) its outputs.
+    Run {
+        /// The .onnx file
+        model: PathBuf,
+        /// An input as NAME=FILE.npy (repeat for each model input)
+        #[arg(long = "input", value_name = "NAME=FILE.npy")]
+        inputs: Vec<String>,
+        /// Save every output into this .npz (members named after the outputs)
+        #[arg(long)]
+        output: Option<PathBuf>,
+    },
 }
 
 fn write_stdout(text: &str) -> std::io::Result<()> {
@@ -61,6 +74,9 @@ fn main() -> ExitCode {
     let (file, result) = match &cli.command {
         Command::Inspect { file } => {
             (file, inspect::inspect(file).map(|r| if cli.json { format!("{}\n", r.json()) } else { r.human() }))
+        }
+        Command::Run { model, inputs, output } => {
+            (model, run::run(model, inputs, output.as_ref(), cli.json).map_err(|e| inspect::InspectError(e.0)))
         }
     };
     match result {
