@@ -4,6 +4,7 @@
 //! rlx inspect FILE [--json]     metadata, tensors and totals of a .gguf / .safetensors file
 //! rlx convert IN OUT --quant T  safetensors -> GGUF with 2-D tensors quantized to T
 //! rlx train [--dataset digits|mnist5k] [--model mlp|cnn] [--optimizer adam|…] [--out F] [--eval F]
+//! rlx run MODEL.onnx --input NAME=FILE.npy ... [--output OUT.npz] [--json]
 //! ```
 //!
 //! `--json` is global (every subcommand takes it): the last line on stdout is then one JSON
@@ -16,6 +17,7 @@
 mod convert;
 mod inspect;
 mod train;
+mod run;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -60,6 +62,17 @@ enum Command {
     /// Train an MLP or small CNN on UCI digits / MNIST-5k (embedded), report test accuracy,
     /// save the weights (`--out`) or evaluate saved ones (`--eval`).
     Train(train::TrainArgs),
+    /// Run an ONNX model on `.npy` inputs and print (or save as `.npz`) its outputs.
+    Run {
+        /// The .onnx file
+        model: PathBuf,
+        /// An input as NAME=FILE.npy (repeat for each model input)
+        #[arg(long = "input", value_name = "NAME=FILE.npy")]
+        inputs: Vec<String>,
+        /// Save every output into this .npz (members named after the outputs)
+        #[arg(long)]
+        output: Option<PathBuf>,
+    },
 }
 
 fn write_stdout(text: &str) -> std::io::Result<()> {
@@ -89,6 +102,9 @@ fn main() -> ExitCode {
                 .map(|r| if cli.json { format!("{}\n", r.json()) } else { r.human() })
                 .map_err(|e| inspect::InspectError(e.0)),
         ),
+        Command::Run { model, inputs, output } => {
+            (model, run::run(model, inputs, output.as_ref(), cli.json).map_err(|e| inspect::InspectError(e.0)))
+        }
     };
     match result {
         Ok(text) => match write_stdout(&text) {
