@@ -16,6 +16,7 @@
 //! [`CompileReport`].
 #![warn(missing_docs)]
 
+pub mod lir;
 pub mod passes;
 mod rebuild;
 
