@@ -95,8 +95,8 @@ pub(super) fn assign(
     // Best-fit assignment of groups (in order of birth) to buffers.
     let mut buffers: Vec<Buffer> = vec![];
     let mut busy_until: Vec<usize> = vec![]; // per buffer: last step of its current group
-    for k in 0..groups.len() {
-        let (def, elems, dtype) = (groups[k].def, groups[k].elems, groups[k].dtype);
+    for gr in &mut groups {
+        let (def, elems, dtype) = (gr.def, gr.elems, gr.dtype);
         let free = |b: usize| buffers[b].dtype == dtype && busy_until[b] < def;
         let pick = if opts.reuse {
             let fit =
@@ -111,8 +111,8 @@ pub(super) fn assign(
             buffers.len() - 1
         });
         buffers[b].elems = buffers[b].elems.max(elems);
-        busy_until[b] = groups[k].last;
-        groups[k].buffer = b;
+        busy_until[b] = gr.last;
+        gr.buffer = b;
     }
     let mut arena = 0;
     for b in &mut buffers {

@@ -21,6 +21,9 @@ pub(crate) fn step_deps(g: &Graph) -> Vec<Vec<usize>> {
     g.nodes()
         .iter()
         .map(|n| {
+            if !is_step(&n.op) {
+                return vec![];
+            }
             let mut d: Vec<usize> =
                 n.inputs.iter().map(|&i| producer(g, i).index()).filter(|&p| is_step(&g.nodes()[p].op)).collect();
             d.sort_unstable();

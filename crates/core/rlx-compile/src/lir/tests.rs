@@ -203,6 +203,7 @@ proptest! {
                 let p = schedule::producer(&g, i);
                 prop_assert!(!is_step(&g.node(p).op) || done[p.index()], "{} before its operand {}", s.node, p);
             }
+            prop_assert!(is_step(&g.node(s.node).op), "{} is not a step", s.node);
             prop_assert!(!done[s.node.index()]);
             done[s.node.index()] = true;
         }
