@@ -2,6 +2,8 @@
 //!
 //! ```text
 //! rlx inspect FILE [--json]     metadata, tensors and totals of a .gguf / .safetensors file
+//! rlx check GRAPH.json [--json] static checks: shapes, dispatch, fusion hints, provable NaN
+//! rlx compile GRAPH.json [--dump] [--json]  pass summary (IR after each pass) and memory plan
 //! ```
 //!
 //! `--json` is global (every subcommand takes it): the last line on stdout is then one JSON
@@ -11,6 +13,8 @@
 //! forces a panic so the tests can check the hook). A closed stdout (`rlx inspect f | head`) ends
 //! the program quietly with status 0.
 
+mod check;
+mod compile;
 mod inspect;
 
 use std::io::Write;
@@ -40,6 +44,20 @@ enum Command {
         /// The .gguf, .safetensors or .safetensors.index.json file
         file: PathBuf,
     },
+    /// Check a graph (JSON of `rlx_ir::hir_to_json`): shapes and dtypes, CPU dispatch,
+    /// missed-fusion hints, provable NaN/Inf. Exit status 1 when any error is found.
+    Check {
+        /// The graph JSON file
+        file: PathBuf,
+    },
+    /// Compile a graph (JSON, static shapes) for the CPU: pass summary and memory plan.
+    Compile {
+        /// The graph JSON file
+        file: PathBuf,
+        /// Print the IR after every pass
+        #[arg(long)]
+        dump: bool,
+    },
 }
 
 fn write_stdout(text: &str) -> std::io::Result<()> {
@@ -62,6 +80,20 @@ fn main() -> ExitCode {
         Command::Inspect { file } => {
             (file, inspect::inspect(file).map(|r| if cli.json { format!("{}\n", r.json()) } else { r.human() }))
         }
+        Command::Check { file } => match check::check(file) {
+            Ok(r) => {
+                let text = if cli.json { format!("{}\n", r.json()) } else { r.human() };
+                let _ = write_stdout(&text);
+                return if r.errors() > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS };
+            }
+            Err(e) => (file, Err(inspect::InspectError(e))),
+        },
+        Command::Compile { file, dump } => (
+            file,
+            compile::compile(file)
+                .map(|r| if cli.json { format!("{}\n", r.json(*dump)) } else { r.human(*dump) })
+                .map_err(inspect::InspectError),
+        ),
     };
     match result {
         Ok(text) => match write_stdout(&text) {
