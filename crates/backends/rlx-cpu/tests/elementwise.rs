@@ -164,7 +164,8 @@ fn copies_do_not_allocate_new_kernels() {
     let t = g.transpose(r, &[0, 1]);
     g.set_outputs(vec![t]);
     let ks = check_graph(&g, &[("x", rand_tensor(&[3, 4], DType::I32, 1, -50.0, 50.0))], None, EXACT, "copies");
-    assert_eq!(ks, vec!["copy", "copy", "copy"]);
+    // The reshape aliases its operand (a view: its operand dies there), the others copy.
+    assert_eq!(ks, vec!["copy", "view", "copy"]);
 }
 
 #[test]

@@ -16,9 +16,12 @@
 //! [`CompileReport`].
 #![warn(missing_docs)]
 
+pub mod dispatch;
+pub mod lir;
 pub mod passes;
 mod rebuild;
 
+pub use dispatch::{Dispatch, DispatchEntry, DispatchReport};
 use rlx_ir::{Graph, IrError};
 use std::collections::BTreeSet;
 use std::fmt;
@@ -111,10 +114,16 @@ pub struct PassRecord {
 pub struct CompileReport {
     /// One record per pass run, in order.
     pub passes: Vec<PassRecord>,
+    /// True when the pipeline did not run because a compile cache held its result (the
+    /// records are then those of the compile that filled the cache).
+    pub cache_hit: bool,
 }
 
 impl fmt::Display for CompileReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.cache_hit {
+            writeln!(f, "compile cache hit (records of the cached compile follow)")?;
+        }
         for r in &self.passes {
             writeln!(
                 f,

@@ -41,6 +41,9 @@ impl Executable for CpuExe {
     fn run(&mut self, inputs: &[&Tensor], params: &[&Tensor]) -> Result<Vec<Tensor>> {
         self.0.run(inputs, params).map_err(err)
     }
+    fn lir(&self) -> Option<&rlx_compile::lir::LirModule> {
+        Some(self.0.lir())
+    }
     fn steps(&self) -> Vec<StepInfo> {
         self.0.steps().into_iter().map(|s| StepInfo { node: s.node, op: s.op, kernel: s.kernel }).collect()
     }

@@ -5,6 +5,8 @@
 //! rlx convert IN OUT --quant T  safetensors -> GGUF with 2-D tensors quantized to T
 //! rlx train [--dataset digits|mnist5k] [--model mlp|cnn] [--optimizer adam|…] [--out F] [--eval F]
 //! rlx run MODEL.onnx --input NAME=FILE.npy ... [--output OUT.npz] [--json]
+//! rlx check GRAPH.json [--json] static checks: shapes, dispatch, fusion hints, provable NaN
+//! rlx compile GRAPH.json [--dump] [--json]  pass summary (IR after each pass) and memory plan
 //! ```
 //!
 //! `--json` is global (every subcommand takes it): the last line on stdout is then one JSON
@@ -15,6 +17,8 @@
 //! the program quietly with status 0.
 
 mod convert;
+mod check;
+mod compile;
 mod inspect;
 mod train;
 mod run;
@@ -72,6 +76,19 @@ enum Command {
         /// Save every output into this .npz (members named after the outputs)
         #[arg(long)]
         output: Option<PathBuf>,
+    /// Check a graph (JSON of `rlx_ir::hir_to_json`): shapes and dtypes, CPU dispatch,
+    /// missed-fusion hints, provable NaN/Inf. Exit status 1 when any error is found.
+    Check {
+        /// The graph JSON file
+        file: PathBuf,
+    },
+    /// Compile a graph (JSON, static shapes) for the CPU: pass summary and memory plan.
+    Compile {
+        /// The graph JSON file
+        file: PathBuf,
+        /// Print the IR after every pass
+        #[arg(long)]
+        dump: bool,
     },
 }
 
@@ -105,6 +122,20 @@ fn main() -> ExitCode {
         Command::Run { model, inputs, output } => {
             (model, run::run(model, inputs, output.as_ref(), cli.json).map_err(|e| inspect::InspectError(e.0)))
         }
+        Command::Check { file } => match check::check(file) {
+            Ok(r) => {
+                let text = if cli.json { format!("{}\n", r.json()) } else { r.human() };
+                let _ = write_stdout(&text);
+                return if r.errors() > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS };
+            }
+            Err(e) => (file, Err(inspect::InspectError(e))),
+        },
+        Command::Compile { file, dump } => (
+            file,
+            compile::compile(file)
+                .map(|r| if cli.json { format!("{}\n", r.json(*dump)) } else { r.human(*dump) })
+                .map_err(inspect::InspectError),
+        ),
     };
     match result {
         Ok(text) => match write_stdout(&text) {
