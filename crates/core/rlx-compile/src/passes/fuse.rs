@@ -305,12 +305,9 @@ impl Ctx<'_> {
             let mut inputs = vec![];
             for &x in &mn.inputs {
                 let x = x.index();
-                if !bmap.contains_key(&x) {
-                    // A scalar constant (members are in topological order).
-                    let c = body.push_node(self.g.nodes()[x].clone());
-                    bmap.insert(x, c);
-                }
-                inputs.push(bmap[&x]);
+                // Absent: a scalar constant (members are in topological order).
+                let id = *bmap.entry(x).or_insert_with(|| body.push_node(self.g.nodes()[x].clone()));
+                inputs.push(id);
             }
             let id = body.push_node(Node { op: mn.op.clone(), inputs, outputs: mn.outputs.clone() });
             bmap.insert(m, id);
