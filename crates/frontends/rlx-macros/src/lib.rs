@@ -1,7 +1,8 @@
 //! `rlx-macros`: the `rlx!` graph language of RLX.
 //!
-//! ```
-//! use rlx_macros::rlx;
+//! ```ignore
+//! // (Runs as a doc test of `rlx::tensor` and in rlx-tensor's tests/three_ways.rs.)
+//! use rlx::rlx;
 //!
 //! let g = rlx! {
 //!     graph "mlp";
