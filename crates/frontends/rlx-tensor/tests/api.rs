@@ -37,8 +37,7 @@ fn broadcasting_and_scalars() {
 fn shape_errors_carry_the_callers_location() {
     let a = Tensor::zeros([2, 3]);
     let b = Tensor::zeros([4, 5]);
-    let bad = a.matmul(&b);
-    let line = line!();
+    let (bad, line) = (a.matmul(&b), line!());
     let later = (&bad + 1.0).relu();
     let e = later.try_to_vec().unwrap_err();
     assert!(matches!(e, TensorError::Build { .. }));
