@@ -168,6 +168,48 @@ impl LlamaModel {
         KvCache::new(&self.cfg, batch)
     }
 
+    /// Compile, ahead of time, every step graph that a generation of batch `batch` will use
+    /// with a prompt of `prompt_len` tokens followed by decode steps up to `total` tokens
+    /// (prefill chunk buckets, then one decode graph per cache capacity), so timings of the
+    /// run itself exclude compilation. Returns the seconds spent compiling.
+    ///
+    /// Errors: `total` beyond the context, compile errors.
+    pub fn prepare(&mut self, batch: usize, prompt_len: usize, total: usize) -> Result<f64> {
+        if total > self.cfg.context_length {
+            return Err(ModelError::ContextOverflow { needed: total, context: self.cfg.context_length });
+        }
+        let t0 = std::time::Instant::now();
+        let mut cap = MIN_CACHE;
+        let mut len = 0;
+        let mut keys = vec![];
+        while len < prompt_len {
+            let m = (prompt_len - len).min(MAX_CHUNK);
+            keys.push((batch, m.next_power_of_two(), cap));
+            len += m;
+            cap = cap.max(len.next_power_of_two());
+        }
+        while len < total {
+            keys.push((batch, 1, cap));
+            len += 1;
+            cap = cap.max(len.next_power_of_two());
+        }
+        keys.dedup();
+        for key in keys {
+            self.compiled(key)?;
+        }
+        Ok(t0.elapsed().as_secs_f64())
+    }
+
+    /// The compiled step graph of bucket `(b, s, c)`, compiling it on first use.
+    fn compiled(&mut self, key: (usize, usize, usize)) -> Result<&mut CompiledGraph> {
+        if !self.graphs.contains_key(&key) {
+            let g = step_graph(&self.cfg, &self.weights, key.0, key.1, key.2)?;
+            let cg = self.session.try_compile_with(g, &self.opts)?;
+            self.graphs.insert(key, cg);
+        }
+        Ok(self.graphs.get_mut(&key).expect("inserted above"))
+    }
+
     /// Run `tokens` (`B · n` ids, row-major `[B, n]`, `B = cache.batch()`) through the model
     /// after the `cache.len()` tokens already cached, append their K/V to the cache, and
     /// return the logits of each sequence's last new token, f32 `[B, V]`.
@@ -226,11 +268,7 @@ impl LlamaModel {
             Tensor::scalar((m - 1) as i32),
         ];
         let key = (b, s, c);
-        if !self.graphs.contains_key(&key) {
-            let g = step_graph(&self.cfg, &self.weights, b, s, c)?;
-            let cg = self.session.try_compile_with(g, &self.opts)?;
-            self.graphs.insert(key, cg);
-        }
+        self.compiled(key)?;
         let cache_names: Vec<(String, String)> =
             (0..self.cfg.n_layer).map(|l| (format!("cache.{l}.k"), format!("cache.{l}.v"))).collect();
         let mut feeds: Vec<(&str, &Tensor)> = Vec::with_capacity(5 + 2 * self.cfg.n_layer + self.weight_names.len());
