@@ -111,12 +111,27 @@ impl CompiledGraph {
     /// Run with typed tensors (any dtype, dims checked against the declaration; symbolic dims
     /// bound from them). Names may be inputs or params.
     pub fn run_tensors(&mut self, feeds: &[(&str, Tensor)]) -> Result<Vec<Tensor>> {
+        let refs: Vec<(&str, &Tensor)> = feeds.iter().map(|(n, t)| (*n, t)).collect();
+        self.run_refs(&refs)
+    }
+
+    /// [`CompiledGraph::run_tensors`] with borrowed tensors: inputs are read in place, never
+    /// copied (for large inputs that live across runs, e.g. a KV cache or weights fed as
+    /// inputs). A param given here is cloned into the graph, as `set_param_tensor`.
+    /// Errors: unknown name, dtype or dims mismatch, a missing input or param.
+    pub fn run_refs(&mut self, feeds: &[(&str, &Tensor)]) -> Result<Vec<Tensor>> {
         let n_in = self.graph.inputs().len();
         let mut inputs: Vec<Option<&Tensor>> = vec![None; n_in];
-        for (name, t) in feeds {
-            let id = self.lookup(name)?;
+        for (pos, &(name, t)) in feeds.iter().enumerate() {
+            // Feeds in declaration order (the common case for long input lists) skip the search.
+            let in_order = self.graph.inputs().get(pos).copied().filter(|&i| self.graph.source_name(i) == Some(name));
+            let id = match in_order {
+                Some(id) => id,
+                None => self.lookup(name)?,
+            };
             self.check_tensor(id, name, t)?;
-            if let Some(k) = self.graph.inputs().iter().position(|&i| i == id) {
+            let slot = if in_order.is_some() { Some(pos) } else { self.graph.inputs().iter().position(|&i| i == id) };
+            if let Some(k) = slot {
                 inputs[k] = Some(t);
             } else {
                 let k = self.param_index(name)?;

@@ -6,7 +6,12 @@
 //!   with `x = [x1, x2]` split in halves along the last (head) dim `D`,
 //!   `out = x · cos + rotate_half(x) · sin`, `rotate_half(x) = [-x2, x1]`. `cos`/`sin` are
 //!   `[S, D]` (each frequency repeated in both halves, as HF builds them). This is *not* the
-//!   interleaved-pairs (GPT-J / original RoFormer) convention.
+//!   interleaved-pairs (GPT-J / original RoFormer) convention; that one is
+//!   [`RopeStyle::AdjacentPairs`] of [`Graph::rope_with_style`]: pairs `(x[2i], x[2i+1])`
+//!   rotate, `out[2i] = x[2i]·cos − x[2i+1]·sin`, `out[2i+1] = x[2i+1]·cos + x[2i]·sin`, with
+//!   `cos`/`sin` `[S, D]` holding each frequency twice in adjacent slots. It is llama.cpp's
+//!   `LLAMA_ROPE_TYPE_NORM`, the style GGUF Llama files need (their Q/K rows are stored
+//!   permuted for it).
 //! - `scaled_dot_product_attention` is PyTorch `F.scaled_dot_product_attention(q, k, v,
 //!   attn_mask, is_causal, scale, enable_gqa=True)` on `[B, H, S, D]` tensors:
 //!   `softmax(q kᵀ · scale + mask) v` with `scale = 1/√D` by default. Causal is PyTorch's
@@ -28,6 +33,18 @@ pub enum RopeLayout {
     Shd,
     /// `x` is `[.., H, S, D]` (Hugging Face after the head transpose, "BHSD"); attr `"hsd"`.
     Hsd,
+}
+
+/// Which elements of the head dim a `rope` rotates together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum RopeStyle {
+    /// Hugging Face `rotate_half`: element `j` pairs with `j ± D/2` (GPT-NeoX, llama.cpp
+    /// `NEOX`); attr `"rotate_half"`.
+    #[default]
+    RotateHalf,
+    /// GPT-J / RoFormer / llama.cpp `NORM`: element `2i` pairs with `2i + 1`; attr
+    /// `"adjacent_pairs"`.
+    AdjacentPairs,
 }
 
 /// The mask of [`Graph::scaled_dot_product_attention`].
@@ -80,6 +97,21 @@ impl Graph {
     /// `[x, cos, sin]`. Leading dims may be symbolic.
     /// Errors: rank < 3, odd or symbolic `D`, `cos`/`sin` not `[S, D]`.
     pub fn rope_with_layout(&mut self, x: NodeId, cos: NodeId, sin: NodeId, layout: RopeLayout) -> NodeId {
+        self.rope_with_style(x, cos, sin, layout, RopeStyle::RotateHalf)
+    }
+
+    /// [`Graph::rope_with_layout`] with an explicit pairing [`RopeStyle`] (see the module
+    /// docs); `cos`/`sin` hold each frequency in the slots that style pairs (both halves for
+    /// `RotateHalf`, adjacent slots for `AdjacentPairs`). Attrs `{"layout", "style":
+    /// Str("rotate_half" | "adjacent_pairs")}`. Errors as `rope_with_layout`.
+    pub fn rope_with_style(
+        &mut self,
+        x: NodeId,
+        cos: NodeId,
+        sin: NodeId,
+        layout: RopeLayout,
+        style: RopeStyle,
+    ) -> NodeId {
         const NAME: &str = "rope";
         let Some(t) = self.compose_types(NAME, &[x, cos, sin]) else { return self.placeholder() };
         let xs = &t[0];
@@ -110,15 +142,22 @@ impl Graph {
             RopeLayout::Shd => "shd",
             RopeLayout::Hsd => "hsd",
         };
-        self.composite_with(NAME, attrs([("layout", Attr::Str(tag.into()))]), &[x, cos, sin], |g, a| {
-            // rotate_half without slicing (so symbolic leading dims work): view the head dim
-            // as [2, D/2], swap the halves with `rev`, negate the (new) first half.
+        let (style_tag, split_as, sign_dims) = match style {
+            RopeStyle::RotateHalf => ("rotate_half", [2, d / 2], [2, 1]),
+            RopeStyle::AdjacentPairs => ("adjacent_pairs", [d / 2, 2], [1, 2]),
+        };
+        let a = attrs([("layout", Attr::Str(tag.into())), ("style", Attr::Str(style_tag.into()))]);
+        self.composite_with(NAME, a, &[x, cos, sin], |g, a| {
+            // The rotation without slicing (so symbolic leading dims work): view the head dim
+            // as [2, D/2] (rotate_half) or [D/2, 2] (adjacent pairs), swap the partners with
+            // `rev` on the axis of size 2, negate the (new) first partner.
             let dims = g.shape(a[0]).dims.clone();
             let mut split = dims[..r - 1].to_vec();
-            split.extend([Dim::Static(2), Dim::Static(d / 2)]);
+            split.extend(split_as.map(Dim::Static));
             let halves = g.reshape(a[0], split);
-            let swapped = g.rev(halves, &[r - 1]);
-            let sign = Tensor::from_f64s(&[2, 1], xs_dtype, &[-1.0, 1.0]).unwrap_or_else(|_| Tensor::scalar(0f32));
+            let pair_axis = if style == RopeStyle::RotateHalf { r - 1 } else { r };
+            let swapped = g.rev(halves, &[pair_axis]);
+            let sign = Tensor::from_f64s(&sign_dims, xs_dtype, &[-1.0, 1.0]).unwrap_or_else(|_| Tensor::scalar(0f32));
             let sign = g.constant(sign);
             let signed = g.mul(swapped, sign);
             let rot = g.reshape(signed, dims);
@@ -298,6 +337,46 @@ mod tests {
         let x = g.input("x", Shape::new(&[2, 2, 3], DType::F64));
         g.rope(x, x, x);
         assert!(g.error().unwrap().to_string().contains("must be static and even"));
+    }
+
+    #[test]
+    fn rope_adjacent_pairs_both_layouts() {
+        // GPT-J / llama.cpp NORM: pairs (2i, 2i+1), cos/sin hold each frequency twice, adjacent.
+        let (s, h, d) = (3, 2, 6);
+        let xv = wavy(s * h * d, 0.4);
+        let (mut cv, mut sv) = (vec![], vec![]);
+        for p in 0..s {
+            for j in 0..d {
+                let f = (p as f64) * 10000f64.powf(-((2 * (j / 2)) as f64) / d as f64);
+                cv.push(f.cos());
+                sv.push(f.sin());
+            }
+        }
+        let mut want = vec![0.0; s * h * d];
+        for p in 0..s {
+            for hh in 0..h {
+                let b = (p * h + hh) * d;
+                for i in 0..d / 2 {
+                    let (x0, x1) = (xv[b + 2 * i], xv[b + 2 * i + 1]);
+                    let (c, sn) = (cv[p * d + 2 * i], sv[p * d + 2 * i]);
+                    want[b + 2 * i] = x0 * c - x1 * sn;
+                    want[b + 2 * i + 1] = x1 * c + x0 * sn;
+                }
+            }
+        }
+        let mut g = Graph::new("t");
+        let x = g.input("x", Shape::new(&[s, h, d], DType::F64));
+        let c = g.input("c", Shape::new(&[s, d], DType::F64));
+        let sn = g.input("s", Shape::new(&[s, d], DType::F64));
+        let y = g.rope_with_style(x, c, sn, RopeLayout::Shd, RopeStyle::AdjacentPairs);
+        let xt = g.transpose(x, &[1, 0, 2]);
+        let yt = g.rope_with_style(xt, c, sn, RopeLayout::Hsd, RopeStyle::AdjacentPairs);
+        let yb = g.transpose(yt, &[1, 0, 2]);
+        g.set_outputs(vec![y, yb]);
+        let out =
+            run_both(&g, &feeds(&[("x", t64(&xv, &[s, h, d])), ("c", t64(&cv, &[s, d])), ("s", t64(&sv, &[s, d]))]));
+        close(&out[0], &want, 1e-14);
+        close(&out[1], &want, 1e-14);
     }
 
     #[test]

@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""LLM generation speed: RLX (`rlx generate --json`, release build) vs llama.cpp's `llama-bench`
+on the same GGUF in the same run: prompt processing of 128 tokens (pp128) and generation of 128
+tokens (tg128), pinned to 1 core (`taskset -c 0`) and 2 cores (`taskset -c 0,1`).
+
+Prints tokens/s for both, one `RATIO <workload> <x>` line per workload (x = llama.cpp time /
+RLX time = RLX tok/s / llama.cpp tok/s), and the memory-bandwidth bound for generation: every
+weight byte is read once per generated token (the tied LM head reads the whole embedding), at
+the DRAM stream rate measured in /work/shared/notes/perf-anchors.md (14.5 GB/s; 23 GB/s if the
+weights stay in the shared L3).
+
+    cargo build --release -p rlx-cli
+    python3 bench/compare_llm.py [--model GGUF] [--llama-bench PATH] [--reps 3]
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+from gguf import GGUFReader
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DRAM_GBS, L3_GBS = 14.5, 23.0
+# 128 tokens with the SmolLM2 tokenizer (no BOS: add_bos_token is false); checked below.
+PROMPT = "The" + " the" * 127
+
+
+def default_model():
+    cache = os.environ.get("RLX_CACHE", os.path.expanduser("~/.cache/rlx"))
+    return os.path.join(cache, "smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+def run_rlx(rlx, model, cpus, threads):
+    cmd = ["taskset", "-c", cpus, rlx, "generate", "--model", model, "--prompt", PROMPT, "--max-tokens", "128",
+           "--ignore-eos", "--threads", str(threads), "--json"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    j = json.loads(out.strip().splitlines()[-1])
+    if j["prompt_tokens"] != 128 or len(j["tokens"]) != 128:
+        sys.exit(f"rlx: expected 128 prompt and 128 generated tokens, got {j['prompt_tokens']} / {len(j['tokens'])}")
+    return j["prompt_tokens_per_s"], j["gen_tokens_per_s"]
+
+
+def run_llama(bench, model, cpus, threads):
+    cmd = ["taskset", "-c", cpus, bench, "-m", model, "-p", "128", "-n", "128", "-t", str(threads), "-o", "json"]
+    rows = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+    pp = next(r["avg_ts"] for r in rows if r["n_prompt"] == 128 and r["n_gen"] == 0)
+    tg = next(r["avg_ts"] for r in rows if r["n_gen"] == 128 and r["n_prompt"] == 0)
+    return pp, tg
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default=default_model())
+    ap.add_argument("--rlx", default=os.path.join(ROOT, "target", "release", "rlx"))
+    ap.add_argument("--llama-bench", default="/work/llama-build/bin/llama-bench")
+    ap.add_argument("--reps", type=int, default=3)
+    a = ap.parse_args()
+    r = GGUFReader(a.model)
+    weight_bytes = sum(int(t.n_bytes) for t in r.tensors)
+    print(f"model {os.path.basename(a.model)}: {weight_bytes / 1e6:.1f} MB of weights read per generated token")
+    print(f"bandwidth bound for tg: {DRAM_GBS * 1e9 / weight_bytes:.0f} tok/s at {DRAM_GBS} GB/s (DRAM), "
+          f"{L3_GBS * 1e9 / weight_bytes:.0f} tok/s at {L3_GBS} GB/s (L3-resident)")
+    print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    have_llama = os.path.exists(a.llama_bench)
+    if not have_llama:
+        print(f"llama-bench not found at {a.llama_bench}: RLX only, no RATIO lines")
+    for threads, cpus in [(1, "0"), (2, "0,1")]:
+        rl = [run_rlx(a.rlx, a.model, cpus, threads) for _ in range(a.reps)]
+        rpp, rtg = statistics.median(x[0] for x in rl), statistics.median(x[1] for x in rl)
+        line = f"t={threads}: RLX pp128 {rpp:8.1f} tok/s  tg128 {rtg:7.1f} tok/s ({rtg * weight_bytes / 1e9:.1f} GB/s)"
+        if have_llama:
+            lp, lt = run_llama(a.llama_bench, a.model, cpus, threads)
+            line += f" | llama.cpp pp128 {lp:8.1f} tok/s  tg128 {lt:7.1f} tok/s"
+        print(line, flush=True)
+        if have_llama:
+            print(f"RATIO pp128_t{threads} {rpp / lp:.3f}")
+            print(f"RATIO tg128_t{threads} {rtg / lt:.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+//! The generation loop: prefill the prompt, then decode one token at a time with a
+//! caller-chosen sampler, streaming each token to a callback.
+
+use crate::{KvCache, LlamaModel, ModelError, Result};
+use std::time::Instant;
+
+/// Options of [`Generator::generate`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct GenerateOptions {
+    /// Most tokens to generate.
+    pub max_tokens: usize,
+    /// Stop after generating any of these (it is included in the output). Defaults to the
+    /// model's declared EOS tokens when built with [`GenerateOptions::for_model`].
+    pub stop_tokens: Vec<u32>,
+}
+
+impl GenerateOptions {
+    /// `max_tokens` with the model's EOS tokens as stop tokens.
+    pub fn for_model(model: &LlamaModel, max_tokens: usize) -> GenerateOptions {
+        GenerateOptions { max_tokens, stop_tokens: model.config().eos_token_ids.clone() }
+    }
+}
+
+/// What a generation produced and how long it took.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GenerationStats {
+    /// Generated token ids (the prompt excluded).
+    pub tokens: Vec<u32>,
+    /// Prompt tokens processed.
+    pub prompt_tokens: usize,
+    /// Seconds spent on the prompt (prefill, including first-use graph compiles).
+    pub prompt_secs: f64,
+    /// Seconds spent generating (decode steps and sampling).
+    pub gen_secs: f64,
+}
+
+impl GenerationStats {
+    /// Prompt tokens per second.
+    pub fn prompt_tokens_per_s(&self) -> f64 {
+        rate(self.prompt_tokens, self.prompt_secs)
+    }
+    /// Generated tokens per second (each generated token after the first costs one decode
+    /// step; the first comes from the prefill's logits).
+    pub fn gen_tokens_per_s(&self) -> f64 {
+        rate(self.tokens.len().saturating_sub(1), self.gen_secs)
+    }
+}
+
+fn rate(n: usize, s: f64) -> f64 {
+    if s > 0.0 { n as f64 / s } else { 0.0 }
+}
+
+/// Index of the largest value (the first on ties); greedy sampling.
+pub fn argmax(logits: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &v) in logits.iter().enumerate() {
+        if v > logits[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+/// Runs generation on one model with its own KV cache (batch 1).
+pub struct Generator<'m> {
+    model: &'m mut LlamaModel,
+    cache: KvCache,
+}
+
+impl<'m> Generator<'m> {
+    /// A generator with an empty cache.
+    pub fn new(model: &'m mut LlamaModel) -> Generator<'m> {
+        let cache = model.new_cache(1);
+        Generator { model, cache }
+    }
+
+    /// The cache (tokens processed so far).
+    pub fn cache(&self) -> &KvCache {
+        &self.cache
+    }
+
+    /// Generate after `prompt` (token ids; an empty prompt starts from the model's BOS).
+    /// `sample(logits, history)` picks each next token (`history` = prompt + generated so
+    /// far; use [`argmax`] for greedy); `on_token(id)` sees each token as it is chosen and
+    /// may return `false` to stop. The cache is cleared first. Stops at `max_tokens`, a stop
+    /// token, or the end of the context (not an error once the prompt fits).
+    ///
+    /// Errors: the prompt does not fit the context ([`ModelError::ContextOverflow`]), an id
+    /// outside the vocabulary, an empty prompt for a model without BOS, run errors.
+    pub fn generate(
+        &mut self,
+        prompt: &[u32],
+        opts: &GenerateOptions,
+        mut sample: impl FnMut(&[f32], &[u32]) -> u32,
+        mut on_token: impl FnMut(u32) -> bool,
+    ) -> Result<GenerationStats> {
+        self.cache.clear();
+        let mut history: Vec<u32> = if prompt.is_empty() {
+            vec![self.model.config().bos_token_id.ok_or(ModelError::EmptyPrompt)?]
+        } else {
+            prompt.to_vec()
+        };
+        let ctx = self.model.config().context_length;
+        if history.len() > ctx {
+            return Err(ModelError::ContextOverflow { needed: history.len(), context: ctx });
+        }
+        let mut stats = GenerationStats { prompt_tokens: history.len(), ..Default::default() };
+        if opts.max_tokens == 0 {
+            return Ok(stats);
+        }
+        let t0 = Instant::now();
+        let mut logits = self.model.forward(&mut self.cache, &history)?;
+        stats.prompt_secs = t0.elapsed().as_secs_f64();
+        let t1 = Instant::now();
+        loop {
+            let row = logits.as_slice::<f32>().expect("logits are f32");
+            let next = sample(row, &history);
+            history.push(next);
+            stats.tokens.push(next);
+            let go = on_token(next);
+            if !go
+                || stats.tokens.len() >= opts.max_tokens
+                || opts.stop_tokens.contains(&next)
+                || self.cache.len() >= ctx
+            {
+                break;
+            }
+            logits = self.model.forward(&mut self.cache, &[next])?;
+        }
+        stats.gen_secs = t1.elapsed().as_secs_f64();
+        Ok(stats)
+    }
+}

@@ -1,0 +1,166 @@
+//! The decoder step graph: one forward over `S` new tokens of `B` sequences that attends to a
+//! KV cache of capacity `C` plus the new block, built with static shapes per `(B, S, C)`
+//! bucket.
+//!
+//! Inputs, in declaration order (the runner feeds them by reference, positionally):
+//! - `tokens` i32 `[B, S]`; `rope_cos`, `rope_sin` f32 `[S, D]` (host-computed for positions
+//!   `len .. len + S`, in the model's RoPE pairing); `mask` f32 `[S, C + S]` (0 where query `i`
+//!   may attend: cache columns `j < len`, new columns `j ≤ i`; `-inf` elsewhere); `last` i32 `[]`
+//!   (the row whose logits are returned);
+//! - `cache.{l}.k`, `cache.{l}.v` f32 `[B, Hk, C, D]` per layer;
+//! - the weights, GGUF names in [`crate::weights::expected`] order.
+//!
+//! Outputs: `logits` f32 `[B, V]` of row `last`, then `k_new`, `v_new` f32 `[B, Hk, S, D]` per
+//! layer (after RoPE), which the host appends to the cache.
+//!
+//! Attention never copies the cache: the query heads of one KV group are folded into the row
+//! dim (`[B, Hk, rep·S, D]`), scores against the cache (`[.., C]`) and against the new block
+//! (`[.., S]`) are concatenated (small: `rep·S × (C+S)` per group), masked, soft-maxed, split,
+//! and multiplied with `V_cache` and `V_new` separately. Alternative considered: one
+//! `scaled_dot_product_attention` over `concat(cache, new)`, which copies the whole cache
+//! every step and repeats K/V `rep` times for GQA.
+
+use crate::weights::{Weight, Weights, expected};
+use crate::{LlamaConfig, ModelError, Result};
+use rlx_gguf::GgmlType;
+use rlx_ir::op::RopeLayout;
+use rlx_ir::ops::DotGeneral;
+use rlx_ir::{Attr, Attrs, DType, Graph, NodeId, Shape};
+
+/// Names of the non-weight inputs, in order.
+pub const STEP_INPUTS: [&str; 5] = ["tokens", "rope_cos", "rope_sin", "mask", "last"];
+
+/// Build the step graph for batch `b`, `s` new tokens and cache capacity `c`.
+///
+/// Errors: a weight of `cfg` missing from `w`, or a graph-building error (reported by
+/// `verify`).
+pub fn step_graph(cfg: &LlamaConfig, w: &Weights, b: usize, s: usize, c: usize) -> Result<Graph> {
+    let (e, d, hk, rep) = (cfg.d_model, cfg.head_dim, cfg.n_kv_head, cfg.group());
+    // `dequant_matmul` and the packed embedding use the `gguf_dequantize` custom op.
+    rlx_gguf::register_ops();
+    let mut g = Graph::new(format!("{}_b{b}_s{s}_c{c}", cfg.arch));
+    let tokens = g.input("tokens", Shape::new(&[b, s], DType::I32));
+    let cos = g.input("rope_cos", Shape::new(&[s, d], DType::F32));
+    let sin = g.input("rope_sin", Shape::new(&[s, d], DType::F32));
+    let mask = g.input("mask", Shape::new(&[s, c + s], DType::F32));
+    let last = g.input("last", Shape::new(&[], DType::I32));
+    let mut caches = Vec::with_capacity(cfg.n_layer);
+    for l in 0..cfg.n_layer {
+        let k = g.input(&format!("cache.{l}.k"), Shape::new(&[b, hk, c, d], DType::F32));
+        let v = g.input(&format!("cache.{l}.v"), Shape::new(&[b, hk, c, d], DType::F32));
+        caches.push((k, v));
+    }
+    let mut ws = std::collections::HashMap::new();
+    for (name, _) in expected(cfg) {
+        let wt = w.get(&name).ok_or_else(|| ModelError::MissingTensor(name.clone()))?;
+        let t = wt.tensor();
+        let id = g.input(&name, Shape::new(t.shape(), t.dtype()));
+        ws.insert(name, (id, wt));
+    }
+    let wget = |n: &str| ws[n];
+
+    // Embedding: gather rows (packed rows stay packed), then dequantize just those rows.
+    let (emb, emb_w) = wget("token_embd.weight");
+    let flat = g.reshape(tokens, vec![b * s]);
+    let rows = g.take(emb, flat, 0);
+    let x = match emb_w {
+        Weight::Dense(_) => rows,
+        Weight::Packed { scheme, .. } => {
+            let a: Attrs = [
+                ("scheme".to_string(), Attr::Str(scheme.clone())),
+                ("n".to_string(), Attr::Int((b * s) as i64)),
+                ("k".to_string(), Attr::Int(e as i64)),
+            ]
+            .into_iter()
+            .collect();
+            g.custom(rlx_ir::compose::quant::GGUF_DEQUANTIZE, a, &[rows])[0]
+        }
+    };
+    let mut x = g.reshape(x, vec![b, s, e]);
+    let mut kv_out = Vec::with_capacity(2 * cfg.n_layer);
+    let scale = 1.0 / (d as f64).sqrt();
+    let batched = |lc: usize, rc: usize| DotGeneral {
+        lhs_contracting: vec![lc],
+        rhs_contracting: vec![rc],
+        lhs_batch: vec![0, 1],
+        rhs_batch: vec![0, 1],
+        preferred_element_type: None,
+    };
+    for (l, &(kc, vc)) in caches.iter().enumerate() {
+        let p = |n: &str| format!("blk.{l}.{n}");
+        let h = g.rms_norm(x, Some(wget(&p("attn_norm.weight")).0), -1, cfg.rms_eps);
+        let proj = |g: &mut Graph, n: &str, heads: usize| {
+            let mut y = linear(g, h, wget(&p(&format!("{n}.weight"))));
+            if cfg.qkv_bias {
+                y = g.add(y, wget(&p(&format!("{n}.bias"))).0);
+            }
+            let mut y = g.reshape(y, vec![b, s, heads, d]);
+            if cfg.qk_norm && n != "attn_v" {
+                y = g.rms_norm(y, Some(wget(&p(&format!("{n}_norm.weight"))).0), -1, cfg.rms_eps);
+            }
+            y
+        };
+        let q = proj(&mut g, "attn_q", cfg.n_head);
+        let k = proj(&mut g, "attn_k", hk);
+        let v = proj(&mut g, "attn_v", hk);
+        let q = g.rope_with_style(q, cos, sin, RopeLayout::Shd, cfg.rope_style);
+        let k = g.rope_with_style(k, cos, sin, RopeLayout::Shd, cfg.rope_style);
+        let k_new = g.transpose(k, &[0, 2, 1, 3]); // [B, Hk, S, D]
+        let v_new = g.transpose(v, &[0, 2, 1, 3]);
+        kv_out.extend([k_new, v_new]);
+        // q [B, S, H, D] -> [B, Hk, rep, S, D] -> [B, Hk, rep·S, D].
+        let q5 = g.reshape(q, vec![b, s, hk, rep, d]);
+        let q5 = g.transpose(q5, &[0, 2, 3, 1, 4]);
+        let qg = g.reshape(q5, vec![b, hk, rep * s, d]);
+        let sc_c = g.dot_general(qg, kc, batched(3, 3)); // [B, Hk, rep·S, C]
+        let sc_n = g.dot_general(qg, k_new, batched(3, 3)); // [B, Hk, rep·S, S]
+        let sc = g.concatenate(&[sc_c, sc_n], 3);
+        let sc = g.reshape(sc, vec![b, hk, rep, s, c + s]);
+        let k_scale = g.scalar_like(scale, sc);
+        let sc = g.mul(sc, k_scale);
+        let sc = g.add(sc, mask);
+        let pr = g.softmax(sc, -1);
+        let pr = g.reshape(pr, vec![b, hk, rep * s, c + s]);
+        let p_c = g.slice(pr, &[0, 0, 0, 0], &[b, hk, rep * s, c], &[]);
+        let p_n = g.slice(pr, &[0, 0, 0, c], &[b, hk, rep * s, c + s], &[]);
+        let o_c = g.dot_general(p_c, vc, batched(3, 2)); // [B, Hk, rep·S, D]
+        let o_n = g.dot_general(p_n, v_new, batched(3, 2));
+        let o = g.add(o_c, o_n);
+        let o = g.reshape(o, vec![b, hk, rep, s, d]);
+        let o = g.transpose(o, &[0, 3, 1, 2, 4]); // [B, S, Hk, rep, D]
+        let o = g.reshape(o, vec![b, s, cfg.n_head * d]);
+        let o = linear(&mut g, o, wget(&p("attn_output.weight")));
+        x = g.add(x, o);
+        let h = g.rms_norm(x, Some(wget(&p("ffn_norm.weight")).0), -1, cfg.rms_eps);
+        let gate = linear(&mut g, h, wget(&p("ffn_gate.weight")));
+        let up = linear(&mut g, h, wget(&p("ffn_up.weight")));
+        let act = g.silu(gate);
+        let act = g.mul(act, up);
+        let down = linear(&mut g, act, wget(&p("ffn_down.weight")));
+        x = g.add(x, down);
+    }
+    let zero = g.scalar_like(0.0, last);
+    let xl = g.dynamic_slice(x, &[zero, last, zero], &[b, 1, e]);
+    let xl = g.reshape(xl, vec![b, e]);
+    let xl = g.rms_norm(xl, Some(wget("output_norm.weight").0), -1, cfg.rms_eps);
+    let head = if cfg.tied_head { wget("token_embd.weight") } else { wget("output.weight") };
+    let logits = linear(&mut g, xl, head);
+    let mut outs = vec![logits];
+    outs.extend(kv_out);
+    g.set_outputs(outs);
+    g.verify()?;
+    Ok(g)
+}
+
+/// `x[.., K] @ Wᵀ` for `W [N, K]`, packed (`dequant_matmul`) or dense (`dot_general`).
+fn linear(g: &mut Graph, x: NodeId, (w, wt): (NodeId, &Weight)) -> NodeId {
+    // A placeholder after an earlier builder error has rank 0; verify reports that error.
+    let last = g.shape(x).rank().saturating_sub(1);
+    match wt {
+        Weight::Dense(_) => g.dot_general(x, w, DotGeneral::contract(&[last], &[1])),
+        Weight::Packed { scheme, n, k, .. } => {
+            debug_assert!(GgmlType::from_name(scheme).is_some());
+            g.dequant_matmul(x, w, scheme, *n, *k)
+        }
+    }
+}

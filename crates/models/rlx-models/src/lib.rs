@@ -1,0 +1,30 @@
+//! `rlx-models`: graph builders for real model architectures, with the host-side runner and
+//! generation loop.
+//!
+//! - [`LlamaConfig`]: Llama-family hyperparameters from GGUF metadata
+//!   ([`LlamaConfig::from_gguf`]) or a Hugging Face `config.json`.
+//! - [`Weights`]: tensors under GGUF names, quantized ones kept packed ([`Weight::Packed`],
+//!   run through `dequant_matmul`).
+//! - [`graph::step_graph`]: the decoder as an RLX graph (RMSNorm, RoPE in the file's pairing,
+//!   grouped-query attention against a KV cache, SwiGLU, tied or untied head, Q/K/V bias,
+//!   QK-norm).
+//! - [`LlamaModel`] + [`KvCache`]: compiled step graphs per `(batch, tokens, cache)` bucket and
+//!   a preallocated per-layer f32 cache; [`LlamaModel::forward`] returns the last logits.
+//! - [`Generator`]: prompt → tokens with a caller-chosen sampler, streaming, with timings.
+//!
+//! No model names live in the compiler or backend: everything model-specific is here.
+
+#![warn(missing_docs)]
+
+pub mod config;
+mod error;
+pub mod generate;
+pub mod graph;
+pub mod runner;
+pub mod weights;
+
+pub use config::{LlamaConfig, RopeScaling};
+pub use error::{ModelError, Result};
+pub use generate::{GenerateOptions, GenerationStats, Generator, argmax};
+pub use runner::{KvCache, LlamaModel};
+pub use weights::{Weight, Weights};

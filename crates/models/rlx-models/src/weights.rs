@@ -1,0 +1,186 @@
+//! Weight tensors under their GGUF names, packed (quantized, run through `dequant_matmul`) or
+//! dense f32, loaded from a GGUF file or Hugging Face safetensors.
+
+use crate::{LlamaConfig, ModelError, Result};
+use rlx_gguf::{GgmlType, GgufFile};
+use rlx_ir::{DType, Tensor};
+use std::collections::BTreeMap;
+
+/// One weight tensor.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Weight {
+    /// f32, row-major logical shape.
+    Dense(Tensor),
+    /// GGUF blocks of ggml type `scheme` for a row-major `[n, k]` matrix, as a U8 tensor
+    /// `[n, bytes_per_row]` (each row is whole blocks).
+    Packed {
+        /// The bytes.
+        data: Tensor,
+        /// ggml type name (`"Q4_1"`, `"Q8_0"`, `"F16"`, …).
+        scheme: String,
+        /// Rows.
+        n: usize,
+        /// Columns (logical elements per row).
+        k: usize,
+    },
+}
+
+impl Weight {
+    /// Logical row-major shape.
+    pub fn shape(&self) -> Vec<usize> {
+        match self {
+            Weight::Dense(t) => t.shape().to_vec(),
+            Weight::Packed { n, k, .. } => vec![*n, *k],
+        }
+    }
+    /// The tensor fed to the graph (f32 values or U8 blocks).
+    pub fn tensor(&self) -> &Tensor {
+        match self {
+            Weight::Dense(t) | Weight::Packed { data: t, .. } => t,
+        }
+    }
+    /// Bytes the tensor occupies (what one full read of it costs).
+    pub fn bytes(&self) -> usize {
+        let t = self.tensor();
+        t.numel() * t.dtype().size_bytes()
+    }
+}
+
+/// The weights of a decoder, keyed by GGUF tensor name (`token_embd.weight`,
+/// `blk.{i}.attn_q.weight`, …, `output_norm.weight`, `output.weight`).
+#[derive(Clone, Debug, Default)]
+pub struct Weights {
+    map: BTreeMap<String, Weight>,
+}
+
+/// The GGUF names `cfg` needs, with their logical shapes.
+pub fn expected(cfg: &LlamaConfig) -> Vec<(String, Vec<usize>)> {
+    let (e, d, f) = (cfg.d_model, cfg.head_dim, cfg.ffn_dim);
+    let (qd, kd) = (cfg.n_head * d, cfg.n_kv_head * d);
+    let mut v = vec![("token_embd.weight".to_string(), vec![cfg.vocab, e]), ("output_norm.weight".into(), vec![e])];
+    if !cfg.tied_head {
+        v.push(("output.weight".into(), vec![cfg.vocab, e]));
+    }
+    for i in 0..cfg.n_layer {
+        let mut add = |n: &str, s: Vec<usize>| v.push((format!("blk.{i}.{n}"), s));
+        add("attn_norm.weight", vec![e]);
+        add("attn_q.weight", vec![qd, e]);
+        add("attn_k.weight", vec![kd, e]);
+        add("attn_v.weight", vec![kd, e]);
+        add("attn_output.weight", vec![e, qd]);
+        if cfg.qkv_bias {
+            add("attn_q.bias", vec![qd]);
+            add("attn_k.bias", vec![kd]);
+            add("attn_v.bias", vec![kd]);
+        }
+        if cfg.qk_norm {
+            add("attn_q_norm.weight", vec![d]);
+            add("attn_k_norm.weight", vec![d]);
+        }
+        add("ffn_norm.weight", vec![e]);
+        add("ffn_gate.weight", vec![f, e]);
+        add("ffn_up.weight", vec![f, e]);
+        add("ffn_down.weight", vec![e, f]);
+    }
+    v
+}
+
+/// The Hugging Face (transformers `LlamaForCausalLM` / `Qwen2ForCausalLM`) name of a GGUF
+/// tensor name.
+pub fn hf_name(gguf: &str) -> String {
+    match gguf {
+        "token_embd.weight" => return "model.embed_tokens.weight".into(),
+        "output_norm.weight" => return "model.norm.weight".into(),
+        "output.weight" => return "lm_head.weight".into(),
+        _ => {}
+    }
+    let Some(rest) = gguf.strip_prefix("blk.") else { return gguf.into() };
+    let (i, name) = rest.split_once('.').unwrap_or((rest, ""));
+    let (stem, kind) = name.rsplit_once('.').unwrap_or((name, ""));
+    let hf = match stem {
+        "attn_norm" => "input_layernorm",
+        "ffn_norm" => "post_attention_layernorm",
+        "attn_q" => "self_attn.q_proj",
+        "attn_k" => "self_attn.k_proj",
+        "attn_v" => "self_attn.v_proj",
+        "attn_output" => "self_attn.o_proj",
+        "attn_q_norm" => "self_attn.q_norm",
+        "attn_k_norm" => "self_attn.k_norm",
+        "ffn_gate" => "mlp.gate_proj",
+        "ffn_up" => "mlp.up_proj",
+        "ffn_down" => "mlp.down_proj",
+        other => other,
+    };
+    format!("model.layers.{i}.{hf}.{kind}")
+}
+
+fn bad(name: &str, msg: String) -> ModelError {
+    ModelError::BadTensor { name: name.to_string(), msg }
+}
+
+impl Weights {
+    /// Load every tensor `cfg` needs from a GGUF file: f32 tensors and all 1-D tensors as
+    /// dense f32, other 2-D tensors kept packed (copied once out of the map).
+    ///
+    /// Errors: a missing tensor, a shape other than the expected one, a tensor type that
+    /// cannot be dequantized.
+    pub fn from_gguf(file: &GgufFile, cfg: &LlamaConfig) -> Result<Weights> {
+        let mut map = BTreeMap::new();
+        for (name, shape) in expected(cfg) {
+            let info = file.tensor_info(&name).map_err(|_| ModelError::MissingTensor(name.clone()))?;
+            let got: Vec<usize> = info.shape().iter().map(|&d| d as usize).collect();
+            if got != shape {
+                return Err(bad(&name, format!("shape {got:?}, expected {shape:?}")));
+            }
+            let w = if info.ty == GgmlType::F32 || shape.len() == 1 {
+                let v = file.dequantize(&name)?;
+                Weight::Dense(Tensor::from_vec(v, &shape).map_err(|e| bad(&name, e.to_string()))?)
+            } else {
+                let bytes = file.tensor_data(&name)?;
+                let (n, k) = (shape[0], shape[1]);
+                let data = Tensor::from_vec(bytes.to_vec(), &[n, bytes.len() / n.max(1)])
+                    .map_err(|e| bad(&name, e.to_string()))?;
+                Weight::Packed { data, scheme: info.ty.name().to_string(), n, k }
+            };
+            map.insert(name, w);
+        }
+        Ok(Weights { map })
+    }
+
+    /// Load every tensor `cfg` needs from Hugging Face safetensors (names as [`hf_name`]),
+    /// converted to f32. A tied head may also be stored as `lm_head.weight`; it is not read.
+    ///
+    /// Errors: a missing tensor or one of the wrong shape.
+    pub fn from_safetensors(file: &rlx_safetensors::SafetensorsFile, cfg: &LlamaConfig) -> Result<Weights> {
+        let mut map = BTreeMap::new();
+        for (name, shape) in expected(cfg) {
+            let hf = hf_name(&name);
+            let info = file.info(&hf).map_err(|_| ModelError::MissingTensor(hf.clone()))?;
+            if info.shape != shape {
+                return Err(bad(&hf, format!("shape {:?}, expected {shape:?}", info.shape)));
+            }
+            map.insert(name, Weight::Dense(file.tensor_as(&hf, DType::F32)?));
+        }
+        Ok(Weights { map })
+    }
+
+    /// Build from a map (names and shapes as [`expected`]); for tests and custom loaders.
+    pub fn from_map(map: BTreeMap<String, Weight>) -> Weights {
+        Weights { map }
+    }
+
+    /// Weight `name`.
+    pub fn get(&self, name: &str) -> Option<&Weight> {
+        self.map.get(name)
+    }
+
+    /// All weights by name.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Weight)> {
+        self.map.iter().map(|(k, v)| (k.as_str(), v))
+    }
+
+    /// Total bytes of all weights.
+    pub fn bytes(&self) -> usize {
+        self.map.values().map(Weight::bytes).sum()
+    }
+}

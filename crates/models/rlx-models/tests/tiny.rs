@@ -1,0 +1,254 @@
+//! A tiny random Llama written as a GGUF (Q/K rows permuted, adjacent-pair RoPE) and as HF
+//! safetensors (unpermuted, rotate-half RoPE): both give the same logits; KV-cache decode
+//! equals a full recompute (across cache growth and prefill padding); a batch of two equals
+//! two single runs; bad input gives typed errors.
+
+use rlx_gguf::{GgmlType, GgufFile, GgufWriter};
+use rlx_ir::Tensor;
+use rlx_models::{LlamaConfig, LlamaModel, ModelError, Weight, Weights};
+use rlx_runtime::CompileOptions;
+use std::collections::BTreeMap;
+
+const L: usize = 2;
+const E: usize = 64;
+const H: usize = 4;
+const HK: usize = 2;
+const D: usize = 16;
+const F: usize = 96;
+const V: usize = 50;
+
+fn rand(n: usize, seed: u64, scale: f32) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((s >> 33) as f32 / (1u64 << 31) as f32 - 0.5) * 2.0 * scale
+        })
+        .collect()
+}
+
+/// HF-layout weights (name, row-major shape, values).
+fn hf_weights() -> Vec<(String, Vec<usize>, Vec<f32>)> {
+    let mut w = vec![
+        ("model.embed_tokens.weight".to_string(), vec![V, E], rand(V * E, 1, 1.0)),
+        ("model.norm.weight".to_string(), vec![E], rand(E, 2, 0.2).iter().map(|x| 1.0 + x).collect()),
+    ];
+    for i in 0..L {
+        let p = |n: &str| format!("model.layers.{i}.{n}");
+        let s = 100 * (i as u64 + 1);
+        w.push((p("input_layernorm.weight"), vec![E], rand(E, s, 0.2).iter().map(|x| 1.0 + x).collect()));
+        w.push((p("post_attention_layernorm.weight"), vec![E], rand(E, s + 1, 0.2).iter().map(|x| 1.0 + x).collect()));
+        w.push((p("self_attn.q_proj.weight"), vec![H * D, E], rand(H * D * E, s + 2, 0.3)));
+        w.push((p("self_attn.k_proj.weight"), vec![HK * D, E], rand(HK * D * E, s + 3, 0.3)));
+        w.push((p("self_attn.v_proj.weight"), vec![HK * D, E], rand(HK * D * E, s + 4, 0.3)));
+        w.push((p("self_attn.o_proj.weight"), vec![E, H * D], rand(E * H * D, s + 5, 0.2)));
+        w.push((p("mlp.gate_proj.weight"), vec![F, E], rand(F * E, s + 6, 0.2)));
+        w.push((p("mlp.up_proj.weight"), vec![F, E], rand(F * E, s + 7, 0.2)));
+        w.push((p("mlp.down_proj.weight"), vec![E, F], rand(E * F, s + 8, 0.2)));
+    }
+    w
+}
+
+/// HF → GGUF row permutation of Q/K (llama.cpp's convert: rows of each head reordered so
+/// rotate-half pairs become adjacent pairs).
+fn permute(w: &[f32], heads: usize, cols: usize) -> Vec<f32> {
+    let mut out = vec![0.0; w.len()];
+    for h in 0..heads {
+        for i in 0..D / 2 {
+            for t in 0..2 {
+                let (dst, src) = (h * D + 2 * i + t, h * D + t * D / 2 + i);
+                out[dst * cols..][..cols].copy_from_slice(&w[src * cols..][..cols]);
+            }
+        }
+    }
+    out
+}
+
+fn gguf_name(hf: &str) -> String {
+    let map = [
+        ("model.embed_tokens.weight", "token_embd.weight"),
+        ("model.norm.weight", "output_norm.weight"),
+        ("input_layernorm", "attn_norm"),
+        ("post_attention_layernorm", "ffn_norm"),
+        ("self_attn.q_proj", "attn_q"),
+        ("self_attn.k_proj", "attn_k"),
+        ("self_attn.v_proj", "attn_v"),
+        ("self_attn.o_proj", "attn_output"),
+        ("mlp.gate_proj", "ffn_gate"),
+        ("mlp.up_proj", "ffn_up"),
+        ("mlp.down_proj", "ffn_down"),
+        ("model.layers.", "blk."),
+    ];
+    let mut s = hf.to_string();
+    for (a, b) in map {
+        s = s.replace(a, b);
+    }
+    s
+}
+
+fn gguf_bytes(arch: &str, matrix_type: GgmlType) -> Vec<u8> {
+    let mut w = GgufWriter::new();
+    w.add_metadata("general.architecture", arch).unwrap();
+    let k = |n: &str| format!("{arch}.{n}");
+    w.add_metadata(k("block_count"), L as u32).unwrap();
+    w.add_metadata(k("embedding_length"), E as u32).unwrap();
+    w.add_metadata(k("feed_forward_length"), F as u32).unwrap();
+    w.add_metadata(k("attention.head_count"), H as u32).unwrap();
+    w.add_metadata(k("attention.head_count_kv"), HK as u32).unwrap();
+    w.add_metadata(k("context_length"), 64u32).unwrap();
+    w.add_metadata(k("rope.freq_base"), 10000f32).unwrap();
+    w.add_metadata(k("attention.layer_norm_rms_epsilon"), 1e-5f32).unwrap();
+    w.add_metadata("tokenizer.ggml.bos_token_id", 1u32).unwrap();
+    for (name, shape, v) in hf_weights() {
+        let v = if name.contains("q_proj") {
+            permute(&v, H, E)
+        } else if name.contains("k_proj") {
+            permute(&v, HK, E)
+        } else {
+            v
+        };
+        let ty = if shape.len() == 2 { matrix_type } else { GgmlType::F32 };
+        let shape: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
+        w.add_f32_tensor(gguf_name(&name), &shape, ty, &v).unwrap();
+    }
+    w.to_bytes().unwrap()
+}
+
+fn gguf_model(ty: GgmlType) -> LlamaModel {
+    let f = GgufFile::from_vec(gguf_bytes("llama", ty)).unwrap();
+    LlamaModel::from_gguf(&f, CompileOptions::default()).unwrap()
+}
+
+fn hf_model() -> LlamaModel {
+    let dir = std::env::temp_dir().join(format!("rlx_models_tiny_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ws = hf_weights();
+    let ts: Vec<(String, Tensor)> = ws.into_iter().map(|(n, s, v)| (n, Tensor::from_vec(v, &s).unwrap())).collect();
+    let bytes = rlx_safetensors::serialize(ts.iter().map(|(n, t)| (n.as_str(), t)), None).unwrap();
+    std::fs::write(dir.join("model.safetensors"), bytes).unwrap();
+    let cfg = serde_json::json!({
+        "model_type": "llama", "hidden_size": E, "num_hidden_layers": L, "num_attention_heads": H,
+        "num_key_value_heads": HK, "intermediate_size": F, "vocab_size": V, "max_position_embeddings": 64,
+        "rope_theta": 10000.0, "rms_norm_eps": 1e-5, "tie_word_embeddings": true, "bos_token_id": 1
+    });
+    std::fs::write(dir.join("config.json"), cfg.to_string()).unwrap();
+    let m = LlamaModel::from_hf_dir(&dir, CompileOptions::default()).unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    m
+}
+
+fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
+    let (a, b) = (a.as_slice::<f32>().unwrap(), b.as_slice::<f32>().unwrap());
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+const PROMPT: [u32; 7] = [3, 17, 42, 5, 9, 11, 30];
+
+#[test]
+fn gguf_permuted_and_hf_layouts_agree() {
+    let (mut a, mut b) = (gguf_model(GgmlType::F32), hf_model());
+    assert_eq!(a.config().rope_style, rlx_ir::op::RopeStyle::AdjacentPairs);
+    assert_eq!(b.config().rope_style, rlx_ir::op::RopeStyle::RotateHalf);
+    let (mut ca, mut cb) = (a.new_cache(1), b.new_cache(1));
+    let la = a.forward(&mut ca, &PROMPT).unwrap();
+    let lb = b.forward(&mut cb, &PROMPT).unwrap();
+    assert_eq!(la.shape(), &[1, V]);
+    assert!(max_diff(&la, &lb) < 1e-4, "{}", max_diff(&la, &lb));
+    let la = a.forward(&mut ca, &[7]).unwrap();
+    let lb = b.forward(&mut cb, &[7]).unwrap();
+    assert!(max_diff(&la, &lb) < 1e-4, "{}", max_diff(&la, &lb));
+}
+
+#[test]
+fn cached_decode_equals_full_recompute() {
+    let mut m = gguf_model(GgmlType::F32);
+    // 23 tokens: the cache grows past its first capacity (16), the full run pads to 32.
+    let seq: Vec<u32> = (0..23).map(|i| (i * 7 + 3) % V as u32).collect();
+    let mut full = m.new_cache(1);
+    let want = m.forward(&mut full, &seq).unwrap();
+    let mut inc = m.new_cache(1);
+    m.forward(&mut inc, &seq[..3]).unwrap();
+    let mut got = None;
+    for &t in &seq[3..] {
+        got = Some(m.forward(&mut inc, &[t]).unwrap());
+    }
+    assert_eq!(inc.len(), 23);
+    assert!(inc.capacity() >= 23);
+    let d = max_diff(&want, &got.unwrap());
+    assert!(d < 1e-4, "{d}");
+}
+
+#[test]
+fn batch_of_two_equals_two_runs() {
+    let mut m = gguf_model(GgmlType::F32);
+    let (p, q) = (&PROMPT[..5], &[8u32, 1, 2, 40, 33][..]);
+    let mut c2 = m.new_cache(2);
+    let both: Vec<u32> = p.iter().chain(q).copied().collect();
+    let l2 = m.forward(&mut c2, &both).unwrap();
+    let l2b = m.forward(&mut c2, &[4, 6]).unwrap();
+    for (r, seq, next) in [(0, p, 4u32), (1, q, 6u32)] {
+        let mut c = m.new_cache(1);
+        let l = m.forward(&mut c, seq).unwrap().to_f32_vec();
+        let l_next = m.forward(&mut c, &[next]).unwrap().to_f32_vec();
+        let row = |t: &Tensor| t.to_f32_vec()[r * V..][..V].to_vec();
+        for (a, b) in [(row(&l2), l), (row(&l2b), l_next)] {
+            let d = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max);
+            assert!(d < 1e-4, "row {r}: {d}");
+        }
+    }
+}
+
+#[test]
+fn packed_q8_0_weights_run_through_dequant_matmul() {
+    // The packed model against a dense model holding the same weights dequantized: they differ
+    // only by the kernel's arithmetic (activation quantization in the fast kernel's mode).
+    let f = GgufFile::from_vec(gguf_bytes("llama", GgmlType::Q8_0)).unwrap();
+    let cfg = LlamaConfig::from_gguf(&f).unwrap();
+    let packed = Weights::from_gguf(&f, &cfg).unwrap();
+    assert!(matches!(packed.get("blk.0.attn_q.weight"), Some(Weight::Packed { scheme, .. }) if scheme == "Q8_0"));
+    let dense: BTreeMap<String, Weight> = packed
+        .iter()
+        .map(|(n, w)| {
+            let t = match w {
+                Weight::Dense(t) => t.clone(),
+                Weight::Packed { .. } => Tensor::from_vec(f.dequantize(n).unwrap(), &w.shape()).unwrap(),
+            };
+            (n.to_string(), Weight::Dense(t))
+        })
+        .collect();
+    let mut a = LlamaModel::new(cfg.clone(), packed, CompileOptions::default()).unwrap();
+    let mut b = LlamaModel::new(cfg, Weights::from_map(dense), CompileOptions::default()).unwrap();
+    let (mut ca, mut cb) = (a.new_cache(1), b.new_cache(1));
+    let la = a.forward(&mut ca, &PROMPT).unwrap();
+    let lb = b.forward(&mut cb, &PROMPT).unwrap();
+    let scale = lb.as_slice::<f32>().unwrap().iter().fold(0f32, |m, x| m.max(x.abs()));
+    let d = max_diff(&la, &lb);
+    assert!(d <= 2e-2 * scale, "{d} (logit scale {scale})");
+}
+
+#[test]
+fn bad_input_is_a_typed_error() {
+    let f = GgufFile::from_vec(gguf_bytes("gpt2", GgmlType::F32)).unwrap();
+    let e = LlamaConfig::from_gguf(&f).unwrap_err();
+    assert!(matches!(&e, ModelError::UnsupportedArchitecture { arch, .. } if arch == "gpt2"), "{e}");
+    assert!(e.to_string().contains("gpt2") && e.to_string().contains("llama"), "{e}");
+    let mut m = gguf_model(GgmlType::F32);
+    let mut c = m.new_cache(1);
+    let long: Vec<u32> = vec![1; 65];
+    assert!(matches!(m.forward(&mut c, &long), Err(ModelError::ContextOverflow { needed: 65, context: 64 })));
+    assert!(matches!(m.forward(&mut c, &[V as u32]), Err(ModelError::BadToken { .. })));
+    assert!(matches!(m.forward(&mut c, &[]), Err(ModelError::Batch { .. })));
+    let mut g = rlx_models::Generator::new(&mut m);
+    let opts = rlx_models::GenerateOptions { max_tokens: 3, stop_tokens: vec![] };
+    let s = g.generate(&[], &opts, |l, _| rlx_models::argmax(l), |_| true).unwrap();
+    assert_eq!((s.prompt_tokens, s.tokens.len()), (1, 3));
+}
+
+#[test]
+fn config_json_names_what_is_missing() {
+    let e = LlamaConfig::from_hf_config(r#"{"model_type": "bert"}"#).unwrap_err();
+    assert!(e.to_string().contains("bert"), "{e}");
+    let e = LlamaConfig::from_hf_config(r#"{"model_type": "llama", "hidden_size": 8}"#).unwrap_err();
+    assert!(e.to_string().contains("num_attention_heads"), "{e}");
+}
