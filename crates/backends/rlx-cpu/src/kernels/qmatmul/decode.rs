@@ -94,8 +94,8 @@ mod avx512 {
                 let rows = std::array::from_fn(|r| wp.add((j + r) * row_bytes));
                 y[j..j + ROWS].copy_from_slice(&dot(rows, nb, xp, sp));
             }
-            for j in full..y.len() {
-                y[j] = dot1([wp.add(j * row_bytes)], nb, xp, sp)[0];
+            for (j, yj) in y.iter_mut().enumerate().skip(full) {
+                *yj = dot1([wp.add(j * row_bytes)], nb, xp, sp)[0];
             }
         }
     }
@@ -149,6 +149,8 @@ mod avx512 {
                         macc[r] = _mm512_fmadd_ps(mv, _mm512_maskz_loadu_ps(lanes, sp.add(g0)), macc[r]);
                     }
                 }
+                // `i` indexes the scales of all R rows.
+                #[allow(clippy::needless_range_loop)]
                 for i in 0..gn {
                     let b = g0 + i;
                     let x0 = _mm512_loadu_ps(xp.add(32 * b));
