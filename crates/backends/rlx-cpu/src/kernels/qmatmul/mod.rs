@@ -5,11 +5,13 @@
 //! Two modes, chosen by `CpuOptions::quantized_activations`:
 //!
 //! - **Exact** (default): `x_f32 · dequant(W)ᵀ` up to f32 rounding (the dequantized weights
-//!   are bit-identical with `rlx_gguf::quants::dequantize_into`; only the summation order
-//!   differs from the composite's f32 body). Paths:
-//!   - `fused` (M = 1, AVX-512, Q8_0/Q4_0/Q4_1/Q4_K/Q5_K/Q6_K): each weight row is dequantized
-//!     16 values at a time inside registers and FMA'd against the f32 activations
-//!     ([`exact::dot`]); no scratch.
+//!   are bit-identical with `rlx_gguf::quants::dequantize_into` where they are formed; the
+//!   summation order differs from the composite's f32 body). Paths:
+//!   - `fused` (M = 1, AVX-512, Q8_0/Q4_0/Q4_1/Q4_K/Q5_K/Q6_K): no dequantized weights in
+//!     memory. Q4_0/Q4_1/Q8_0: `Σ_b d_b · (Σ q · x) + m_b · Σx_b` over 4 weight rows at a time
+//!     ([`decode::dot_rows`], per-block `Σx` computed once per call into scratch); the K-quants:
+//!     each weight row is dequantized 16 values at a time inside registers and FMA'd against
+//!     the f32 activations ([`exact::dot`]).
 //!   - `tile` (M > 1): a tile of weight rows (at most [`TILE_BYTES`] of f32, so it stays in L2)
 //!     is dequantized once into per-thread scratch (in registers for the schemes above, with
 //!     `dequantize_into` for the others) and multiplied with all M activation rows by `gemm`,
@@ -24,6 +26,7 @@
 //! large; in the `tile` path one contiguous range of rows per thread. All scratch is allocated
 //! by [`select`]; [`run`] allocates nothing.
 
+mod decode;
 mod exact;
 mod int8;
 
@@ -80,6 +83,8 @@ pub struct QMatmulKernel {
     xs: Vec<f32>,
     /// Dequantized weights: one row of `k` per chunk (`rowwise`) or one tile per thread (`tile`).
     scratch: Vec<f32>,
+    /// `Σ x` per 32-element block (`fused` path, schemes with [`decode::needs_block_sums`]).
+    xblk: Vec<f32>,
 }
 
 impl QMatmulKernel {
@@ -164,6 +169,7 @@ pub fn select(
         xd: vec![0.0; q8 / int8::QK],
         xs: vec![0.0; q8 / int8::QK],
         scratch: vec![0.0; scratch],
+        xblk: vec![0.0; if path == Path::Fused && decode::needs_block_sums(ty) { k / 32 } else { 0 }],
     })
 }
 
@@ -195,12 +201,19 @@ pub fn run(k: &mut QMatmulKernel, x: &Tensor, w: &Tensor, out: &mut Tensor) -> R
         y.fill(0.0);
         return Ok(());
     }
+    if m == 0 {
+        return Ok(());
+    }
     if k.path == Path::Tile {
         run_tile(k, xs, wb, y);
         return Ok(());
     }
     if let Path::Q8(_) = k.path {
         int8::quantize_q8_0(xs, &mut k.xq, &mut k.xd, &mut k.xs);
+    }
+    if k.path == Path::Fused && decode::has_kernel(k.ty) {
+        run_decode(k, xs, wb, y);
+        return Ok(());
     }
     let yp = OutPtr(y.as_mut_ptr());
     let (chunk, row_bytes, ty, path) = (k.chunk, k.row_bytes, k.ty, k.path);
@@ -243,6 +256,36 @@ pub fn run(k: &mut QMatmulKernel, x: &Tensor, w: &Tensor, out: &mut Tensor) -> R
         body(0, &mut []);
     }
     Ok(())
+}
+
+/// The `fused` path for the schemes of [`decode`] (M = 1): chunks of rows across threads.
+fn run_decode(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32]) {
+    if !k.xblk.is_empty() {
+        decode::block_sums(xs, &mut k.xblk);
+    }
+    let (chunk, row_bytes, ty, xblk) = (k.chunk, k.row_bytes, k.ty, &k.xblk[..]);
+    let body = |c: usize, yc: &mut [f32]| {
+        let w = &wb[c * chunk * row_bytes..(c * chunk + yc.len()) * row_bytes];
+        decode_dot_rows(ty, w, row_bytes, xs, xblk, yc);
+    };
+    if y.len() > chunk {
+        y.par_chunks_mut(chunk).enumerate().for_each(|(c, yc)| body(c, yc));
+    } else {
+        body(0, y);
+    }
+}
+
+/// [`decode::dot_rows`] (the `fused` path is planned only where it can run).
+#[cfg(target_arch = "x86_64")]
+fn decode_dot_rows(ty: GgmlType, w: &[u8], row_bytes: usize, x: &[f32], xblk: &[f32], y: &mut [f32]) {
+    // SAFETY: `Path::Fused` is planned only when the features were detected; lengths checked
+    // in `run`; `xblk` was filled above where the scheme needs it.
+    unsafe { decode::dot_rows(ty, w, row_bytes, x, xblk, y) }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn decode_dot_rows(_: GgmlType, _: &[u8], _: usize, _: &[f32], _: &[f32], _: &mut [f32]) {
+    unreachable!("the fused path is planned only on x86_64")
 }
 
 /// The `tile` path: each thread dequantizes tiles of its row range and runs gemm on them.

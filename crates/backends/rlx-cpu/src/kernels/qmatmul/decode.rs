@@ -1,0 +1,248 @@
+//! Exact-mode decode (`M = 1`) for Q4_0, Q4_1, Q8_0 and Q4_K: `y[j] = Σ_i
+//! dequant(W[j])[i] · x[i]` in f32, written as `Σ_b d_b · (Σ_{i∈b} q_i · x_i) + m_b · Σ_{i∈b} x_i`
+//! (the dequantized weights are never formed; only the summation order differs from the
+//! reference, so results agree with it up to f32 rounding).
+//!
+//! Per 32-weight block and row: one zero-extension of 16 packed bytes, the nibble → f32 lookup
+//! by `vpermps` in a 16-entry table (Q4_0: `q - 8`, Q4_1: `q`; the permute reads only the low 4
+//! bits of each lane, so no mask is needed), one multiply and two FMAs. The f16 scales of 16
+//! blocks are converted together (`vcvtph2ps`) and broadcast from memory; [`ROWS`] weight rows
+//! share each activation load; the horizontal sum happens once per row. The `m_b · Σx_b` term of
+//! Q4_1 and Q4_K (`m = -dmin · min_j` per 32-weight sub-block, `d = d · scale_j`) uses the
+//! per-block activation sums from [`block_sums`] (computed once per call).
+
+/// Weight rows processed together.
+const ROWS: usize = 4;
+/// Blocks whose scales are converted together.
+const GROUP: usize = 16;
+
+/// True when `ty` has a kernel here.
+pub(super) fn has_kernel(ty: rlx_gguf::GgmlType) -> bool {
+    use rlx_gguf::GgmlType as T;
+    matches!(ty, T::Q4_0 | T::Q4_1 | T::Q8_0 | T::Q4_K)
+}
+
+/// True when `ty`'s kernel reads [`block_sums`].
+pub(super) fn needs_block_sums(ty: rlx_gguf::GgmlType) -> bool {
+    matches!(ty, rlx_gguf::GgmlType::Q4_1 | rlx_gguf::GgmlType::Q4_K)
+}
+
+/// `out[b] = Σ x[32 b .. 32 b + 32]` (`x.len() == 32 · out.len()`).
+pub(super) fn block_sums(x: &[f32], out: &mut [f32]) {
+    for (o, c) in out.iter_mut().zip(x.chunks_exact(32)) {
+        let mut acc = [0f32; 8];
+        for q in c.chunks_exact(8) {
+            for l in 0..8 {
+                acc[l] += q[l];
+            }
+        }
+        *o = acc.iter().sum();
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(super) use avx512::dot_rows;
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::{GROUP, ROWS};
+    use rlx_gguf::GgmlType;
+    use rlx_gguf::quants::kquants::scale_min_k4;
+    use std::arch::x86_64::*;
+
+    /// Block layouts (const parameters of the row kernels).
+    /// `d f16, 16 bytes of nibble pairs`, `w = d (q - 8)`.
+    const Q4_0: u8 = 0;
+    /// `d f16, m f16, 16 bytes`, `w = d q + m`.
+    const Q4_1: u8 = 1;
+    /// `d f16, 32 i8`, `w = d q`.
+    const Q8_0: u8 = 2;
+
+    /// The dot products of `R` rows with `x` (`nb` blocks each).
+    type RowsFn<const R: usize> = unsafe fn([*const u8; R], usize, *const f32, *const f32) -> [f32; R];
+
+    /// `y[r] = Σ dequant(w row r) · x` for every row of `w` (`y.len()` rows of `row_bytes`).
+    ///
+    /// # Safety
+    /// AVX-512F/BW/VL, AVX2, FMA and F16C must be available; `ty` satisfies
+    /// [`super::has_kernel`]; `w.len() == y.len() · row_bytes` with `row_bytes` =
+    /// `x.len() / 32` blocks of `ty`; `xsum` holds [`super::block_sums`] of `x` when
+    /// [`super::needs_block_sums`].
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+    pub(in super::super) unsafe fn dot_rows(
+        ty: GgmlType,
+        w: &[u8],
+        row_bytes: usize,
+        x: &[f32],
+        xsum: &[f32],
+        y: &mut [f32],
+    ) {
+        debug_assert_eq!(w.len(), y.len() * row_bytes);
+        debug_assert!(!super::needs_block_sums(ty) || xsum.len() == x.len() / 32);
+        let (dot, dot1): (RowsFn<ROWS>, RowsFn<1>) = match ty {
+            GgmlType::Q4_0 => (rows_dot::<ROWS, Q4_0>, rows_dot::<1, Q4_0>),
+            GgmlType::Q4_1 => (rows_dot::<ROWS, Q4_1>, rows_dot::<1, Q4_1>),
+            GgmlType::Q4_K => (rows_dot_q4k::<ROWS>, rows_dot_q4k::<1>),
+            _ => (rows_dot::<ROWS, Q8_0>, rows_dot::<1, Q8_0>),
+        };
+        let nb = x.len() / 32;
+        let (wp, xp, sp) = (w.as_ptr(), x.as_ptr(), xsum.as_ptr());
+        let full = y.len() / ROWS * ROWS;
+        // SAFETY: rows `j .. j + ROWS` (or `j`) lie inside `w`; the callee's contract is ours.
+        unsafe {
+            for j in (0..full).step_by(ROWS) {
+                let rows = std::array::from_fn(|r| wp.add((j + r) * row_bytes));
+                y[j..j + ROWS].copy_from_slice(&dot(rows, nb, xp, sp));
+            }
+            for (j, yj) in y.iter_mut().enumerate().skip(full) {
+                *yj = dot1([wp.add(j * row_bytes)], nb, xp, sp)[0];
+            }
+        }
+    }
+
+    /// The dot products of `R` rows of the legacy scheme `K` (`nb` blocks each) with `x`.
+    ///
+    /// # Safety
+    /// As [`dot_rows`]; every `rows[r]` points to `nb` blocks, `x` to `32 nb` floats, `xsum`
+    /// to `nb` floats for Q4_1.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+    #[inline]
+    unsafe fn rows_dot<const R: usize, const K: u8>(
+        rows: [*const u8; R],
+        nb: usize,
+        xp: *const f32,
+        sp: *const f32,
+    ) -> [f32; R] {
+        let ts: usize = match K {
+            Q4_0 => 18,
+            Q4_1 => 20,
+            _ => 34,
+        };
+        // Nibble → value tables (exact small integers).
+        let table = if K == Q4_0 {
+            _mm512_setr_ps(-8., -7., -6., -5., -4., -3., -2., -1., 0., 1., 2., 3., 4., 5., 6., 7.)
+        } else {
+            _mm512_setr_ps(0., 1., 2., 3., 4., 5., 6., 7., 8., 9., 10., 11., 12., 13., 14., 15.)
+        };
+        // Byte offsets of 16 consecutive blocks (for the scale gather).
+        let offs = _mm512_mullo_epi32(
+            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+            _mm512_set1_epi32(ts as i32),
+        );
+        let mut acc = [_mm512_setzero_ps(); R];
+        let mut macc = [_mm512_setzero_ps(); R];
+        let mut d = [[0f32; GROUP]; R];
+        let mut g0 = 0;
+        // SAFETY (every pointer below): block `b < nb` of row `r` spans `ts` bytes from
+        // `rows[r] + b ts`; `x` has `32 nb` floats, `xsum` `nb`.
+        unsafe {
+            while g0 < nb {
+                let gn = GROUP.min(nb - g0);
+                let lanes: __mmask16 = if gn == GROUP { 0xffff } else { (1u16 << gn) - 1 };
+                // The first 4 bytes of each of the group's blocks: `d` (and `m` for Q4_1).
+                for r in 0..R {
+                    let base = rows[r].add(g0 * ts);
+                    let h = _mm512_mask_i32gather_epi32::<1>(_mm512_setzero_si512(), lanes, offs, base.cast());
+                    _mm512_storeu_ps(d[r].as_mut_ptr(), _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)));
+                    if K == Q4_1 {
+                        let mv = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h, 16)));
+                        macc[r] = _mm512_fmadd_ps(mv, _mm512_maskz_loadu_ps(lanes, sp.add(g0)), macc[r]);
+                    }
+                }
+                // `i` indexes the scales of all R rows.
+                #[allow(clippy::needless_range_loop)]
+                for i in 0..gn {
+                    let b = g0 + i;
+                    let x0 = _mm512_loadu_ps(xp.add(32 * b));
+                    let x1 = _mm512_loadu_ps(xp.add(32 * b + 16));
+                    for r in 0..R {
+                        let p = rows[r].add(b * ts);
+                        let s = if K == Q8_0 {
+                            let q0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p.add(2).cast())));
+                            let q1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p.add(18).cast())));
+                            _mm512_fmadd_ps(q1, x1, _mm512_mul_ps(q0, x0))
+                        } else {
+                            let off = if K == Q4_1 { 4 } else { 2 };
+                            let v = _mm512_cvtepu8_epi32(_mm_loadu_si128(p.add(off).cast()));
+                            let lo = _mm512_permutexvar_ps(v, table);
+                            let hi = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), table);
+                            _mm512_fmadd_ps(hi, x1, _mm512_mul_ps(lo, x0))
+                        };
+                        acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(d[r][i]), s, acc[r]);
+                    }
+                }
+                g0 += gn;
+            }
+        }
+        std::array::from_fn(|r| _mm512_reduce_add_ps(_mm512_add_ps(acc[r], macc[r])))
+    }
+
+    /// [`rows_dot`] for Q4_K (`nb32` 32-weight sub-blocks per row, `nb32 / 8` blocks).
+    ///
+    /// # Safety
+    /// As [`rows_dot`].
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+    #[inline]
+    unsafe fn rows_dot_q4k<const R: usize>(
+        rows: [*const u8; R],
+        nb32: usize,
+        xp: *const f32,
+        sp: *const f32,
+    ) -> [f32; R] {
+        let table = _mm512_setr_ps(0., 1., 2., 3., 4., 5., 6., 7., 8., 9., 10., 11., 12., 13., 14., 15.);
+        let mut acc = [_mm512_setzero_ps(); R];
+        let mut macc = [_mm256_setzero_ps(); R];
+        let mut dl = [[0f32; 8]; R];
+        // SAFETY (every pointer below): block `b < nb32 / 8` of row `r` spans 144 bytes from
+        // `rows[r] + 144 b`; `x` has `32 nb32` floats, `xsum` `nb32`.
+        unsafe {
+            for b in 0..nb32 / 8 {
+                let s8 = _mm256_loadu_ps(sp.add(8 * b));
+                for r in 0..R {
+                    let p = rows[r].add(144 * b);
+                    let hd = _mm_cvtph_ps(_mm_cvtsi32_si128(p.cast::<i32>().read_unaligned()));
+                    let scales = std::slice::from_raw_parts(p.add(4), 12);
+                    let (mut sc, mut mn) = ([0u8; 8], [0u8; 8]);
+                    for j in 0..8 {
+                        (sc[j], mn[j]) = scale_min_k4(j, scales);
+                    }
+                    let to_f =
+                        |v: [u8; 8]| _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(v.as_ptr().cast())));
+                    let d = _mm256_broadcastss_ps(hd);
+                    let dmin = _mm256_broadcastss_ps(_mm_movehdup_ps(hd));
+                    _mm256_storeu_ps(dl[r].as_mut_ptr(), _mm256_mul_ps(d, to_f(sc)));
+                    macc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dmin, to_f(mn)), s8, macc[r]);
+                }
+                for pair in 0..4 {
+                    let xb = xp.add(256 * b + 64 * pair);
+                    let (x0, x1) = (_mm512_loadu_ps(xb), _mm512_loadu_ps(xb.add(16)));
+                    let (x2, x3) = (_mm512_loadu_ps(xb.add(32)), _mm512_loadu_ps(xb.add(48)));
+                    for r in 0..R {
+                        let q = rows[r].add(144 * b + 16 + 32 * pair);
+                        let v0 = _mm512_cvtepu8_epi32(_mm_loadu_si128(q.cast()));
+                        let v1 = _mm512_cvtepu8_epi32(_mm_loadu_si128(q.add(16).cast()));
+                        let lo = _mm512_fmadd_ps(
+                            _mm512_permutexvar_ps(v1, table),
+                            x1,
+                            _mm512_mul_ps(_mm512_permutexvar_ps(v0, table), x0),
+                        );
+                        let hi = _mm512_fmadd_ps(
+                            _mm512_permutexvar_ps(_mm512_srli_epi32(v1, 4), table),
+                            x3,
+                            _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v0, 4), table), x2),
+                        );
+                        acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(dl[r][2 * pair]), lo, acc[r]);
+                        acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(dl[r][2 * pair + 1]), hi, acc[r]);
+                    }
+                }
+            }
+        }
+        std::array::from_fn(|r| {
+            let m = macc[r];
+            let m4 = _mm_add_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+            let m2 = _mm_add_ps(m4, _mm_movehl_ps(m4, m4));
+            let m1 = _mm_add_ss(m2, _mm_movehdup_ps(m2));
+            _mm512_reduce_add_ps(acc[r]) - _mm_cvtss_f32(m1)
+        })
+    }
+}
