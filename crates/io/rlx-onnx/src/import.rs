@@ -178,6 +178,32 @@ pub(crate) fn value_shape(vi: &ValueInfoProto, fresh: &str) -> Result<Shape> {
     Ok(Shape::from_dims(&dims, dtype))
 }
 
+/// Errors with [`OnnxError::InputShape`] when `given` contradicts the declared dims of `vi`
+/// (only when the model declares a shape: a rank mismatch, or a static dim that differs).
+fn check_declared(vi: &ValueInfoProto, declared: &[Dim], given: &[usize]) -> Result<()> {
+    let has_shape = matches!(
+        vi.r#type.as_ref().and_then(|t| t.value.as_ref()),
+        Some(type_proto::Value::TensorType(tt)) if tt.shape.is_some()
+    );
+    if !has_shape {
+        return Ok(());
+    }
+    let fits = declared.len() == given.len()
+        && declared.iter().zip(given).all(|(d, g)| !matches!(d, Dim::Static(v) if v != g));
+    if fits {
+        return Ok(());
+    }
+    let declared = declared
+        .iter()
+        .map(|d| match d {
+            Dim::Static(v) => v.to_string(),
+            Dim::Sym(s) => s.clone(),
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    Err(OnnxError::InputShape { name: vi.name().to_string(), declared, given: given.to_vec() })
+}
+
 impl Importer<'_> {
     fn input_shape(&self, vi: &ValueInfoProto) -> Result<Shape> {
         let mut s = value_shape(vi, &format!("{}_d", vi.name()))?;
@@ -188,6 +214,7 @@ impl Importer<'_> {
             .map(|t| t.shape().to_vec())
             .or_else(|| self.opts.input_shapes.get(vi.name()).cloned());
         if let Some(d) = known {
+            check_declared(vi, &s.dims, &d)?;
             s.dims = d.into_iter().map(Dim::Static).collect();
         }
         Ok(s)

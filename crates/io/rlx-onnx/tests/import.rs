@@ -146,6 +146,28 @@ fn unsupported_op_names_op_and_node() {
 }
 
 #[test]
+fn fed_dims_contradicting_static_declared_dims_are_an_error() {
+    let m = model(vec![node("Relu", &["x"], &["y"])], vec![], vec![vi("x", &[None, Some(3)])], &["y"]);
+    let feed = |dims: &[usize]| {
+        let n = dims.iter().product();
+        let t = Tensor::from_vec(vec![0.0f32; n], dims).unwrap();
+        import(&m, &ImportOptions { input_values: HashMap::from([("x".to_string(), t)]), ..Default::default() })
+    };
+    assert!(feed(&[5, 3]).is_ok(), "a symbolic dim takes any size");
+    for bad in [&[2usize, 4][..], &[3][..], &[1, 3, 1][..]] {
+        let e = feed(bad).unwrap_err();
+        assert!(matches!(e, OnnxError::InputShape { .. }), "{bad:?}: {e}");
+        let msg = e.to_string();
+        assert!(msg.contains("\"x\"") && msg.contains("batch, 3") && msg.contains(&format!("{bad:?}")), "{msg}");
+    }
+    let shapes = HashMap::from([("x".to_string(), vec![2, 4])]);
+    assert!(matches!(
+        import(&m, &ImportOptions { input_shapes: shapes, ..Default::default() }),
+        Err(OnnxError::InputShape { .. })
+    ));
+}
+
+#[test]
 fn truncated_model_is_a_decode_error() {
     let m = model(vec![node("Tanh", &["x"], &["y"])], vec![], vec![vi("x", &[Some(1)])], &["y"]);
     let bytes = m.encode_to_vec();
