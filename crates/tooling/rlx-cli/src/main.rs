@@ -16,8 +16,8 @@
 
 mod convert;
 mod inspect;
-mod train;
 mod run;
+mod train;
 
 use std::io::Write;
 use std::path::PathBuf;
