@@ -16,8 +16,8 @@
 
 mod convert;
 mod inspect;
-mod run;
 mod train;
+mod run;
 
 use std::io::Write;
 use std::path::PathBuf;
