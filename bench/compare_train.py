@@ -96,7 +96,7 @@ def main():
         jax.append(float(j.split("jax median ")[1].split()[0]))
         print(
             f"round {k}: rlx {rlx[-1] * 1e3:.2f} ms/epoch (acc {r['test_accuracy']:.4f})  "
-            f"jax {jax[-1] * 1e3:.2f} ms/epoch ({j.strip().split(' ', 3)[3]})"
+            f"jax {jax[-1] * 1e3:.2f} ms/epoch ({j.strip().split(' ', 4)[4]})"
         )
     r_med, j_med = statistics.median(rlx), statistics.median(jax)
     print(f"median over {args.rounds} rounds: rlx {r_med * 1e3:.2f} ms  jax {j_med * 1e3:.2f} ms")
