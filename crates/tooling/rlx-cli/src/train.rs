@@ -146,6 +146,8 @@ struct Epoch {
     loss: f64,
     accuracy: f64,
     seconds: f64,
+    /// The step loop alone (no test evaluation).
+    train_seconds: f64,
 }
 
 fn train(a: &TrainArgs, json: bool) -> Result<String, String> {
@@ -200,8 +202,14 @@ fn train(a: &TrainArgs, json: bool) -> Result<String, String> {
             let rate = pb.position() as f64 / start.elapsed().as_secs_f64().max(1e-9);
             pb.set_message(format!("epoch {}/{}  loss {loss:.4}  {rate:.0} samples/s", epoch + 1, a.epochs));
         }
+        let train_seconds = t0.elapsed().as_secs_f64();
         let acc = accuracy(a.model, &ds, &weights(&tr))?;
-        let e = Epoch { loss: loss_sum / per_epoch as f64, accuracy: acc, seconds: t0.elapsed().as_secs_f64() };
+        let e = Epoch {
+            loss: loss_sum / per_epoch as f64,
+            accuracy: acc,
+            seconds: t0.elapsed().as_secs_f64(),
+            train_seconds,
+        };
         let line = format!(
             "epoch {}/{}: train loss {:.4}  test accuracy {:.2}%  ({:.2} s)",
             epoch + 1,
@@ -238,6 +246,7 @@ fn train(a: &TrainArgs, json: bool) -> Result<String, String> {
             "samples_per_second": samples / seconds,
             "epoch_test_accuracy": log.iter().map(|e| e.accuracy).collect::<Vec<_>>(),
             "epoch_train_loss": log.iter().map(|e| e.loss).collect::<Vec<_>>(),
+            "epoch_train_seconds": log.iter().map(|e| e.train_seconds).collect::<Vec<_>>(),
             "out": a.out.as_ref().map(|p| p.display().to_string()),
         });
         Ok(format!("{v}\n"))

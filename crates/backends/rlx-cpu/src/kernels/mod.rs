@@ -7,6 +7,7 @@
 //! gives the reference's results within float rounding (see each module's docs).
 
 pub mod composite;
+pub mod conv;
 pub mod dot;
 pub mod elementwise;
 pub mod fused;
@@ -16,6 +17,7 @@ pub mod qmatmul;
 pub mod reduce;
 pub mod simd;
 pub mod transpose;
+pub mod window;
 
 use rlx_ir::{DType, Graph, IrError, NodeId, Op, Tensor};
 
@@ -30,6 +32,10 @@ pub enum Kernel {
     Reference,
     /// `dot_general` on `gemm` or our GEMV.
     Dot(Box<dot::DotKernel>),
+    /// f32 `conv_general_dilated` as im2col + `gemm`.
+    Conv(Box<conv::ConvKernel>),
+    /// f32 `reduce_window` sum / max / min (pooling).
+    Window(Box<window::WindowKernel>),
     /// Elementwise, copy and convert kernels.
     Elementwise(elementwise::EwKernel),
     /// f32 sum / max / min over a contiguous run of axes.
@@ -54,6 +60,8 @@ impl Kernel {
         match self {
             Kernel::Reference => "reference",
             Kernel::Dot(k) => k.name(),
+            Kernel::Conv(_) => "conv_im2col_gemm",
+            Kernel::Window(_) => "reduce_window_f32",
             Kernel::Elementwise(k) => k.name(),
             Kernel::Reduce(_) => "reduce_f32",
             Kernel::Transpose(_) => "transpose",
@@ -99,10 +107,28 @@ pub fn select(g: &Graph, id: NodeId, opts: &crate::CpuOptions) -> Kernel {
             dot::select(d, (&ins[0].0, ins[0].1), (&ins[1].0, ins[1].1), (&out.0, out.1))
                 .map(|k| Kernel::Dot(Box::new(k)))
         }
+        Op::ConvGeneralDilated(c) if ins.len() == 2 && ins.iter().all(|i| i.1 == DType::F32) && out.1 == DType::F32 => {
+            conv::select(c, &ins[0].0, &ins[1].0, &out.0).map(|k| Kernel::Conv(Box::new(k)))
+        }
         op if op.is_elementwise() || matches!(op, Op::Reshape { .. }) => {
             elementwise::select(op, &ins, out).map(Kernel::Elementwise)
         }
         Op::Reduce { op, axes } if f32_unary => reduce::plan(*op, &ins[0].0, axes).map(Kernel::Reduce),
+        Op::ReduceWindow { op, window_dimensions, window_strides, padding, base_dilation, window_dilation }
+            if f32_unary =>
+        {
+            window::plan(
+                *op,
+                &ins[0].0,
+                &out.0,
+                window_dimensions,
+                window_strides,
+                padding,
+                base_dilation,
+                window_dilation,
+            )
+            .map(|k| Kernel::Window(Box::new(k)))
+        }
         Op::Transpose { permutation } if ins.len() == 1 && ins[0].1 == out.1 => {
             if permutation.iter().enumerate().all(|(i, &p)| i == p) {
                 Some(Kernel::Elementwise(elementwise::EwKernel::Copy))
@@ -126,6 +152,8 @@ pub fn run(k: &mut Kernel, op: &Op, ins: &[&Tensor], outs: &mut [Tensor]) -> Res
     match k {
         Kernel::Reference => op.eval_into(ins, outs),
         Kernel::Dot(k) => dot::run(k, ins[0], ins[1], &mut outs[0]),
+        Kernel::Conv(k) => conv::run(k, ins[0], ins[1], &mut outs[0]),
+        Kernel::Window(k) => window::run(k, ins[0], &mut outs[0]),
         Kernel::Elementwise(k) => elementwise::run(k, ins, &mut outs[0]),
         Kernel::Reduce(k) => reduce::run(k, ins[0], &mut outs[0]),
         Kernel::Transpose(k) => transpose::run(k, ins[0], &mut outs[0]),
