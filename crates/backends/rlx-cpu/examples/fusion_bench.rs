@@ -53,7 +53,7 @@ fn main() {
         ..Default::default()
     };
     rlx_compile::compile(&mut g, &opts).expect("compile");
-    let mut exe = CpuExecutable::compile(&g, &CpuOptions { threads: Some(t) }).expect("compile");
+    let mut exe = CpuExecutable::compile(&g, &CpuOptions { threads: Some(t), ..Default::default() }).expect("compile");
     let steps = exe.steps();
     let kernels: Vec<&str> = steps.iter().map(|s| s.kernel).collect();
     let mut x = Tensor::zeros(&dims, DType::F32);

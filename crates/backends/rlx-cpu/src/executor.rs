@@ -1,7 +1,7 @@
 //! Buffer planning and the step loop.
 
-use crate::kernels::simd::SimdLevel;
 use crate::inplace::{self, InPlaceKernel};
+use crate::kernels::simd::SimdLevel;
 use crate::kernels::{self, Kernel};
 use rlx_compile::lir::{LirModule, LirOptions, Reuse, Storage};
 use rlx_ir::{Graph, IrError, NodeId, Op, Tensor};

@@ -59,7 +59,8 @@ fn random_graph(steps: &[(u8, usize, usize)], outs: &[usize]) -> Graph {
 }
 
 fn run(g: &Graph, plan: &LirOptions, feeds: &[Tensor]) -> Vec<Tensor> {
-    let mut exe = CpuExecutable::compile_with_plan(g, &CpuOptions { threads: Some(1) }, plan).unwrap();
+    let mut exe =
+        CpuExecutable::compile_with_plan(g, &CpuOptions { threads: Some(1), ..Default::default() }, plan).unwrap();
     let first = exe.run(&[&feeds[0], &feeds[1]], &[&feeds[2]]).unwrap();
     let again = exe.run(&[&feeds[0], &feeds[1]], &[&feeds[2]]).unwrap();
     assert_eq!(first, again, "a second run differs: state leaked between runs");
@@ -107,7 +108,7 @@ fn plan_reuses_aliases_and_runs_in_place() {
         h = g.add(h, c);
     }
     g.set_outputs(vec![h]);
-    let exe = CpuExecutable::compile(&g, &CpuOptions { threads: Some(1) }).unwrap();
+    let exe = CpuExecutable::compile(&g, &CpuOptions { threads: Some(1), ..Default::default() }).unwrap();
     let lir = exe.lir();
     let kernels: Vec<&str> = lir.steps.iter().map(|s| s.kernel.as_str()).collect();
     assert!(kernels.contains(&"view") && kernels.contains(&"in_place_f32"), "{lir}");

@@ -1,7 +1,7 @@
 //! Inlining of composite regions: replace a composite node by its decomposition, for backends
 //! (and transforms) that have no native kernel for it.
 
-use crate::{Graph, Node, NodeId, Op};
+use crate::{Graph, Node, NodeId, Op, Shape};
 
 /// A copy of `g` where every composite for which `keep(name)` is false is replaced by its body
 /// (recursively, so composites nested in bodies are handled too). Node ids change; the result
@@ -60,8 +60,13 @@ fn splice(out: &mut Graph, body: &Graph, args: &[NodeId]) -> Vec<NodeId> {
                 a
             }
             op => {
-                let ins = n.inputs.iter().map(|i| map[i.index()]).collect();
-                out.push_node(Node { op: op.clone(), inputs: ins, outputs: n.outputs.clone() })
+                let ins: Vec<NodeId> = n.inputs.iter().map(|i| map[i.index()]).collect();
+                // Re-type from the actual operands: a body built for symbolic dims (`?`) is
+                // spliced at concrete (or differently named) dims. Where the rule cannot say
+                // (shape-parameter ops), the recorded type stands.
+                let shapes: Vec<&Shape> = ins.iter().map(|&i| out.shape(i)).collect();
+                let outputs = op.infer(&shapes, n.outputs.first()).unwrap_or_else(|_| n.outputs.clone());
+                out.push_node(Node { op: op.clone(), inputs: ins, outputs })
             }
         };
         map.push(id);

@@ -37,3 +37,34 @@ fn optimized_and_unoptimized_agree() {
     assert!(last.stats.nodes_after < report.passes[0].stats.nodes_after);
     assert_eq!(off.compile_report().unwrap().passes.len(), 3, "HIR stage only");
 }
+
+/// A composite built for a symbolic batch (`gelu` on `[?, 4]`) is inlined at the concrete batch
+/// the feeds give: the spliced body is re-typed from its operands (it used to keep `[?, 4]`
+/// and fail verification).
+#[test]
+fn composites_on_a_symbolic_batch_run() {
+    let mut g = Graph::new("sym_gelu");
+    let x = g.input("x", Shape::from_dims(&[rlx_ir::Dim::dynamic(), 4.into()], DType::F32));
+    let y = g.gelu(x, false);
+    g.set_outputs(vec![y]);
+    let xs = [-2.0f32, -0.5, 0.0, 0.5, 1.0, 1.5, 2.0, 3.0];
+    for opts in [CompileOptions::new(), CompileOptions::new().with_optimize(false)] {
+        let mut c = Session::new(Device::Cpu).compile_with(g.clone(), &opts);
+        let out = c.run(&[("x", &xs)]);
+        for (o, &v) in out[0].iter().zip(&xs) {
+            let want = 0.5 * v as f64 * (1.0 + libm_erf(v as f64 / std::f64::consts::SQRT_2));
+            assert!((*o as f64 - want).abs() < 1e-6, "gelu({v}) = {o}, want {want}");
+        }
+    }
+}
+
+/// erf by its Maclaurin series (|x| ≤ 2.2 here; converges to f64 precision).
+fn libm_erf(x: f64) -> f64 {
+    let (mut term, mut sum, mut n) = (x, x, 0.0);
+    while term.abs() > 1e-17 {
+        n += 1.0;
+        term *= -x * x / n;
+        sum += term / (2.0 * n + 1.0);
+    }
+    sum * 2.0 / std::f64::consts::PI.sqrt()
+}

@@ -17,13 +17,13 @@
 //! forces a panic so the tests can check the hook). A closed stdout (`rlx inspect f | head`) ends
 //! the program quietly with status 0.
 
-mod convert;
 mod check;
 mod compile;
+mod convert;
 mod generate;
 mod inspect;
-mod train;
 mod run;
+mod train;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -78,6 +78,7 @@ enum Command {
         /// Save every output into this .npz (members named after the outputs)
         #[arg(long)]
         output: Option<PathBuf>,
+    },
     /// Check a graph (JSON of `rlx_ir::hir_to_json`): shapes and dtypes, CPU dispatch,
     /// missed-fusion hints, provable NaN/Inf. Exit status 1 when any error is found.
     Check {
@@ -91,6 +92,7 @@ enum Command {
         /// Print the IR after every pass
         #[arg(long)]
         dump: bool,
+    },
     /// Generate text with a Llama-family GGUF model, streaming tokens to stdout, then print
     /// prompt-processing and generation tokens/s (stderr; with --json a final JSON line).
     Generate {
@@ -170,13 +172,13 @@ fn main() -> ExitCode {
             }
         }
         Command::Convert { input, output, quant } => (
-            input,
+            input.clone(),
             convert::convert(input, output, quant)
                 .map(|r| if cli.json { format!("{}\n", r.json()) } else { r.human() })
                 .map_err(|e| inspect::InspectError(e.0)),
         ),
         Command::Run { model, inputs, output } => {
-            (model, run::run(model, inputs, output.as_ref(), cli.json).map_err(|e| inspect::InspectError(e.0)))
+            (model.clone(), run::run(model, inputs, output.as_ref(), cli.json).map_err(|e| inspect::InspectError(e.0)))
         }
         Command::Check { file } => match check::check(file) {
             Ok(r) => {
@@ -184,10 +186,10 @@ fn main() -> ExitCode {
                 let _ = write_stdout(&text);
                 return if r.errors() > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS };
             }
-            Err(e) => (file, Err(inspect::InspectError(e))),
+            Err(e) => (file.clone(), Err(inspect::InspectError(e))),
         },
         Command::Compile { file, dump } => (
-            file,
+            file.clone(),
             compile::compile(file)
                 .map(|r| if cli.json { format!("{}\n", r.json(*dump)) } else { r.human(*dump) })
                 .map_err(inspect::InspectError),
