@@ -80,7 +80,7 @@ fetch_onnx_node() {
   local out="$CACHE/onnx-node"
   if [ ! -d "$out/node" ]; then
     local tmp; tmp="$(mktemp -d)"
-    pip_get onnx==1.22.0 "$tmp" --only-binary :all: --python-version 3.11 --platform manylinux_2_17_x86_64
+    pip_get onnx==1.22.0 "$tmp" --only-binary :all: --python-version 3.11 --platform manylinux_2_28_x86_64
     mkdir -p "$out"
     unzip -q -o "$tmp"/onnx-1.22.0-*.whl 'onnx/backend/test/data/*' -d "$tmp/x"
     cp -r "$tmp"/x/onnx/backend/test/data/. "$out"/

@@ -5,7 +5,12 @@
 
 pub use rlx_autodiff as autodiff;
 pub use rlx_ir as ir;
+/// The `rlx!` graph language (feature `tensor`).
+#[cfg(feature = "tensor")]
+pub use rlx_macros::rlx;
 pub use rlx_runtime as runtime;
+#[cfg(feature = "tensor")]
+pub mod tensor;
 
 /// Any RLX error: the IR's, the runtime's or a transform's.
 #[derive(Debug, thiserror::Error)]
@@ -19,6 +24,10 @@ pub enum Error {
     /// A transform (`grad`, `jvp`, `vmap`, ...) failed.
     #[error(transparent)]
     Autodiff(#[from] rlx_autodiff::AdError),
+    /// A `Tensor` DSL expression failed (with the caller's source location).
+    #[cfg(feature = "tensor")]
+    #[error(transparent)]
+    Tensor(#[from] rlx_tensor::TensorError),
 }
 
 /// `Result` with [`Error`].
@@ -35,5 +44,7 @@ pub mod prelude {
     pub use rlx_ir::op::Activation;
     pub use rlx_ir::ops::{BinaryOp, CompareOp, ReduceOp, UnaryOp};
     pub use rlx_ir::{DType, Dim, Graph, NodeId, Shape, Tensor};
+    #[cfg(feature = "tensor")]
+    pub use rlx_macros::rlx;
     pub use rlx_runtime::{CompileOptions, CompiledGraph, Device, Session, fastest_device};
 }

@@ -25,7 +25,7 @@ fn main() {
     let w = g.param("w", Shape::new(&[k, n], DType::F32));
     let y = g.dot_general(x, w, DotGeneral::contract(&[1], &[0]));
     g.set_outputs(vec![y]);
-    let mut exe = CpuExecutable::compile(&g, &CpuOptions { threads: Some(t) }).expect("compile");
+    let mut exe = CpuExecutable::compile(&g, &CpuOptions { threads: Some(t), ..Default::default() }).expect("compile");
     let kernel = exe.steps()[0].kernel;
 
     // Deterministic pseudo-random data in [-1, 1).

@@ -1,6 +1,9 @@
 //! Buffer planning and the step loop.
 
+use crate::kernels::simd::SimdLevel;
+use crate::inplace::{self, InPlaceKernel};
 use crate::kernels::{self, Kernel};
+use rlx_compile::lir::{LirModule, LirOptions, Reuse, Storage};
 use rlx_ir::{Graph, IrError, NodeId, Op, Tensor};
 use thiserror::Error;
 
@@ -49,6 +52,31 @@ pub enum CpuError {
 pub struct CpuOptions {
     /// Worker threads for parallel kernels; `None` = rayon's global pool.
     pub threads: Option<usize>,
+    /// Fast mode of `dequant_matmul`: quantize the activations (Q8_0 blocks) and use integer
+    /// dot products, as llama.cpp does, for the schemes that have such a kernel. Results then
+    /// differ from the f32 reference by the activation quantization error. Default `false`:
+    /// exact mode, `x · dequant(W)ᵀ` up to f32 rounding.
+    pub quantized_activations: bool,
+    /// Explicit SIMD code the kernels may use (default: the best the CPU has).
+    pub simd: SimdLevel,
+}
+
+impl CpuOptions {
+    /// Set the thread count.
+    pub fn with_threads(mut self, n: usize) -> CpuOptions {
+        self.threads = Some(n);
+        self
+    }
+    /// Turn the quantized-activation fast mode of `dequant_matmul` on or off.
+    pub fn with_quantized_activations(mut self, on: bool) -> CpuOptions {
+        self.quantized_activations = on;
+        self
+    }
+    /// Set the SIMD level.
+    pub fn with_simd(mut self, simd: SimdLevel) -> CpuOptions {
+        self.simd = simd;
+        self
+    }
 }
 
 /// What one step runs, for reports.
@@ -67,74 +95,128 @@ pub struct StepInfo {
 enum Loc {
     Input(usize),
     Param(usize),
-    Slot(usize),
-    /// Element `k` of a tuple slot.
-    TupleSlot(usize, usize),
+    /// A planned buffer (shared over time with other values).
+    Buf(usize),
+    /// A node's own results (compile-time values, multi-result nodes).
+    Fixed(usize),
+    /// Element `k` of a multi-result node's results.
+    TupleFixed(usize, usize),
+}
+
+/// How a step produces its value.
+#[derive(Clone, Debug)]
+enum How {
+    /// Run `kernel` into the value's buffer (resized to the value's dims first).
+    Kernel(Kernel),
+    /// The value is its operand's buffer under new dims (reshape, prefix slice): no copy.
+    View,
+    /// Overwrite operand `operand` (which dies here) in its buffer.
+    InPlace { operand: usize, kernel: InPlaceKernel },
 }
 
 struct Step {
     node: usize,
-    kernel: Kernel,
+    how: How,
 }
 
 /// A compiled graph for the CPU.
+///
+/// Memory follows the [`LirModule`] plan: one host tensor per planned buffer, allocated with
+/// its full capacity at compile time and resized (within capacity) to each value it holds in
+/// turn, so `run` allocates nothing but the returned outputs.
 pub struct CpuExecutable {
     graph: Graph,
     steps: Vec<Step>,
     locs: Vec<Loc>,
-    slots: Vec<Vec<Tensor>>,
+    /// Per node, its result dims (set on its buffer before its step; no allocation in `run`).
+    dims: Vec<Vec<usize>>,
+    bufs: Vec<Vec<Tensor>>,
+    fixed: Vec<Vec<Tensor>>,
+    lir: LirModule,
     pool: Option<rayon::ThreadPool>,
 }
 
 impl CpuExecutable {
-    /// Plan buffers and choose kernels. The graph must verify and have static shapes.
+    /// Plan memory (default [`LirOptions`]) and choose kernels. The graph must verify and have
+    /// static shapes.
     pub fn compile(g: &Graph, opts: &CpuOptions) -> Result<CpuExecutable, CpuError> {
+        CpuExecutable::compile_with_plan(g, opts, &LirOptions::default())
+    }
+
+    /// [`CpuExecutable::compile`] with explicit planner options (`LirOptions { reuse: false,
+    /// .. }` gives one buffer per value).
+    pub fn compile_with_plan(g: &Graph, opts: &CpuOptions, plan: &LirOptions) -> Result<CpuExecutable, CpuError> {
         // The body of `dequant_matmul` (the fallback kernel) calls this custom op.
         rlx_gguf::register_ops();
         g.verify()?;
+        for (i, n) in g.nodes().iter().enumerate() {
+            if let Some(s) = n.outputs.iter().find(|s| !s.is_static()) {
+                return Err(CpuError::Symbolic { node: i, op: n.op.name(), ty: s.to_string() });
+            }
+        }
+        let can = |g: &Graph, id: NodeId, k: usize| inplace::plan(g, id, k).is_some();
+        let mut lir = rlx_compile::lir::plan_with(g, plan, &can).map_err(|e| IrError::Invalid(e.to_string()))?;
+        let max_rank = g.nodes().iter().flat_map(|n| n.outputs.iter().map(|s| s.rank())).max().unwrap_or(1);
+        let bufs: Vec<Vec<Tensor>> = lir
+            .buffers
+            .iter()
+            .map(|b| {
+                let mut t = Tensor::with_capacity(b.dtype, b.elems, max_rank);
+                t.set_dims(&[b.elems]);
+                kernels::simd::advise_huge_pages(&t);
+                vec![t]
+            })
+            .collect();
+        let dims: Vec<Vec<usize>> =
+            g.nodes().iter().map(|n| n.outputs[0].static_dims().expect("checked static")).collect();
         let mut locs = Vec::with_capacity(g.nodes().len());
-        let mut slots = Vec::with_capacity(g.nodes().len());
-        let mut steps = vec![];
+        let mut fixed = vec![];
         let (mut n_in, mut n_par) = (0, 0);
         for (i, n) in g.nodes().iter().enumerate() {
-            let mut bufs = vec![];
-            for s in &n.outputs {
-                let d = s.static_dims().ok_or_else(|| CpuError::Symbolic {
-                    node: i,
-                    op: n.op.name(),
-                    ty: s.to_string(),
-                })?;
-                if !matches!(n.op, Op::Input { .. } | Op::Param { .. } | Op::GetTupleElement { .. }) {
-                    let t = Tensor::zeros(&d, s.dtype);
-                    kernels::simd::advise_huge_pages(&t);
-                    bufs.push(t);
-                }
-            }
-            let loc = match &n.op {
-                Op::Input { .. } => {
+            let loc = match (&n.op, lir.values[i].storage) {
+                (Op::Input { .. }, _) => {
                     n_in += 1;
                     Loc::Input(n_in - 1)
                 }
-                Op::Param { .. } => {
+                (Op::Param { .. }, _) => {
                     n_par += 1;
                     Loc::Param(n_par - 1)
                 }
-                Op::GetTupleElement { index } => match locs[n.inputs[0].index()] {
-                    Loc::Slot(s) => Loc::TupleSlot(s, *index),
+                (Op::GetTupleElement { index }, _) => match locs[n.inputs[0].index()] {
+                    Loc::Fixed(s) => Loc::TupleFixed(s, *index),
                     _ => unreachable!("verified: tuple sources are computed nodes"),
                 },
-                // Values that do not depend on inputs are computed once, here.
-                Op::Constant(_) | Op::Iota { .. } | Op::Rng { .. } => {
-                    n.op.eval_into(&[], &mut bufs)?;
-                    Loc::Slot(i)
-                }
+                (_, Storage::Buffer(b)) => Loc::Buf(b),
                 _ => {
-                    steps.push(Step { node: i, kernel: kernels::select(g, NodeId(i as u32)) });
-                    Loc::Slot(i)
+                    let mut ts: Vec<Tensor> = n
+                        .outputs
+                        .iter()
+                        .map(|s| Tensor::zeros(&s.static_dims().expect("checked static"), s.dtype))
+                        .collect();
+                    // Values that do not depend on inputs are computed once, here.
+                    if matches!(n.op, Op::Constant(_) | Op::Iota { .. } | Op::Rng { .. }) {
+                        n.op.eval_into(&[], &mut ts)?;
+                    }
+                    fixed.push(ts);
+                    Loc::Fixed(fixed.len() - 1)
                 }
             };
             locs.push(loc);
-            slots.push(bufs);
+        }
+        let mut steps = Vec::with_capacity(lir.steps.len());
+        for s in &lir.steps {
+            let id = s.node;
+            let how = match s.reuse {
+                Reuse::View => How::View,
+                Reuse::InPlace { operand } => {
+                    How::InPlace { operand, kernel: inplace::plan(g, id, operand).expect("planned with inplace::plan") }
+                }
+                Reuse::Fresh => How::Kernel(kernels::select(g, id, opts)),
+            };
+            steps.push(Step { node: id.index(), how });
+        }
+        for st in &steps {
+            lir.set_kernel(NodeId(st.node as u32), kernel_name(&st.how));
         }
         let pool = match opts.threads {
             Some(t) => Some(
@@ -145,7 +227,7 @@ impl CpuExecutable {
             ),
             None => None,
         };
-        Ok(CpuExecutable { graph: g.clone(), steps, locs, slots, pool })
+        Ok(CpuExecutable { graph: g.clone(), steps, locs, dims, bufs, fixed, lir, pool })
     }
 
     /// The compiled (static) graph.
@@ -153,17 +235,22 @@ impl CpuExecutable {
         &self.graph
     }
 
+    /// The memory plan, with each step's kernel filled in.
+    pub fn lir(&self) -> &LirModule {
+        &self.lir
+    }
+
     /// The kernel chosen for each step, in execution order.
     pub fn steps(&self) -> Vec<StepInfo> {
         self.steps
             .iter()
-            .map(|s| StepInfo { node: s.node, op: self.graph.nodes()[s.node].op.name(), kernel: s.kernel.name() })
+            .map(|s| StepInfo { node: s.node, op: self.graph.nodes()[s.node].op.name(), kernel: kernel_name(&s.how) })
             .collect()
     }
 
-    /// Bytes held by the planned buffers.
+    /// Bytes held by the planned buffers and fixed values.
     pub fn buffer_bytes(&self) -> usize {
-        self.slots.iter().flatten().map(|t| t.numel() * t.dtype().size_bytes()).sum()
+        self.bufs.iter().chain(&self.fixed).flatten().map(|t| t.numel() * t.dtype().size_bytes()).sum()
     }
 
     /// Run with inputs and params in declaration order (`graph.inputs()`, `graph.params()`).
@@ -206,32 +293,70 @@ impl CpuExecutable {
     fn run_steps(&mut self, inputs: &[&Tensor], params: &[&Tensor]) -> Result<Vec<Tensor>, CpuError> {
         for si in 0..self.steps.len() {
             let node = self.steps[si].node;
-            let mut outs = std::mem::take(&mut self.slots[node]);
-            let r = {
-                let n = &self.graph.nodes()[node];
-                // Operand refs live on the stack (heap only past 8 operands): no allocation per step.
-                let ins: smallvec::SmallVec<[&Tensor; 8]> =
-                    n.inputs.iter().map(|&i| value(&self.locs, &self.slots, inputs, params, i)).collect();
-                kernels::run(&mut self.steps[si].kernel, &n.op, &ins, &mut outs)
+            let n = &self.graph.nodes()[node];
+            let mut outs = match self.locs[node] {
+                Loc::Buf(b) => std::mem::take(&mut self.bufs[b]),
+                Loc::Fixed(s) => std::mem::take(&mut self.fixed[s]),
+                l => unreachable!("step {node} ({}) writes {l:?}", n.op.name()),
             };
-            self.slots[node] = outs;
+            let r = {
+                let store = Store { locs: &self.locs, bufs: &self.bufs, fixed: &self.fixed, inputs, params };
+                match &mut self.steps[si].how {
+                    How::View => {
+                        outs[0].set_dims(&self.dims[node]);
+                        Ok(())
+                    }
+                    How::InPlace { operand, kernel } => {
+                        let other = (n.inputs.len() == 2).then(|| store.get(n.inputs[1 - *operand]));
+                        inplace::run(*kernel, &mut outs[0], other)
+                    }
+                    How::Kernel(k) => {
+                        if matches!(self.locs[node], Loc::Buf(_)) {
+                            outs[0].set_dims(&self.dims[node]);
+                        }
+                        // Operand refs live on the stack (heap only past 8 operands): no allocation per step.
+                        let ins: smallvec::SmallVec<[&Tensor; 8]> = n.inputs.iter().map(|&i| store.get(i)).collect();
+                        kernels::run(k, &n.op, &ins, &mut outs)
+                    }
+                }
+            };
+            match self.locs[node] {
+                Loc::Buf(b) => self.bufs[b] = outs,
+                Loc::Fixed(s) => self.fixed[s] = outs,
+                _ => unreachable!(),
+            }
             r?;
         }
-        Ok(self.graph.outputs().iter().map(|&o| value(&self.locs, &self.slots, inputs, params, o).clone()).collect())
+        let store = Store { locs: &self.locs, bufs: &self.bufs, fixed: &self.fixed, inputs, params };
+        Ok(self.graph.outputs().iter().map(|&o| store.get(o).clone()).collect())
     }
 }
 
-fn value<'a>(
-    locs: &[Loc],
-    slots: &'a [Vec<Tensor>],
-    inputs: &[&'a Tensor],
-    params: &[&'a Tensor],
-    id: NodeId,
-) -> &'a Tensor {
-    match locs[id.index()] {
-        Loc::Input(k) => inputs[k],
-        Loc::Param(k) => params[k],
-        Loc::Slot(s) => &slots[s][0],
-        Loc::TupleSlot(s, k) => &slots[s][k],
+fn kernel_name(h: &How) -> &'static str {
+    match h {
+        How::Kernel(k) => k.name(),
+        How::View => "view",
+        How::InPlace { .. } => "in_place_f32",
+    }
+}
+
+/// Read access to every value during a run.
+struct Store<'a> {
+    locs: &'a [Loc],
+    bufs: &'a [Vec<Tensor>],
+    fixed: &'a [Vec<Tensor>],
+    inputs: &'a [&'a Tensor],
+    params: &'a [&'a Tensor],
+}
+
+impl<'a> Store<'a> {
+    fn get(&self, id: NodeId) -> &'a Tensor {
+        match self.locs[id.index()] {
+            Loc::Input(k) => self.inputs[k],
+            Loc::Param(k) => self.params[k],
+            Loc::Buf(b) => &self.bufs[b][0],
+            Loc::Fixed(s) => &self.fixed[s][0],
+            Loc::TupleFixed(s, k) => &self.fixed[s][k],
+        }
     }
 }

@@ -8,10 +8,12 @@
 #![warn(missing_docs)]
 
 mod executor;
+mod inplace;
 pub mod kernels;
 
 pub use executor::{CpuError, CpuExecutable, CpuOptions, StepInfo};
-pub use kernels::simd::advise_huge_pages;
+pub use kernels::simd::{SimdLevel, advise_huge_pages};
+pub use rlx_compile::lir::{LirModule, LirOptions};
 
 /// Composites this backend runs with a native kernel (all others are inlined).
 pub fn native_composites() -> &'static [&'static str] {

@@ -84,7 +84,7 @@ fn check(name: &str, operands: &[Tensor], axis: usize, eps: f64, tol: Tol) -> &'
     let id = g.push_node(Node { op: Op::Composite(c), inputs: ins, outputs: vec![shapes[0].clone()] });
     g.set_outputs(vec![id]);
 
-    let mut k = kernels::select(&g, id);
+    let mut k = kernels::select(&g, id, &rlx_cpu::CpuOptions::default());
     let refs: Vec<&Tensor> = operands.iter().collect();
     let mut outs = vec![Tensor::zeros(operands[0].shape(), operands[0].dtype())];
     kernels::run(&mut k, &g.node(id).op, &refs, &mut outs).unwrap();

@@ -17,9 +17,11 @@ fn unary_f32() {
             let y = g.unary(u, x);
             g.set_outputs(vec![y]);
             let x = rand_tensor(d, DType::F32, si as u64, -3.0, 3.0);
-            // exp / logistic use a polynomial exp (about 1 ulp); the rest match exactly.
+            // exp / logistic use a polynomial exp (about 1 ulp), tanh Cephes' tanhf (about
+            // 2 ulp); the rest match exactly.
             let tol = match u {
                 UnaryOp::Exp | UnaryOp::Logistic => Tol { abs: 1e-37, rel: 3e-7 },
+                UnaryOp::Tanh => Tol { abs: 1e-37, rel: 5e-7 },
                 UnaryOp::Rsqrt => Tol { abs: 0.0, rel: 1.2e-7 },
                 _ => EXACT,
             };
@@ -164,7 +166,8 @@ fn copies_do_not_allocate_new_kernels() {
     let t = g.transpose(r, &[0, 1]);
     g.set_outputs(vec![t]);
     let ks = check_graph(&g, &[("x", rand_tensor(&[3, 4], DType::I32, 1, -50.0, 50.0))], None, EXACT, "copies");
-    assert_eq!(ks, vec!["copy", "copy", "copy"]);
+    // The reshape aliases its operand (a view: its operand dies there), the others copy.
+    assert_eq!(ks, vec!["copy", "view", "copy"]);
 }
 
 #[test]

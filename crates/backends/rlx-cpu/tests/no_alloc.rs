@@ -1,6 +1,6 @@
 //! `run` allocates nothing beyond its returned outputs: a counting global allocator watches a
 //! warm run of a graph of our own kernels (elementwise, broadcast, relu, softmax, reduce,
-//! transpose, GEMV). Known exception, not covered here: the `gemm` crate allocates its packing
+//! transpose, GEMV, the fused elementwise kernel). Known exception, not covered here: the `gemm` crate allocates its packing
 //! workspace inside each matrix-matrix call.
 
 use rlx_cpu::{CpuExecutable, CpuOptions};
@@ -42,14 +42,17 @@ fn warm_run_allocates_only_the_outputs() {
     let p = g.softmax(y, -1);
     let s = g.sum(p, &[-1], false);
     g.set_outputs(vec![p, s]);
-    let g = rlx_ir::inline_composites(&g, &|n| rlx_cpu::native_composites().contains(&n));
-    let mut exe = CpuExecutable::compile(&g, &CpuOptions { threads: None }).unwrap();
+    let mut g = rlx_ir::inline_composites(&g, &|n| rlx_cpu::native_composites().contains(&n));
+    // Fused regions (bias + relu) run the fused kernel, which must not allocate either.
+    rlx_compile::passes::fuse::run(&mut g, &Default::default()).unwrap();
+    let mut exe = CpuExecutable::compile(&g, &CpuOptions { threads: None, ..Default::default() }).unwrap();
     let t = |d: &[usize]| {
         Tensor::from_vec((0..d.iter().product::<usize>()).map(|i| (i % 7) as f32 * 0.1).collect(), d).unwrap()
     };
     let (xt, w1t, b1t, w2t) = (t(&[4, 16]), t(&[16, 32]), t(&[32]), t(&[32, 8]));
     exe.run(&[&xt], &[&w1t, &b1t, &w2t]).unwrap();
 
+    assert!(exe.steps().iter().any(|s| s.kernel.starts_with("fused_elementwise")), "{:?}", exe.steps());
     let before = ALLOCS.load(Ordering::Relaxed);
     let out = exe.run(&[&xt], &[&w1t, &b1t, &w2t]).unwrap();
     let n = ALLOCS.load(Ordering::Relaxed) - before;

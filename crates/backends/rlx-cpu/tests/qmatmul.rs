@@ -1,31 +1,34 @@
-//! `dequant_matmul` on the CPU: the native kernel (packed weights) against llama.cpp's formula
-//! (exact up to f32 rounding) and against the composite's f32 body (within the activation
-//! quantization error), for every supported scheme and several shapes.
+//! `dequant_matmul` on the CPU. Exact mode (default) against `rlx_gguf` dequantization + an f64
+//! matmul (f32 rounding only); fast mode (`quantized_activations`) against llama.cpp's formula
+//! (exact up to f32 rounding) and against the f32 reference (within the activation quantization
+//! error); for every scheme with a native path, several shapes, both SIMD levels.
 
 mod common;
 
 use common::rand_tensor;
-use rlx_cpu::{CpuExecutable, CpuOptions};
+use rlx_cpu::{CpuExecutable, CpuOptions, SimdLevel};
 use rlx_gguf::GgmlType;
 use rlx_gguf::quants::{dequantize, quantize};
 use rlx_ir::{DType, Graph, Shape, Tensor};
-use std::collections::HashMap;
 
-/// Schemes with the integer (Q8_0-activation) path.
+/// Schemes with an in-register decoder (exact mode) .
+const NATIVE: &[GgmlType] =
+    &[GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K];
+/// Schemes run through `dequantize_into` (row by row, or tile by tile).
+const OTHERS: &[GgmlType] = &[GgmlType::Q5_0, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q8_K];
+/// Schemes with the integer (Q8_0-activation) fast path.
 const Q8_PATH: &[GgmlType] = &[GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1];
-/// Schemes run by dequantizing one row at a time.
-const ROWWISE: &[GgmlType] =
-    &[GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q5_0, GgmlType::Q2_K, GgmlType::Q8_K];
 
-/// `(leading dims of x, k, n)`: decode (M = 1) and prefill (M = 7) shapes; N never a multiple
-/// of the 16-row chunk; the larger ones run on several threads.
-const SHAPES: &[(&[usize], usize, usize)] =
-    &[(&[1], 256, 67), (&[7], 256, 45), (&[1, 7], 1024, 37), (&[7], 1024, 45), (&[1], 4096, 67)];
+/// One product: `(kernel name, x, dequantized W [n, k], result)`.
+struct Case {
+    kernel: String,
+    x: Vec<f32>,
+    wd: Vec<f32>,
+    got: Vec<f64>,
+}
 
-fn run_case(ty: GgmlType, lead: &[usize], k: usize, n: usize, seed: u64) -> String {
+fn run_case(ty: GgmlType, lead: &[usize], k: usize, n: usize, seed: u64, opts: &CpuOptions) -> Case {
     rlx_gguf::register_ops();
-    let what = format!("{} x{lead:?} k={k} n={n}", ty.name());
-    let m: usize = lead.iter().product();
     let wf = rand_tensor(&[n, k], DType::F32, seed, -1.0, 1.0);
     let packed = quantize(ty, wf.as_slice::<f32>().unwrap()).unwrap();
     let mut xdims = lead.to_vec();
@@ -37,80 +40,152 @@ fn run_case(ty: GgmlType, lead: &[usize], k: usize, n: usize, seed: u64) -> Stri
     let y = g.dequant_matmul(xi, wi, ty.name(), n, k);
     g.set_outputs(vec![y]);
     let wt = Tensor::from_vec(packed.clone(), &[packed.len()]).unwrap();
-    let mut exe = CpuExecutable::compile(&g, &CpuOptions { threads: Some(2) }).unwrap();
+    let mut exe = CpuExecutable::compile(&g, opts).unwrap();
     let kernel = exe.steps().iter().find(|s| s.op.contains("dequant_matmul")).unwrap().kernel.to_string();
-    assert!(kernel.starts_with("dequant_matmul_"), "{what}: kernel {kernel}");
     let got = exe.run(&[&x, &wt], &[]).unwrap().remove(0);
-    assert_eq!(got.to_f64_vec(), exe.run(&[&x, &wt], &[]).unwrap()[0].to_f64_vec(), "{what}: rerun");
-    let feeds: HashMap<String, Tensor> = [("x".into(), x.clone()), ("w".into(), wt)].into();
-    let reference = rlx_ir::interp::evaluate(&g, &feeds).unwrap().remove(0);
+    assert_eq!(got.to_f64_vec(), exe.run(&[&x, &wt], &[]).unwrap()[0].to_f64_vec(), "{}: rerun", ty.name());
     let mut want_dims = lead.to_vec();
     want_dims.push(n);
-    assert_eq!(got.shape(), &want_dims[..], "{what}");
+    assert_eq!(got.shape(), &want_dims[..]);
+    Case {
+        kernel,
+        x: x.as_slice::<f32>().unwrap().to_vec(),
+        wd: dequantize(ty, &packed).unwrap(),
+        got: got.to_f64_vec(),
+    }
+}
 
-    let wd = dequantize(ty, &packed).unwrap();
-    let (got, reference, xs) = (got.to_f64_vec(), reference.to_f64_vec(), x.as_slice::<f32>().unwrap());
-    let eps = f32::EPSILON as f64;
-    let q8 = Q8_PATH.contains(&ty);
+/// `(Σ w·x, Σ |w·x|)` in f64.
+fn dot64(w: &[f32], x: &[f32]) -> (f64, f64) {
+    w.iter().zip(x).fold((0.0, 0.0), |(s, a), (&w, &x)| {
+        let p = w as f64 * x as f64;
+        (s + p, a + p.abs())
+    })
+}
+
+/// Exact mode: every output within `1e-5 · Σ|w·x|` of the f64 product of the dequantized
+/// weights (f32 rounding of a K-term sum is far below that).
+fn check_exact(ty: GgmlType, lead: &[usize], k: usize, n: usize, seed: u64, opts: &CpuOptions) -> String {
+    let c = run_case(ty, lead, k, n, seed, opts);
+    let m: usize = lead.iter().product();
+    let what = format!("{} x{lead:?} k={k} n={n} {}", ty.name(), c.kernel);
     for mi in 0..m {
-        let xr = &xs[mi * k..(mi + 1) * k];
+        for j in 0..n {
+            let (want, mag) = dot64(&c.wd[j * k..(j + 1) * k], &c.x[mi * k..(mi + 1) * k]);
+            let o = c.got[mi * n + j];
+            assert!((o - want).abs() <= 1e-5 * mag, "{what}: [{mi},{j}] {o} vs {want} (Σ|wx| {mag})");
+        }
+    }
+    c.kernel
+}
+
+#[test]
+fn exact_mode_matches_f64_reference() {
+    let opts = CpuOptions { threads: Some(2), ..Default::default() };
+    let avx = rlx_cpu::SimdLevel::Native.avx512();
+    let mut seed = 10;
+    for &ty in NATIVE.iter().chain(OTHERS) {
+        let legacy = ty.block_size() == 32;
+        // K a multiple of 256, and (legacy schemes) of 32 only.
+        let ks: &[usize] = if legacy { &[512, 96] } else { &[512] };
+        for &k in ks {
+            for (lead, n) in [(&[1usize][..], 67), (&[3][..], 37), (&[2, 32][..], 45)] {
+                seed += 3;
+                let kernel = check_exact(ty, lead, k, n, seed, &opts);
+                let m: usize = lead.iter().product();
+                let want = match (m, NATIVE.contains(&ty) && avx) {
+                    (1, true) => "dequant_matmul_fused_avx512",
+                    (1, false) => "dequant_matmul_rowwise",
+                    (_, true) => "dequant_matmul_tile_avx512",
+                    (_, false) => "dequant_matmul_tile",
+                };
+                assert_eq!(kernel, want, "{} m={m}", ty.name());
+            }
+        }
+    }
+}
+
+/// Several tiles per thread, one thread and two, and K = 4096 (a whole LLM row).
+#[test]
+fn exact_mode_many_tiles() {
+    for threads in [1, 2] {
+        let opts = CpuOptions { threads: Some(threads), ..Default::default() };
+        check_exact(GgmlType::Q4_K, &[3], 4096, 150, 77, &opts);
+        check_exact(GgmlType::Q4_0, &[1], 4096, 150, 78, &opts);
+    }
+}
+
+/// The portable kernels (what a CPU without AVX-512 runs), selected through the typed option.
+#[test]
+fn exact_mode_baseline_simd() {
+    let opts = CpuOptions { threads: Some(2), simd: SimdLevel::Baseline, ..Default::default() };
+    for (i, &ty) in NATIVE.iter().enumerate() {
+        let k = if ty.block_size() == 32 { 96 } else { 256 };
+        assert_eq!(check_exact(ty, &[1], k, 37, 40 + i as u64, &opts), "dequant_matmul_rowwise");
+        assert_eq!(check_exact(ty, &[5], k, 37, 50 + i as u64, &opts), "dequant_matmul_tile");
+    }
+}
+
+/// Fast mode: llama.cpp's result `dequant(W) · dequant(quantize_q8_0(x))` up to f32 rounding,
+/// and the f32 reference within the activation quantization error.
+fn check_fast(ty: GgmlType, lead: &[usize], k: usize, n: usize, seed: u64, opts: &CpuOptions) -> String {
+    let c = run_case(ty, lead, k, n, seed, opts);
+    let m: usize = lead.iter().product();
+    let what = format!("{} x{lead:?} k={k} n={n} {}", ty.name(), c.kernel);
+    let eps = f32::EPSILON as f64;
+    for mi in 0..m {
+        let xr = &c.x[mi * k..(mi + 1) * k];
         let xq = dequantize(GgmlType::Q8_0, &quantize(GgmlType::Q8_0, xr).unwrap()).unwrap();
         for j in 0..n {
-            let wr = &wd[j * k..(j + 1) * k];
-            let (o, r) = (got[mi * n + j], reference[mi * n + j]);
+            let wr = &c.wd[j * k..(j + 1) * k];
+            let o = c.got[mi * n + j];
+            let (r, mag) = dot64(wr, xr);
             // f32 accumulation: at most one rounding per block sum and per partial sum.
-            let mag: f64 = wr.iter().zip(xr).map(|(&a, &b)| (a as f64 * b as f64).abs()).sum();
             let round = (k as f64 / 16.0 + 8.0) * eps * mag;
-            if q8 {
-                // llama.cpp's result: dequant(W) · dequant(quantize_q8_0(x)), in f64.
-                let llama: f64 = wr.iter().zip(&xq).map(|(&a, &b)| a as f64 * b as f64).sum();
-                assert!((o - llama).abs() <= round, "{what}: [{mi},{j}] {o} vs llama.cpp formula {llama}");
-                // Activation quantization error: |x - xq| <= amax(block) / 254 per element.
-                let qerr: f64 = (0..k)
-                    .map(|i| {
-                        let b = i / 32 * 32;
-                        let amax = xr[b..b + 32].iter().fold(0f32, |a, v| a.max(v.abs())) as f64;
-                        (wr[i] as f64).abs() * amax / 254.0 * (1.0 + 1e-3)
-                    })
-                    .sum();
-                assert!((o - r).abs() <= qerr + 2.0 * round, "{what}: [{mi},{j}] {o} vs f32 reference {r}");
-            } else {
-                assert!((o - r).abs() <= 2.0 * round, "{what}: [{mi},{j}] {o} vs reference {r}");
-            }
+            let (llama, _) = dot64(wr, &xq);
+            assert!((o - llama).abs() <= round, "{what}: [{mi},{j}] {o} vs llama.cpp formula {llama}");
+            // Activation quantization error: |x - xq| <= amax(block) / 254 per element.
+            let qerr: f64 = (0..k)
+                .map(|i| {
+                    let b = i / 32 * 32;
+                    let amax = xr[b..b + 32].iter().fold(0f32, |a, v| a.max(v.abs())) as f64;
+                    (wr[i] as f64).abs() * amax / 254.0 * (1.0 + 1e-3)
+                })
+                .sum();
+            assert!((o - r).abs() <= qerr + 2.0 * round, "{what}: [{mi},{j}] {o} vs f32 reference {r}");
         }
     }
-    kernel
+    c.kernel
 }
 
 #[test]
-fn every_scheme_matches_reference() {
-    let mut seed = 10;
-    for &ty in Q8_PATH.iter().chain(ROWWISE) {
-        for &(lead, k, n) in SHAPES {
-            seed += 3;
-            let kernel = run_case(ty, lead, k, n, seed);
-            let want = if Q8_PATH.contains(&ty) { "dequant_matmul_q8" } else { "dequant_matmul_rowwise" };
-            assert!(kernel.starts_with(want), "{}: {kernel}", ty.name());
-            if std::env::var_os("RLX_CPU_NO_AVX512").is_some() {
-                assert!(!kernel.contains("vnni") && !kernel.contains("avx"), "{kernel}");
+fn fast_mode_matches_llama_formula() {
+    let shapes: &[(&[usize], usize, usize)] =
+        &[(&[1], 256, 67), (&[7], 256, 45), (&[1, 7], 1024, 37), (&[7], 1024, 45), (&[1], 4096, 67)];
+    for simd in [SimdLevel::Native, SimdLevel::Baseline] {
+        let opts = CpuOptions { threads: Some(2), quantized_activations: true, simd };
+        let mut seed = 100;
+        for &ty in Q8_PATH {
+            for &(lead, k, n) in shapes {
+                seed += 3;
+                let kernel = check_fast(ty, lead, k, n, seed, &opts);
+                assert!(kernel.starts_with("dequant_matmul_q8"), "{}: {kernel}", ty.name());
+                if simd == SimdLevel::Baseline {
+                    assert_eq!(kernel, "dequant_matmul_q8_scalar");
+                }
             }
         }
     }
 }
 
-/// The portable fallback: rerun the test above in a child process with AVX-512 disabled.
+/// Schemes without an integer kernel run exact in fast mode too.
 #[test]
-fn scalar_fallback_matches_reference() {
-    if std::env::var_os("RLX_CPU_NO_AVX512").is_some() {
-        return;
+fn fast_mode_falls_back_to_exact() {
+    let opts = CpuOptions { threads: Some(2), quantized_activations: true, ..Default::default() };
+    for (i, &ty) in [GgmlType::Q5_0, GgmlType::Q2_K].iter().enumerate() {
+        let kernel = check_exact(ty, &[1], 256, 33, 200 + i as u64, &opts);
+        assert_eq!(kernel, "dequant_matmul_rowwise");
     }
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "every_scheme_matches_reference", "--test-threads=1"])
-        .env("RLX_CPU_NO_AVX512", "1")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
 }
 
 #[test]

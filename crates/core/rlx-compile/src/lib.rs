@@ -4,7 +4,9 @@
 //!
 //! - [`hir_stage`] (always run): `verify`, `inline_composites` (the composites the backend has
 //!   no native kernel for, named by [`PassOptions::native_composites`]), `legalize`;
-//! - [`mir_stage`] (run when [`PassOptions::optimize`]): `const_fold`, `simplify`, `cse`, `dce`.
+//! - [`mir_stage`] (run when [`PassOptions::optimize`]): `const_fold`, `simplify`, `cse`, `dce`,
+//!   then `fuse` (elementwise regions into `fused_elementwise` composites, when
+//!   [`PassOptions::fuse`]).
 //!
 //! Each pass is a module in [`passes`] with one entry point
 //! `fn run(&mut Graph, &PassOptions) -> Result<PassStats, CompileError>`. Passes rewrite the
@@ -16,9 +18,12 @@
 //! [`CompileReport`].
 #![warn(missing_docs)]
 
+pub mod dispatch;
+pub mod lir;
 pub mod passes;
 mod rebuild;
 
+pub use dispatch::{Dispatch, DispatchEntry, DispatchReport};
 use rlx_ir::{Graph, IrError};
 use std::collections::BTreeSet;
 use std::fmt;
@@ -47,6 +52,8 @@ pub struct PassOptions {
     pub optimize: bool,
     /// Composites the backend runs natively; every other composite is inlined.
     pub native_composites: BTreeSet<String>,
+    /// Fuse elementwise regions into `fused_elementwise` composites (MIR stage; default on).
+    pub fuse: bool,
     /// Constant folding only materializes results with at most this many elements.
     pub fold_budget: usize,
     /// Verify the graph after every pass (default: on in debug builds).
@@ -62,6 +69,7 @@ impl Default for PassOptions {
         PassOptions {
             optimize: true,
             native_composites: BTreeSet::new(),
+            fuse: true,
             fold_budget: 1 << 16,
             verify_each: cfg!(debug_assertions),
             dump_ir: false,
@@ -111,10 +119,16 @@ pub struct PassRecord {
 pub struct CompileReport {
     /// One record per pass run, in order.
     pub passes: Vec<PassRecord>,
+    /// True when the pipeline did not run because a compile cache held its result (the
+    /// records are then those of the compile that filled the cache).
+    pub cache_hit: bool,
 }
 
 impl fmt::Display for CompileReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.cache_hit {
+            writeln!(f, "compile cache hit (records of the cached compile follow)")?;
+        }
         for r in &self.passes {
             writeln!(
                 f,
@@ -136,13 +150,15 @@ pub fn hir_stage() -> Vec<Pass> {
 }
 
 /// The MIR stage: constant folding, algebraic simplification, CSE, DCE (in that order: folding
-/// and simplification expose duplicates for CSE, and all three leave dead nodes for DCE).
+/// and simplification expose duplicates for CSE, and all three leave dead nodes for DCE), then
+/// elementwise fusion on the cleaned graph.
 pub fn mir_stage() -> Vec<Pass> {
     vec![
         Pass { name: "const_fold", run: passes::const_fold::run },
         Pass { name: "simplify", run: passes::simplify::run },
         Pass { name: "cse", run: passes::cse::run },
         Pass { name: "dce", run: passes::dce::run },
+        Pass { name: "fuse", run: passes::fuse::run },
     ]
 }
 

@@ -1,6 +1,7 @@
 //! Differential test: random graphs (elementwise unary/binary with broadcasting, reduce, mm,
 //! reshape/transpose chains, several consumers, outputs in the middle, repeated
-//! subexpressions, constant subgraphs) compiled with every pass agree with the reference
+//! subexpressions, constant subgraphs, compare/select, trailing reductions, broadcast_in_dim:
+//! material for elementwise fusion, which the pipeline runs by default) compiled with every pass agree with the reference
 //! interpreter on the original graph within [`common::TOL`], and are never larger.
 
 mod common;
@@ -18,7 +19,7 @@ struct Step {
 }
 
 fn steps() -> impl Strategy<Value = Vec<Step>> {
-    prop::collection::vec((0u8..14, 0usize..64, 0usize..64).prop_map(|(kind, a, b)| Step { kind, a, b }), 1..24)
+    prop::collection::vec((0u8..20, 0usize..64, 0usize..64).prop_map(|(kind, a, b)| Step { kind, a, b }), 1..24)
 }
 
 /// NumPy broadcast compatibility of two dim lists.
@@ -79,6 +80,26 @@ fn build(steps: &[Step], outs: &[usize]) -> Graph {
                 let prev = &steps[s.a % k];
                 let r = Step { kind: prev.kind, a: prev.a, b: prev.b };
                 return_step(&mut g, &pool, &r)
+            }
+            // Fusion material: more unary ops, compare + select, trailing reductions,
+            // broadcast_in_dim, scalar constants.
+            14 => g.logistic(a),
+            15 if broadcastable(&da, &db) => {
+                let p = g.compare(rlx_ir::ops::CompareOp::Gt, a, b);
+                g.select(p, a, b)
+            }
+            16 if !da.is_empty() => g.sum(a, &[-1], false),
+            17 if !da.is_empty() => g.reduce_max(a, &[-1], false),
+            18 if da.len() <= 2 => {
+                let mut shape = vec![2];
+                shape.extend(&da);
+                let bd: Vec<usize> = (1..=da.len()).collect();
+                g.broadcast_in_dim(a, shape, &bd)
+            }
+            19 => {
+                let c = g.scalar(0.75, DType::F32);
+                let m = g.mul(a, c);
+                g.sub(m, a)
             }
             _ => g.neg(a),
         };

@@ -218,7 +218,7 @@ fn inline_and_pipeline_report() {
     let opts = PassOptions { dump_ir: true, ..Default::default() };
     let report = rlx_compile::compile(&mut h, &opts).unwrap();
     let names: Vec<&str> = report.passes.iter().map(|r| r.pass).collect();
-    assert_eq!(names, ["verify", "inline_composites", "legalize", "const_fold", "simplify", "cse", "dce"]);
+    assert_eq!(names, ["verify", "inline_composites", "legalize", "const_fold", "simplify", "cse", "dce", "fuse"]);
     assert_eq!(report.passes[1].stats.changed, 2);
     assert!(report.passes.iter().all(|r| r.ir.is_some()));
     assert!(!h.to_string().contains("softmax"));
@@ -243,4 +243,134 @@ fn invalid_graph_is_an_ir_error() {
     g.set_outputs(vec![z]);
     let e = rlx_compile::compile(&mut g, &PassOptions::default()).unwrap_err();
     assert!(matches!(e, rlx_compile::CompileError::Ir(_)), "{e}");
+}
+
+/// Run the fusion pass and return the graph (verified, numerics unchanged) and its stats.
+fn fused(g: &Graph) -> (Graph, rlx_compile::PassStats) {
+    let mut h = g.clone();
+    let s = passes::fuse::run(&mut h, &PassOptions::default()).unwrap();
+    rlx_ir::verify(&h).unwrap();
+    assert_same_numerics(g, &h);
+    (h, s)
+}
+
+fn count(g: &Graph, name: &str) -> usize {
+    g.nodes().iter().filter(|n| n.op.name() == name).count()
+}
+
+#[test]
+fn fuse_chain_with_broadcast_constants_and_inlined_gelu() {
+    // gelu(x*a+b)*sigmoid(x)-c over [4, 8], `a` a row vector, `b` and `c` scalars.
+    let mut g = Graph::new("t");
+    let x = g.input("x", f32s(&[4, 8]));
+    let a = g.param("a", f32s(&[8]));
+    let b = g.scalar(0.5, DType::F32);
+    let c = g.scalar(0.25, DType::F32);
+    let xa = g.mul(x, a);
+    let xb = g.add(xa, b);
+    let ge = g.gelu(xb, true);
+    let sg = g.logistic(x);
+    let p = g.mul(ge, sg);
+    let y = g.sub(p, c);
+    g.set_outputs(vec![y]);
+    let g = rlx_ir::inline_composites(&g, &|_| false);
+    let (h, s) = fused(&g);
+    assert_eq!(s.changed, 1);
+    let expected = "\
+graph t(x: f32[4,8]) params(a: f32[8]) {
+  %2 = fused_elementwise(%0, %1) : f32[4,8]
+    graph fused_elementwise(arg0: f32[4,8], arg1: f32[8]) params() {
+      %2 = mul(%0, %1) : f32[4,8]
+      %3 = constant[0.5]() : f32[]
+      %4 = add(%2, %3) : f32[4,8]
+      %5 = constant[0.5]() : f32[]
+      %6 = mul(%5, %4) : f32[4,8]
+      %7 = mul(%4, %4) : f32[4,8]
+      %8 = mul(%7, %4) : f32[4,8]
+      %9 = constant[0.044714998453855515]() : f32[]
+      %10 = mul(%9, %8) : f32[4,8]
+      %11 = add(%4, %10) : f32[4,8]
+      %12 = constant[0.7978845834732056]() : f32[]
+      %13 = mul(%12, %11) : f32[4,8]
+      %14 = tanh(%13) : f32[4,8]
+      %15 = constant[1]() : f32[]
+      %16 = add(%15, %14) : f32[4,8]
+      %17 = mul(%6, %16) : f32[4,8]
+      %18 = logistic(%0) : f32[4,8]
+      %19 = mul(%17, %18) : f32[4,8]
+      %20 = constant[0.25]() : f32[]
+      %21 = sub(%19, %20) : f32[4,8]
+      return %21
+    }
+  return %2
+}
+";
+    assert_eq!(h.to_string(), expected);
+}
+
+#[test]
+fn fuse_keeps_shared_values_and_middle_outputs() {
+    let mut g = Graph::new("t");
+    let x = g.input("x", f32s(&[3, 4]));
+    let w = g.param("w", f32s(&[4, 2]));
+    let e = g.exp(x);
+    let t = g.tanh(e);
+    let n = g.neg(t);
+    let mm = g.mm(e, w); // `e` is read outside the region too
+    g.set_outputs(vec![n, t, mm]);
+    let (h, s) = fused(&g);
+    assert_eq!(s.changed, 1);
+    let expected = "\
+graph t(x: f32[3,4]) params(w: f32[4,2]) {
+  %2 = fused_elementwise(%0) : f32[3,4], f32[3,4], f32[3,4]
+    graph fused_elementwise(arg0: f32[3,4]) params() {
+      %1 = exp(%0) : f32[3,4]
+      %2 = tanh(%1) : f32[3,4]
+      %3 = neg(%2) : f32[3,4]
+      return %1, %2, %3
+    }
+  %3 = get_tuple_element[index=0](%2) : f32[3,4]
+  %4 = get_tuple_element[index=1](%2) : f32[3,4]
+  %5 = get_tuple_element[index=2](%2) : f32[3,4]
+  %6 = dot_general[lhs_batch=[], lhs_contracting=[1], rhs_batch=[], rhs_contracting=[0]](%3, %1) : f32[3,2]
+  return %5, %4, %6
+}
+";
+    assert_eq!(h.to_string(), expected);
+}
+
+#[test]
+fn fuse_absorbs_trailing_reduction_but_never_makes_a_cycle() {
+    let mut g = Graph::new("t");
+    let x = g.input("x", f32s(&[3, 4]));
+    let e = g.exp(x);
+    let d = g.mul(e, x);
+    let s = g.sum(d, &[-1], false); // trailing: absorbed
+    let m = g.sum(e, &[0], false); // axis 0: stays outside, reads the region
+    let y = g.mul(e, m); // reads `m`, which needs the region: may not join it
+    let z = g.tanh(y);
+    g.set_outputs(vec![s, z]);
+    let (h, st) = fused(&g);
+    assert_eq!(st.changed, 2);
+    assert_eq!(count(&h, "fused_elementwise"), 2);
+    assert_eq!(count(&h, "reduce_sum"), 1, "the axis-0 sum stays outside");
+    let body = h.nodes().iter().find_map(|n| match &n.op {
+        rlx_ir::Op::Composite(c) => Some(c.body.to_string()),
+        _ => None,
+    });
+    assert!(body.unwrap().contains("reduce_sum"), "the trailing sum is in the first region");
+}
+
+#[test]
+fn fuse_leaves_single_ops_and_other_dtypes() {
+    let mut g = Graph::new("t");
+    let x = g.input("x", f32s(&[4]));
+    let i = g.input("i", Shape::new(&[4], DType::I32));
+    let e = g.exp(x);
+    let j = g.add(i, i);
+    let k = g.mul(j, i);
+    g.set_outputs(vec![e, k]);
+    let (h, st) = fused(&g);
+    assert_eq!(st.changed, 0);
+    assert_eq!(h.to_string(), g.to_string());
 }

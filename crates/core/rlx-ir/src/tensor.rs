@@ -240,6 +240,19 @@ macro_rules! with_dtype {
     }};
 }
 
+/// The typed vector behind `d`, if it holds `T`.
+fn vec_mut<T: Elem>(d: &mut Data) -> Option<&mut Vec<T>> {
+    // Elem gives slices only; match the variant whose element type is T.
+    macro_rules! arm {
+        ($($v:ident),*) => {
+            match d {
+                $(Data::$v(v) => (v as &mut dyn std::any::Any).downcast_mut::<Vec<T>>(),)*
+            }
+        };
+    }
+    arm!(F32, F64, F16, BF16, I8, I16, I32, I64, U8, U32, Bool)
+}
+
 impl Data {
     /// The dtype of the elements.
     pub fn dtype(&self) -> DType {
@@ -310,6 +323,28 @@ impl Tensor {
     pub fn from_f64s(shape: &[usize], dtype: DType, vals: &[f64]) -> Result<Tensor, IrError> {
         let data = with_dtype!(dtype, T, T::wrap(vals.iter().map(|&v| T::of_f64(v)).collect()));
         Tensor::new(shape, data)
+    }
+    /// An empty tensor (dims `[0]`) of `dtype` whose storage holds `numel` elements and whose
+    /// shape holds `rank` dims without reallocating: a buffer for [`Tensor::set_dims`].
+    pub fn with_capacity(dtype: DType, numel: usize, rank: usize) -> Tensor {
+        let mut shape = Vec::with_capacity(rank.max(1));
+        shape.push(0);
+        let data = with_dtype!(dtype, T, T::wrap(Vec::with_capacity(numel)));
+        Tensor { shape, data }
+    }
+    /// Reuse this tensor's storage for `dims` (same dtype): elements are kept up to the new
+    /// count (so a prefix survives), new ones are zero. Allocates only when the storage or
+    /// shape capacity is short. A memory planner keeps one tensor per buffer and resizes it for
+    /// each value the buffer holds in turn.
+    pub fn set_dims(&mut self, dims: &[usize]) {
+        let n: usize = dims.iter().product();
+        with_dtype!(self.dtype(), T, {
+            if let Some(v) = vec_mut::<T>(&mut self.data) {
+                v.resize(n, T::zero());
+            }
+        });
+        self.shape.clear();
+        self.shape.extend_from_slice(dims);
     }
     /// Dims.
     pub fn shape(&self) -> &[usize] {

@@ -41,4 +41,8 @@ pub trait Executable: Send {
     fn run(&mut self, inputs: &[&Tensor], params: &[&Tensor]) -> Result<Vec<Tensor>>;
     /// The kernel of each step.
     fn steps(&self) -> Vec<StepInfo>;
+    /// The memory plan (schedule, buffers, per-step kernels), when the backend plans one.
+    fn lir(&self) -> Option<&rlx_compile::lir::LirModule> {
+        None
+    }
 }

@@ -1,5 +1,6 @@
 //! `CompiledGraph`: parameters, per-shape specializations, and the run entry points.
 
+use crate::cache::{CompileCache, fingerprint};
 use crate::{Backend, CompileOptions, Error, Executable, Result, StepInfo, Support};
 use rlx_ir::{Dim, Graph, NodeId, Op, Tensor, bind_symbols, specialize};
 use std::collections::BTreeSet;
@@ -15,12 +16,28 @@ pub struct CompiledGraph {
     params: Vec<Option<Tensor>>,
     cache: HashMap<Vec<Vec<usize>>, Box<dyn Executable>>,
     report: Option<rlx_compile::CompileReport>,
+    dispatch: Option<rlx_compile::DispatchReport>,
+    compile_cache: Arc<CompileCache>,
 }
 
 impl CompiledGraph {
-    pub(crate) fn new(graph: Graph, backend: Arc<dyn Backend>, opts: CompileOptions) -> Result<CompiledGraph> {
+    pub(crate) fn new(
+        graph: Graph,
+        backend: Arc<dyn Backend>,
+        opts: CompileOptions,
+        compile_cache: Arc<CompileCache>,
+    ) -> Result<CompiledGraph> {
         let params = vec![None; graph.params().len()];
-        let mut c = CompiledGraph { graph, backend, opts, params, cache: HashMap::new(), report: None };
+        let mut c = CompiledGraph {
+            graph,
+            backend,
+            opts,
+            params,
+            cache: HashMap::new(),
+            report: None,
+            dispatch: None,
+            compile_cache,
+        };
         let ins: Option<Vec<Vec<usize>>> = c.graph.inputs().iter().map(|&i| c.graph.shape(i).static_dims()).collect();
         if let Some(dims) = ins {
             c.executable(&dims)?;
@@ -61,6 +78,13 @@ impl CompiledGraph {
     pub fn param(&self, name: &str) -> Option<&Tensor> {
         let k = self.graph.params().iter().position(|&p| self.graph.source_name(p) == Some(name))?;
         self.params[k].as_ref()
+    }
+
+    /// Mutable access to a param's stored value, if set (a training loop updates params in
+    /// place this way, with no copy per step). Its dims and dtype must stay as declared.
+    pub fn param_mut(&mut self, name: &str) -> Option<&mut Tensor> {
+        let k = self.graph.params().iter().position(|&p| self.graph.source_name(p) == Some(name))?;
+        self.params[k].as_mut()
     }
 
     /// Run with f32 data per name and get one `Vec<f32>` per output (the spec's convenience
@@ -138,6 +162,19 @@ impl CompiledGraph {
         self.report.as_ref()
     }
 
+    /// Per op kind and composite: native, decomposed or missing on this backend (for the most
+    /// recently compiled specialization). Computed when `CompileOptions::dispatch_report` is set
+    /// (override `RLX_DISPATCH_REPORT=1`), else `None`.
+    pub fn dispatch_report(&self) -> Option<&rlx_compile::DispatchReport> {
+        self.dispatch.as_ref()
+    }
+
+    /// The memory plan of a compiled specialization (arena bytes, peak live bytes, per-step
+    /// kernels), when the backend plans memory.
+    pub fn lir(&self) -> Option<&rlx_compile::lir::LirModule> {
+        self.cache.values().next().and_then(|e| e.lir())
+    }
+
     /// The kernel of each step for the most recently compiled specialization.
     pub fn steps(&self) -> Vec<StepInfo> {
         self.cache.values().next().map(|e| e.steps()).unwrap_or_default()
@@ -179,7 +216,25 @@ impl CompiledGraph {
             dump_ir: self.opts.dump_ir,
             ..Default::default()
         };
-        self.report = Some(rlx_compile::compile(&mut g, &popts)?);
+        if self.opts.dispatch_report {
+            let native = |name: &str| popts.native_composites.contains(name);
+            let d = rlx_compile::DispatchReport::new(&g, &native);
+            tracing::info!(graph = %self.graph.name, "dispatch report:\n{d}");
+            self.dispatch = Some(d);
+        }
+        let key = fingerprint(&g, &popts, &self.backend.device().to_string())?;
+        match self.compile_cache.get(&key) {
+            Some((cached, mut report)) => {
+                g = cached;
+                report.cache_hit = true;
+                self.report = Some(report);
+            }
+            None => {
+                let report = rlx_compile::compile(&mut g, &popts)?;
+                self.compile_cache.insert(key, (g.clone(), report.clone()));
+                self.report = Some(report);
+            }
+        }
         let exe = self.backend.compile(&g, &self.opts)?;
         if self.opts.dispatch_report {
             for s in exe.steps() {

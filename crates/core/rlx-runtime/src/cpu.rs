@@ -25,7 +25,12 @@ impl Backend for CpuBackend {
         }
     }
     fn compile(&self, g: &Graph, opts: &CompileOptions) -> Result<Box<dyn Executable>> {
-        let exe = CpuExecutable::compile(g, &CpuOptions { threads: opts.threads }).map_err(err)?;
+        let cpu = CpuOptions {
+            threads: opts.threads,
+            quantized_activations: opts.quantized_activations,
+            ..Default::default()
+        };
+        let exe = CpuExecutable::compile(g, &cpu).map_err(err)?;
         Ok(Box::new(CpuExe(exe)))
     }
 }
@@ -35,6 +40,9 @@ struct CpuExe(CpuExecutable);
 impl Executable for CpuExe {
     fn run(&mut self, inputs: &[&Tensor], params: &[&Tensor]) -> Result<Vec<Tensor>> {
         self.0.run(inputs, params).map_err(err)
+    }
+    fn lir(&self) -> Option<&rlx_compile::lir::LirModule> {
+        Some(self.0.lir())
     }
     fn steps(&self) -> Vec<StepInfo> {
         self.0.steps().into_iter().map(|s| StepInfo { node: s.node, op: s.op, kernel: s.kernel }).collect()

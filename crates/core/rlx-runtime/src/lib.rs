@@ -22,6 +22,7 @@
 #![warn(missing_docs)]
 
 mod backend;
+mod cache;
 mod compiled;
 #[cfg(feature = "cpu")]
 mod cpu;
@@ -31,10 +32,12 @@ mod options;
 mod session;
 
 pub use backend::{Backend, Executable, StepInfo, Support};
+pub use cache::{Fingerprint, fingerprint};
 pub use compiled::CompiledGraph;
 pub use device::{Device, fastest_device};
 pub use error::{Error, Result};
 pub use options::CompileOptions;
-pub use rlx_compile::{CompileReport, PassRecord};
+pub use rlx_compile::lir::LirModule;
+pub use rlx_compile::{CompileReport, Dispatch, DispatchEntry, DispatchReport, PassRecord};
 pub use rlx_ir::Tensor;
 pub use session::Session;

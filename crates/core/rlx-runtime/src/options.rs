@@ -16,11 +16,23 @@ pub struct CompileOptions {
     /// Print the IR after every compiler pass (tracing, `info` level, target `rlx_compile`).
     /// Override: `RLX_DUMP_IR=1`.
     pub dump_ir: bool,
+    /// Fast mode of the CPU `dequant_matmul` kernel: quantize the activations to Q8_0 blocks
+    /// and use integer dot products (as llama.cpp) for the schemes that have such a kernel;
+    /// results then differ from the f32 reference by the activation quantization error.
+    /// Default `false` (exact: `x · dequant(W)ᵀ` up to f32 rounding).
+    /// Override: `RLX_QUANTIZED_ACTIVATIONS=1`.
+    pub quantized_activations: bool,
 }
 
 impl Default for CompileOptions {
     fn default() -> CompileOptions {
-        CompileOptions { threads: None, dispatch_report: false, optimize: true, dump_ir: false }
+        CompileOptions {
+            threads: None,
+            dispatch_report: false,
+            optimize: true,
+            dump_ir: false,
+            quantized_activations: false,
+        }
     }
 }
 
@@ -44,6 +56,11 @@ impl CompileOptions {
         self.dump_ir = on;
         self
     }
+    /// Turn the quantized-activation fast mode of `dequant_matmul` on or off.
+    pub fn with_quantized_activations(mut self, on: bool) -> CompileOptions {
+        self.quantized_activations = on;
+        self
+    }
     /// These options with the environment overrides applied.
     pub fn with_env_overrides(mut self) -> CompileOptions {
         if let Some(n) = std::env::var("RLX_NUM_THREADS").ok().and_then(|v| v.parse().ok()) {
@@ -54,6 +71,9 @@ impl CompileOptions {
         }
         if std::env::var("RLX_DUMP_IR").is_ok_and(|v| v == "1") {
             self.dump_ir = true;
+        }
+        if std::env::var("RLX_QUANTIZED_ACTIVATIONS").is_ok_and(|v| v == "1") {
+            self.quantized_activations = true;
         }
         self
     }

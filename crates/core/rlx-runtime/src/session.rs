@@ -1,5 +1,6 @@
 //! `Session`: a device plus its backend; compiles graphs.
 
+use crate::cache::CompileCache;
 use crate::{Backend, CompileOptions, CompiledGraph, Device, Error, Result};
 use rlx_ir::Graph;
 use std::sync::Arc;
@@ -8,6 +9,7 @@ use std::sync::Arc;
 #[derive(Clone)]
 pub struct Session {
     backend: Arc<dyn Backend>,
+    cache: Arc<CompileCache>,
 }
 
 impl Session {
@@ -24,7 +26,7 @@ impl Session {
             Device::Cpu => Arc::new(crate::cpu::CpuBackend),
             other => return Err(Error::DeviceUnavailable(other)),
         };
-        Ok(Session { backend })
+        Ok(Session { backend, cache: Arc::default() })
     }
 
     /// The session's device.
@@ -56,6 +58,6 @@ impl Session {
     /// backend now, symbolic ones on the first run with each new set of input dims.
     pub fn try_compile_with(&self, g: Graph, opts: &CompileOptions) -> Result<CompiledGraph> {
         g.verify()?;
-        CompiledGraph::new(g, self.backend.clone(), opts.clone().with_env_overrides())
+        CompiledGraph::new(g, self.backend.clone(), opts.clone().with_env_overrides(), self.cache.clone())
     }
 }

@@ -65,6 +65,7 @@ enum Kind {
     Gguf,
     Safetensors,
     ShardIndex,
+    Onnx,
 }
 
 fn detect(path: &Path) -> Result<Kind, InspectError> {
@@ -89,6 +90,9 @@ fn detect(path: &Path) -> Result<Kind, InspectError> {
     if name.ends_with(".index.json") {
         return Ok(Kind::ShardIndex);
     }
+    if name.ends_with(".onnx") {
+        return Ok(Kind::Onnx);
+    }
     if name.ends_with(".safetensors") || (head.len() == 9 && head[8] == b'{') {
         return Ok(Kind::Safetensors);
     }
@@ -108,6 +112,7 @@ pub fn inspect(path: &Path) -> Result<Report, InspectError> {
         Kind::Gguf => gguf(path, &mut r)?,
         Kind::Safetensors => safetensors(path, &mut r)?,
         Kind::ShardIndex => sharded(path, &mut r)?,
+        Kind::Onnx => onnx(path, &mut r)?,
     }
     Ok(r)
 }
@@ -140,6 +145,108 @@ fn gguf(path: &Path, r: &mut Report) -> Result<(), InspectError> {
             bytes: t.n_bytes,
             offset: c.data_offset.saturating_add(t.offset),
             extra: vec![("ggml_dims", json!(t.dims))],
+        });
+    }
+    Ok(())
+}
+
+/// ONNX: model metadata (IR version, opsets, producer), graph inputs / outputs with their
+/// types, op counts, and the initializers as tensors (offset 0: protobuf has no fixed layout).
+fn onnx(path: &Path, r: &mut Report) -> Result<(), InspectError> {
+    let m = rlx_onnx::load(path).map_err(|e| InspectError(strip_path(e.to_string(), path)))?;
+    r.format = "onnx";
+    let opsets: Vec<String> = m
+        .opset_import
+        .iter()
+        .map(|o| format!("{}:{}", if o.domain().is_empty() { "ai.onnx" } else { o.domain() }, o.version()))
+        .collect();
+    let g = m.graph.clone().unwrap_or_default();
+    r.facts = vec![
+        ("ir_version", json!(m.ir_version())),
+        ("opsets", json!(opsets)),
+        ("producer", json!(format!("{} {}", m.producer_name(), m.producer_version()).trim())),
+        ("graph", json!(g.name())),
+        ("nodes", json!(g.node.len())),
+    ];
+    let inits: Vec<&str> = g.initializer.iter().map(|t| t.name()).collect();
+    let io = |v: &rlx_onnx::proto::ValueInfoProto| -> String {
+        use rlx_onnx::proto::{tensor_shape_proto::dimension::Value as D, type_proto::Value as T};
+        match v.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+            Some(T::TensorType(t)) => {
+                let ty = rlx_onnx::dtype_of(t.elem_type(), "")
+                    .map(|d| d.numpy_name().to_string())
+                    .unwrap_or_else(|_| format!("type#{}", t.elem_type()));
+                let dims: Vec<String> = t
+                    .shape
+                    .as_ref()
+                    .map(|s| {
+                        s.dim
+                            .iter()
+                            .map(|d| match &d.value {
+                                Some(D::DimValue(n)) => n.to_string(),
+                                Some(D::DimParam(p)) => p.clone(),
+                                None => "?".into(),
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                format!("{ty}[{}]", dims.join(", "))
+            }
+            Some(_) => "non-tensor".into(),
+            None => "untyped".into(),
+        }
+    };
+    for v in g.input.iter().filter(|v| !inits.contains(&v.name())) {
+        let t = io(v);
+        r.metadata.push(MetaEntry {
+            key: format!("input.{}", v.name()),
+            ty: "value".into(),
+            human: t.clone(),
+            json: json!(t),
+        });
+    }
+    for v in &g.output {
+        let t = io(v);
+        r.metadata.push(MetaEntry {
+            key: format!("output.{}", v.name()),
+            ty: "value".into(),
+            human: t.clone(),
+            json: json!(t),
+        });
+    }
+    for (op, (n, ok)) in rlx_onnx::report(&m).ops {
+        let human = format!("{n}{}", if ok { "" } else { " (unsupported)" });
+        r.metadata.push(MetaEntry {
+            key: format!("op.{op}"),
+            ty: "count".into(),
+            human,
+            json: json!({"count": n, "supported": ok}),
+        });
+    }
+    for p in &m.metadata_props {
+        r.metadata.push(MetaEntry {
+            key: p.key().to_string(),
+            ty: "string".into(),
+            human: human_str(p.value()),
+            json: json!(p.value()),
+        });
+    }
+    for t in &g.initializer {
+        let shape: Vec<u64> = t.dims.iter().map(|&d| d.max(0) as u64).collect();
+        let elements: u64 = shape.iter().product();
+        let (dtype, size) = match rlx_onnx::dtype_of(t.data_type(), "") {
+            Ok(d) => (d.numpy_name().to_string(), d.size_bytes() as u64),
+            Err(_) => (format!("onnx_type_{}", t.data_type()), 0),
+        };
+        let external = t.data_location() == rlx_onnx::proto::tensor_proto::DataLocation::External;
+        r.tensors.push(TensorRow {
+            name: t.name().to_string(),
+            dtype,
+            shape,
+            elements,
+            bytes: elements.saturating_mul(size),
+            offset: 0,
+            extra: if external { vec![("external", json!(true))] } else { vec![] },
         });
     }
     Ok(())

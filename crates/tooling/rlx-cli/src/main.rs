@@ -2,6 +2,11 @@
 //!
 //! ```text
 //! rlx inspect FILE [--json]     metadata, tensors and totals of a .gguf / .safetensors file
+//! rlx convert IN OUT --quant T  safetensors -> GGUF with 2-D tensors quantized to T
+//! rlx train [--dataset digits|mnist5k] [--model mlp|cnn] [--optimizer adam|…] [--out F] [--eval F]
+//! rlx run MODEL.onnx --input NAME=FILE.npy ... [--output OUT.npz] [--json]
+//! rlx check GRAPH.json [--json] static checks: shapes, dispatch, fusion hints, provable NaN
+//! rlx compile GRAPH.json [--dump] [--json]  pass summary (IR after each pass) and memory plan
 //! rlx generate [--model F] --prompt T [--chat] [--max-tokens N] ...   stream generated text
 //! ```
 //!
@@ -12,8 +17,13 @@
 //! forces a panic so the tests can check the hook). A closed stdout (`rlx inspect f | head`) ends
 //! the program quietly with status 0.
 
+mod convert;
+mod check;
+mod compile;
 mod generate;
 mod inspect;
+mod train;
+mod run;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -42,6 +52,45 @@ enum Command {
         /// The .gguf, .safetensors or .safetensors.index.json file
         file: PathBuf,
     },
+    /// Convert a safetensors checkpoint to GGUF, quantizing 2-D+ float tensors.
+    ///
+    /// 1-D tensors (norms, biases) stay F32; tensors whose rows are not a multiple of the
+    /// block size become F16. TYPE: F32 F16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K.
+    Convert {
+        /// The .safetensors file (or a sharded checkpoint's .index.json)
+        input: PathBuf,
+        /// The .gguf file to write
+        output: PathBuf,
+        /// Quantization type of the 2-D+ float tensors
+        #[arg(long, value_name = "TYPE")]
+        quant: String,
+    },
+    /// Train an MLP or small CNN on UCI digits / MNIST-5k (embedded), report test accuracy,
+    /// save the weights (`--out`) or evaluate saved ones (`--eval`).
+    Train(train::TrainArgs),
+    /// Run an ONNX model on `.npy` inputs and print (or save as `.npz`) its outputs.
+    Run {
+        /// The .onnx file
+        model: PathBuf,
+        /// An input as NAME=FILE.npy (repeat for each model input)
+        #[arg(long = "input", value_name = "NAME=FILE.npy")]
+        inputs: Vec<String>,
+        /// Save every output into this .npz (members named after the outputs)
+        #[arg(long)]
+        output: Option<PathBuf>,
+    /// Check a graph (JSON of `rlx_ir::hir_to_json`): shapes and dtypes, CPU dispatch,
+    /// missed-fusion hints, provable NaN/Inf. Exit status 1 when any error is found.
+    Check {
+        /// The graph JSON file
+        file: PathBuf,
+    },
+    /// Compile a graph (JSON, static shapes) for the CPU: pass summary and memory plan.
+    Compile {
+        /// The graph JSON file
+        file: PathBuf,
+        /// Print the IR after every pass
+        #[arg(long)]
+        dump: bool,
     /// Generate text with a Llama-family GGUF model, streaming tokens to stdout, then print
     /// prompt-processing and generation tokens/s (stderr; with --json a final JSON line).
     Generate {
@@ -95,6 +144,7 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     let (file, result) = match &cli.command {
+        Command::Train(args) => return train::main(args, cli.json),
         Command::Inspect { file } => {
             (file.clone(), inspect::inspect(file).map(|r| if cli.json { format!("{}\n", r.json()) } else { r.human() }))
         }
@@ -119,6 +169,29 @@ fn main() -> ExitCode {
                 Err(e) => (PathBuf::from("generate"), Err(inspect::InspectError(e.0))),
             }
         }
+        Command::Convert { input, output, quant } => (
+            input,
+            convert::convert(input, output, quant)
+                .map(|r| if cli.json { format!("{}\n", r.json()) } else { r.human() })
+                .map_err(|e| inspect::InspectError(e.0)),
+        ),
+        Command::Run { model, inputs, output } => {
+            (model, run::run(model, inputs, output.as_ref(), cli.json).map_err(|e| inspect::InspectError(e.0)))
+        }
+        Command::Check { file } => match check::check(file) {
+            Ok(r) => {
+                let text = if cli.json { format!("{}\n", r.json()) } else { r.human() };
+                let _ = write_stdout(&text);
+                return if r.errors() > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS };
+            }
+            Err(e) => (file, Err(inspect::InspectError(e))),
+        },
+        Command::Compile { file, dump } => (
+            file,
+            compile::compile(file)
+                .map(|r| if cli.json { format!("{}\n", r.json(*dump)) } else { r.human(*dump) })
+                .map_err(inspect::InspectError),
+        ),
     };
     match result {
         Ok(text) => match write_stdout(&text) {

@@ -6,11 +6,12 @@
 //! the trailing dims). Other broadcasts run the reference evaluation. Results equal the
 //! reference's (which computes in f64 and rounds) within f32 rounding: `add`..`div`, `max`,
 //! `min`, `sqrt`, `abs`, `neg`, `floor`, `ceil`, comparisons and `select` are bit-identical;
-//! `exp` and `logistic` use [`super::simd::exp_f32`] (about 1 ulp); every other unary op
+//! `exp` and `logistic` use [`super::simd::exp_f32`] (about 1 ulp), `tanh` uses
+//! [`super::simd::tanh_f32`] (about 2 ulp); every other unary op
 //! evaluates the reference's f64 formula per element (bit-identical, parallel, not
 //! vectorized).
 
-use super::simd::{PAR_THRESHOLD, dispatch, exp_f32, threads};
+use super::simd::{PAR_THRESHOLD, dispatch, exp_f32, tanh_f32, threads};
 use rayon::prelude::*;
 use rlx_ir::ops::{BinaryOp, CompareOp, UnaryOp};
 use rlx_ir::{DType, Elem, IrError, Op, Tensor, with_dtype};
@@ -91,7 +92,7 @@ pub fn plan_bcast(out: &[usize], ins: &[&[usize]]) -> Option<Bcast> {
 
 /// One operand's view over an output segment.
 #[derive(Clone, Copy)]
-enum Src<'a, T> {
+pub(crate) enum Src<'a, T> {
     Slice(&'a [T]),
     Scalar(T),
 }
@@ -290,15 +291,20 @@ pub fn convert_into(x: &Tensor, out: &mut Tensor) {
 }
 
 fn unary(u: UnaryOp, x: &[f32], o: &mut [f32]) {
+    for_segments(o, x.len().max(1), |s, seg| unary_block(u, &x[s..s + seg.len()], seg));
+}
+
+/// `o[i] = u(x[i])` for one f32 segment (`x` and `o` of equal length), vectorized where the
+/// op allows: the one implementation of f32 unary math, shared by the fused kernel.
+#[inline(always)]
+pub(crate) fn unary_block(u: UnaryOp, x: &[f32], o: &mut [f32]) {
     use UnaryOp::*;
     macro_rules! map {
         ($f:expr) => {
-            for_segments(o, x.len().max(1), |s, seg| {
-                dispatch(
-                    #[inline(always)]
-                    || seg.iter_mut().zip(&x[s..]).for_each(|(o, &v)| *o = $f(v)),
-                )
-            })
+            dispatch(
+                #[inline(always)]
+                || o.iter_mut().zip(x).for_each(|(o, &v)| *o = $f(v)),
+            )
         };
     }
     match u {
@@ -311,19 +317,20 @@ fn unary(u: UnaryOp, x: &[f32], o: &mut [f32]) {
         Reciprocal => map!(|v: f32| 1.0 / v),
         Rsqrt => map!(|v: f32| 1.0 / v.sqrt()),
         Exp => map!(exp_f32),
+        Tanh => map!(tanh_f32),
         Logistic => map!(|v: f32| {
             let e = exp_f32(-v.abs());
             let r = 1.0 / (1.0 + e);
             if v >= 0.0 { r } else { e * r }
         }),
-        other => map!(|v: f32| other.apply_f64(v as f64) as f32),
+        other => o.iter_mut().zip(x).for_each(|(o, &v)| *o = other.apply_f64(v as f64) as f32),
     }
 }
 
 /// Apply `f` over one segment with operands resolved to slices or scalars; each of the four
 /// shapes is its own monomorphized, bounds-check-free loop.
 #[inline(always)]
-fn zip2<T: Copy, O>(a: Src<'_, T>, b: Src<'_, T>, o: &mut [O], f: impl Fn(T, T) -> O) {
+pub(crate) fn zip2<T: Copy, O>(a: Src<'_, T>, b: Src<'_, T>, o: &mut [O], f: impl Fn(T, T) -> O) {
     match (a, b) {
         (Src::Slice(a), Src::Slice(b)) => {
             o.iter_mut().zip(a).zip(b).for_each(|((o, &a), &b)| *o = f(a, b));
@@ -335,17 +342,24 @@ fn zip2<T: Copy, O>(a: Src<'_, T>, b: Src<'_, T>, o: &mut [O], f: impl Fn(T, T) 
 }
 
 fn binary(b: BinaryOp, p: &Bcast, x: &[f32], y: &[f32], o: &mut [f32]) {
-    use BinaryOp::*;
     let (ax, ay) = (p.access[0], p.access[1]);
+    for_segments(o, p.block, |s, seg| {
+        let (a, c) = (Src::at(x, ax, s, seg.len()), Src::at(y, ay, s, seg.len()));
+        binary_block(b, a, c, seg)
+    })
+}
+
+/// `o[i] = a[i] ∘ b[i]` for one f32 segment with operands resolved to slices or scalars: the
+/// one implementation of f32 binary math, shared by the fused kernel.
+#[inline(always)]
+pub(crate) fn binary_block(b: BinaryOp, x: Src<'_, f32>, y: Src<'_, f32>, o: &mut [f32]) {
+    use BinaryOp::*;
     macro_rules! go {
         ($f:expr) => {
-            for_segments(o, p.block, |s, seg| {
-                let (a, c) = (Src::at(x, ax, s, seg.len()), Src::at(y, ay, s, seg.len()));
-                dispatch(
-                    #[inline(always)]
-                    || zip2(a, c, seg, $f),
-                )
-            })
+            dispatch(
+                #[inline(always)]
+                || zip2(x, y, o, $f),
+            )
         };
     }
     match b {
@@ -356,7 +370,7 @@ fn binary(b: BinaryOp, p: &Bcast, x: &[f32], y: &[f32], o: &mut [f32]) {
         // NaN-propagating, as the reference (`np.maximum`).
         Max => go!(|a: f32, b: f32| if a > b || a.is_nan() { a } else { b }),
         Min => go!(|a: f32, b: f32| if a < b || a.is_nan() { a } else { b }),
-        other => go!(|a: f32, b: f32| other.apply_f64(a as f64, b as f64) as f32),
+        other => zip2(x, y, o, |a: f32, b: f32| other.apply_f64(a as f64, b as f64) as f32),
     }
 }
 

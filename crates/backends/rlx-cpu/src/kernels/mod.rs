@@ -9,6 +9,7 @@
 pub mod composite;
 pub mod dot;
 pub mod elementwise;
+pub mod fused;
 pub mod gemv;
 pub mod movement;
 pub mod qmatmul;
@@ -41,6 +42,8 @@ pub enum Kernel {
     Move(movement::MoveKernel),
     /// `dequant_matmul` on packed GGUF weights.
     QMatmul(Box<qmatmul::QMatmulKernel>),
+    /// A `fused_elementwise` region as one blocked register program.
+    Fused(Box<fused::FusedKernel>),
     /// A composite without a native kernel for these operands: evaluate its body.
     CompositeBody,
 }
@@ -57,13 +60,14 @@ impl Kernel {
             Kernel::Norm(k) => k.name(),
             Kernel::Move(k) => k.name(),
             Kernel::QMatmul(k) => k.name(),
+            Kernel::Fused(k) => k.name(),
             Kernel::CompositeBody => "composite_body",
         }
     }
 }
 
 /// Pick the kernel for node `id` (shapes are static).
-pub fn select(g: &Graph, id: NodeId) -> Kernel {
+pub fn select(g: &Graph, id: NodeId, opts: &crate::CpuOptions) -> Kernel {
     let n = g.node(id);
     let statics = |shapes: &mut dyn Iterator<Item = &rlx_ir::Shape>| -> Option<Vec<(Vec<usize>, DType)>> {
         shapes.map(|s| s.static_dims().map(|d| (d, s.dtype))).collect()
@@ -73,8 +77,12 @@ pub fn select(g: &Graph, id: NodeId) -> Kernel {
         return Kernel::Reference;
     };
     if let Op::Composite(c) = &n.op {
+        if c.name == fused::NAME {
+            return fused::select(c, &ins, &outs).map_or(Kernel::CompositeBody, |k| Kernel::Fused(Box::new(k)));
+        }
         if c.name == qmatmul::NAME {
-            return qmatmul::select(c, &ins, &outs).map_or(Kernel::CompositeBody, |k| Kernel::QMatmul(Box::new(k)));
+            return qmatmul::select(c, &ins, &outs, opts)
+                .map_or(Kernel::CompositeBody, |k| Kernel::QMatmul(Box::new(k)));
         }
         return match composite::select(c, &ins, &outs) {
             Some(k) if NATIVE_COMPOSITES.contains(&c.name.as_str()) => Kernel::Norm(k),
@@ -124,6 +132,7 @@ pub fn run(k: &mut Kernel, op: &Op, ins: &[&Tensor], outs: &mut [Tensor]) -> Res
         Kernel::Norm(k) => composite::run(k, ins, &mut outs[0]),
         Kernel::Move(k) => movement::run(k, ins, &mut outs[0]),
         Kernel::QMatmul(k) => qmatmul::run(k, ins[0], ins[1], &mut outs[0]),
+        Kernel::Fused(k) => fused::run(k, ins, outs),
         Kernel::CompositeBody => match op {
             Op::Composite(c) => composite::run_body(c, ins, outs),
             _ => op.eval_into(ins, outs),

@@ -11,6 +11,27 @@ use std::sync::OnceLock;
 /// overhead is a few µs; 64K f32 is ~16 µs of memory traffic).
 pub(crate) const PAR_THRESHOLD: usize = 1 << 16;
 
+/// Which explicit SIMD code the CPU kernels may use (`CpuOptions::simd`).
+///
+/// Today it governs the `dequant_matmul` kernels; the other kernel families follow
+/// [`has_avx512`] (the CPU's features and `RLX_CPU_NO_AVX512`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SimdLevel {
+    /// The best the CPU has (AVX-512, VNNI where detected); `RLX_CPU_NO_AVX512` overrides it to
+    /// [`SimdLevel::Baseline`].
+    #[default]
+    Native,
+    /// Portable code only: what a CPU without AVX-512 runs.
+    Baseline,
+}
+
+impl SimdLevel {
+    /// True when AVX-512 kernels may run at this level on this CPU.
+    pub fn avx512(self) -> bool {
+        self == SimdLevel::Native && has_avx512()
+    }
+}
+
 /// True when the CPU has AVX-512F (checked once, then cached).
 pub fn has_avx512() -> bool {
     static F: OnceLock<bool> = OnceLock::new();
@@ -116,9 +137,51 @@ pub fn exp_f32(x: f32) -> f32 {
     e * s1 * s2
 }
 
+/// `tanh(x)` for f32 in a form LLVM vectorizes (Cephes `tanhf`, about 2 ulp): an odd
+/// polynomial for `|x| < 0.625`, else `1 - 2 / (exp(2|x|) + 1)` with the sign of `x`; both
+/// branches are computed and one selected, so the loop has no branches. `tanh(±inf) = ±1`,
+/// `tanh(NaN) = NaN`.
+#[inline(always)]
+pub fn tanh_f32(x: f32) -> f32 {
+    let a = x.abs();
+    let z = x * x;
+    let p =
+        ((((-5.704_988_7e-3 * z + 0.020_639_09) * z - 5.373_971_6e-2) * z + 1.333_144_2e-1) * z - 3.333_328e-1) * z * x
+            + x;
+    let e = exp_f32(2.0 * a.min(44.0));
+    let big = 1.0 - 2.0 / (e + 1.0);
+    let big = if x < 0.0 { -big } else { big };
+    if a < 0.625 {
+        p
+    } else if x.is_nan() {
+        x
+    } else {
+        big
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tanh_matches_libm() {
+        let mut worst = 0.0f64;
+        let mut x = -12.0f32;
+        while x < 12.0 {
+            let want = (x as f64).tanh();
+            let got = tanh_f32(x) as f64;
+            if want != 0.0 {
+                worst = worst.max(((got - want) / want).abs());
+            }
+            x += 0.000_731;
+        }
+        assert!(worst < 5e-7, "max rel err {worst}");
+        assert_eq!(tanh_f32(f32::INFINITY), 1.0);
+        assert_eq!(tanh_f32(f32::NEG_INFINITY), -1.0);
+        assert!(tanh_f32(f32::NAN).is_nan());
+        assert_eq!(tanh_f32(1e-30), 1e-30);
+    }
 
     #[test]
     fn exp_matches_libm() {

@@ -4,6 +4,7 @@
 pub mod const_fold;
 pub mod cse;
 pub mod dce;
+pub mod fuse;
 pub mod inline;
 pub mod legalize;
 pub mod simplify;

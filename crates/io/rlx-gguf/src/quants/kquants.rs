@@ -34,9 +34,10 @@ fn nearest_int(fval: f32) -> i32 {
     (i & 0x007f_ffff) - 0x0040_0000
 }
 
-/// Scale and min of group `j` (0..8) of a Q4_K/Q5_K block (`get_scale_min_k4`).
+/// Scale and min of group `j` (0..8) of a Q4_K/Q5_K block (`get_scale_min_k4`); `q` is the
+/// block's 12 packed scale bytes.
 #[inline]
-fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
+pub fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
     if j < 4 {
         (q[j] & 63, q[j + 4] & 63)
     } else {

@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""RLX fused / native kernels vs numpy and onnxruntime, in one run on one machine.
+
+Builds the `fusion_bench` example of rlx-cpu (release), then per workload runs RLX and the peer
+as separate processes, interleaved, `--rounds` times; each process does one warm-up, then at
+least 5 reps and 1 s, and reports its median; the table shows the median over rounds.
+All at 1 thread, pinned with `taskset -c 0` (CpuOptions threads 1; ORT intra/inter-op 1;
+numpy is single-threaded for elementwise math).
+
+Workloads:
+- chain: `gelu_tanh(x*1.25+0.5)*sigmoid(x)-0.25` over 16M f32 (8 ops), RLX (one fused step) vs
+  numpy (the same expression, one temporary per op). GB/s counts 64 MiB in + 64 MiB out.
+- softmax, layer_norm: last axis of [4096, 4096] f32, RLX native kernels vs onnxruntime
+  (graphs built with onnx.helper, opset 17, ORT_ENABLE_ALL).
+
+Ends with one line per workload: `RATIO <workload> <peer ms / RLX ms>` (> 1: RLX faster).
+
+Usage: python3 bench/compare_fusion.py [--rounds N] [--only chain,softmax,layer_norm]
+Needs: cargo, numpy, `pip install onnxruntime==1.32.0 onnx==1.22.0` (the ORT rows are skipped
+with a message when onnxruntime is missing).
+"""
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BYTES = {"chain": 2 * 64 * 2**20, "softmax": 2 * 64 * 2**20, "layer_norm": 2 * 64 * 2**20}
+
+NUMPY = r"""
+import sys, time, numpy as np
+n = 1 << 24
+r = np.random.default_rng(0)
+x = r.uniform(-3, 3, n).astype(np.float32)
+c0 = np.float32(np.sqrt(2 / np.pi)); k = np.float32(0.044715)
+h, one = np.float32(0.5), np.float32(1.0)
+def f(x):
+    z = x * np.float32(1.25) + np.float32(0.5)
+    g = h * z * (one + np.tanh(c0 * (z + k * z * z * z)))
+    return g * (one / (one + np.exp(-x))) - np.float32(0.25)
+f(x); ts = []; st = time.perf_counter()
+while len(ts) < 5 or time.perf_counter() - st < 1.0:
+    t0 = time.perf_counter(); f(x); ts.append(time.perf_counter() - t0)
+print(f"numpy chain median {sorted(ts)[len(ts)//2]*1e3:.4f} ms reps={len(ts)}")
+"""
+
+ORT = r"""
+import sys, time, numpy as np, onnx, onnxruntime as ort
+from onnx import helper, TensorProto
+w = sys.argv[1]
+x = np.random.default_rng(0).uniform(-3, 3, (4096, 4096)).astype(np.float32)
+X = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4096, 4096])
+Y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4096, 4096])
+inits = []
+if w == "softmax":
+    node = helper.make_node("Softmax", ["x"], ["y"], axis=-1)
+else:
+    inits = [helper.make_tensor("g", TensorProto.FLOAT, [4096], np.ones(4096, np.float32)),
+             helper.make_tensor("b", TensorProto.FLOAT, [4096], np.zeros(4096, np.float32))]
+    node = helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], axis=-1, epsilon=1e-5)
+m = helper.make_model(helper.make_graph([node], w, [X], [Y], inits), opset_imports=[helper.make_opsetid("", 17)])
+o = ort.SessionOptions(); o.intra_op_num_threads = 1; o.inter_op_num_threads = 1
+o.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+s = ort.InferenceSession(m.SerializeToString(), o, providers=["CPUExecutionProvider"])
+s.run(None, {"x": x}); ts = []; st = time.perf_counter()
+while len(ts) < 5 or time.perf_counter() - st < 1.0:
+    t0 = time.perf_counter(); s.run(None, {"x": x}); ts.append(time.perf_counter() - t0)
+print(f"ort {w} median {sorted(ts)[len(ts)//2]*1e3:.4f} ms reps={len(ts)} ort={ort.__version__}")
+"""
+
+
+def run(cmd, env_extra=None):
+    env = dict(os.environ)
+    env.update(env_extra or {})
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
+    if out.returncode != 0:
+        sys.exit(f"command failed: {' '.join(cmd)}\n{out.stderr}")
+    return out.stdout
+
+
+def median_ms(text):
+    return float(re.search(r"median ([0-9.]+) ms", text).group(1))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--only", default="chain,softmax,layer_norm")
+    a = ap.parse_args()
+    run(["cargo", "build", "--release", "-q", "-p", "rlx-cpu", "--example", "fusion_bench"])
+    exe = os.path.join(ROOT, "target", "release", "examples", "fusion_bench")
+    try:
+        import onnxruntime  # noqa: F401
+
+        have_ort = True
+    except ImportError:
+        have_ort = False
+        print("SKIP onnxruntime rows: pip install onnxruntime==1.32.0 onnx==1.22.0", file=sys.stderr)
+    pin = ["taskset", "-c", "0"]
+    one = {"RAYON_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    print("load:", run(["uptime"]).strip())
+    ratios = []
+    for w in a.only.split(","):
+        if w != "chain" and not have_ort:
+            continue
+        rl, pe, info = [], [], ""
+        for _ in range(a.rounds):
+            out = run(pin + [exe, w, "1"], one)
+            info = out.strip()
+            rl.append(median_ms(out))
+            peer = [sys.executable, "-c", NUMPY] if w == "chain" else [sys.executable, "-c", ORT, w]
+            pe.append(median_ms(run(pin + peer, one)))
+        r, p = statistics.median(rl), statistics.median(pe)
+        peer = "numpy" if w == "chain" else "onnxruntime"
+        gbs = lambda ms: BYTES[w] / (ms * 1e-3) / 1e9  # noqa: E731
+        print(f"{w:11s} RLX {r:9.3f} ms ({gbs(r):5.1f} GB/s)  {peer} {p:9.3f} ms ({gbs(p):5.1f} GB/s)  [{info}]")
+        ratios.append((w, p / r))
+    print("load:", run(["uptime"]).strip())
+    for w, x in ratios:
+        print(f"RATIO {w} {x:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""RLX `dequant_matmul` vs llama.cpp's CPU quantized matmul, same machine, same run.
+
+Workloads: decode 1x4096 . 4096x4096 and prefill 64x4096 . 4096x4096 for Q4_0, Q8_0, Q4_K,
+Q4_1 weights. RLX runs in both modes (exact = default, fast = quantized activations, see
+crates/backends/rlx-cpu/src/kernels/qmatmul/), through
+crates/backends/rlx-cpu/examples/qmatmul_bench.rs (release build). The peer is
+bench/ggml_qmatmul_bench.c, compiled here against a local llama.cpp build (libggml*,
+/work/llama-build by default, see its README.txt): ggml_mul_mat through
+ggml_graph_compute_with_ctx on 1 thread, the plain ggml CPU path (activations quantized to
+Q8_0 / Q8_K, integer dots; no weight repacking). Same LCG weights and activations on both sides.
+
+Everything is pinned to one core (`taskset -c 0`, 1 thread). Each process prints a median over
+>= 10 reps and >= 1 s; the script runs ROUNDS rounds (RLX then llama.cpp, interleaved) and
+reports the median of the process medians. Prints a table, the weight-streaming GB/s (packed
+weight bytes / time; this machine's DRAM streams 14-19 GB/s on one core, see
+/work/shared/notes/perf-anchors.md), and one `RATIO <workload> <x>` line per workload with
+x = llama.cpp time / RLX time (> 1: RLX faster). Never run in CI.
+
+    python3 bench/compare_qmatmul.py [--rounds 3] [--types Q4_0,Q8_0,Q4_K,Q4_1]
+        [--llama-build /work/llama-build] [--llama-src ~/.cache/rlx/llama-cpp-src/vendor/llama.cpp]
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def sh(cmd, **kw):
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw).stdout
+
+
+def results(text):
+    """RESULT lines -> {(type, m, mode): (ms, extra...)}."""
+    out = {}
+    for line in text.splitlines():
+        p = line.split()
+        if p and p[0] == "RESULT":
+            out[(p[1].upper(), int(p[2]), p[3])] = p[4:]
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--types", default="Q4_0,Q8_0,Q4_K,Q4_1")
+    ap.add_argument("--llama-build", default="/work/llama-build")
+    ap.add_argument("--llama-src", default=os.path.expanduser("~/.cache/rlx/llama-cpp-src/vendor/llama.cpp"))
+    a = ap.parse_args()
+    types = a.types.split(",")
+    ms = [1, 64]
+    lib = os.path.join(a.llama_build, "bin")
+    if not os.path.exists(os.path.join(lib, "libggml-cpu.so")):
+        sys.exit(f"no llama.cpp build at {a.llama_build} (see the brief in bench/RESULTS.md)")
+    print("uptime:", sh(["uptime"]).strip(), flush=True)
+    sh(["cargo", "build", "--release", "-q", "-p", "rlx-cpu", "--example", "qmatmul_bench"], cwd=ROOT)
+    rlx_bin = os.path.join(ROOT, "target", "release", "examples", "qmatmul_bench")
+    peer = os.path.join(tempfile.mkdtemp(), "ggml_qmatmul_bench")
+    sh(["cc", "-O2", os.path.join(ROOT, "bench", "ggml_qmatmul_bench.c"), "-I", os.path.join(a.llama_src, "ggml", "include"),
+        "-L", lib, "-lggml", "-lggml-base", "-lggml-cpu", "-lm", f"-Wl,-rpath,{lib}", "-o", peer])
+    pin = ["taskset", "-c", "0"]
+    env = dict(os.environ, RAYON_NUM_THREADS="1")
+    rlx_t, peer_t, info = {}, {}, {}
+    for r in range(a.rounds):
+        out = results(sh(pin + [rlx_bin, "1", "10", ",".join(types), "1,64", "exact,fast"], env=env))
+        for key, v in out.items():
+            rlx_t.setdefault(key, []).append(float(v[0]))
+            info[key] = v
+        for ty in types:
+            for m in ms:
+                out = results(sh(pin + [peer, ty, str(m), "10"]))
+                for (t, mm, _), v in out.items():
+                    peer_t.setdefault((t, mm), []).append(float(v[0]))
+                    info[(t, mm, "bytes")] = int(v[1])
+        print(f"round {r + 1}/{a.rounds} done", flush=True)
+    print(f"\n{'workload':<22}{'llama.cpp ms':>13}{'RLX ms':>10}{'GB/s':>8}  ratio  kernel")
+    ratios = []
+    for ty in types:
+        for m in ms:
+            lt = statistics.median(peer_t[(ty, m)])
+            nbytes = info[(ty, m, "bytes")]
+            print(f"{ty + ' m=' + str(m) + ' llama':<22}{lt:>13.3f}{'':>10}{nbytes / lt / 1e6:>8.1f}")
+            for mode in ["exact", "fast"]:
+                rt = statistics.median(rlx_t[(ty, m, mode)])
+                name = f"{ty}_{'decode' if m == 1 else 'prefill'}_{mode}"
+                kern = info[(ty, m, mode)][-1]
+                print(f"{name:<22}{'':>13}{rt:>10.3f}{nbytes / rt / 1e6:>8.1f}  {lt / rt:5.2f}  {kern}")
+                ratios.append((name, lt / rt))
+    print("\nuptime:", sh(["uptime"]).strip())
+    for name, x in ratios:
+        print(f"RATIO {name} {x:.3f}")
+
+
+if __name__ == "__main__":
+    main()

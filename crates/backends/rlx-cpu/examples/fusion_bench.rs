@@ -1,0 +1,83 @@
+//! Times fused / native-kernel workloads through the compile pipeline and `CpuExecutable`.
+//!
+//! `cargo run --release -p rlx-cpu --example fusion_bench -- WORKLOAD THREADS [MIN_REPS] [MIN_SECS]`
+//! with WORKLOAD one of `chain` (`gelu_tanh(x*a+b)*sigmoid(x)-c` over 16M f32: 8 ops after
+//! inlining gelu, one fused step), `softmax` / `layer_norm` (last axis of [4096, 4096] f32).
+//! Prints `rlx WORKLOAD threads=T: median X ms steps=N kernels=[..] checksum=S`. Used by
+//! `bench/compare_fusion.py`; one warm-up run, then at least MIN_REPS (5) runs and MIN_SECS (1 s).
+
+use rlx_cpu::{CpuExecutable, CpuOptions};
+use rlx_ir::{DType, Graph, Shape, Tensor};
+use std::time::Instant;
+
+fn main() {
+    let a: Vec<String> = std::env::args().skip(1).collect();
+    if a.len() < 2 {
+        eprintln!("usage: fusion_bench chain|softmax|layer_norm THREADS [MIN_REPS] [MIN_SECS]");
+        std::process::exit(2);
+    }
+    let t: usize = a[1].parse().expect("threads");
+    let min_reps = a.get(2).map_or(5, |s| s.parse().unwrap());
+    let min_secs: f64 = a.get(3).map_or(1.0, |s| s.parse().unwrap());
+    let f32s = |d: &[usize]| Shape::new(d, DType::F32);
+    let mut g = Graph::new(a[0].as_str());
+    let dims: Vec<usize> = match a[0].as_str() {
+        "chain" => {
+            let d = vec![1usize << 24];
+            let x = g.input("x", f32s(&d));
+            let (ca, cb, cc) = (g.scalar(1.25, DType::F32), g.scalar(0.5, DType::F32), g.scalar(0.25, DType::F32));
+            let xa = g.mul(x, ca);
+            let xb = g.add(xa, cb);
+            let ge = g.gelu(xb, true);
+            let sg = g.logistic(x);
+            let p = g.mul(ge, sg);
+            let y = g.sub(p, cc);
+            g.set_outputs(vec![y]);
+            d
+        }
+        "softmax" | "layer_norm" => {
+            let d = vec![4096usize, 4096];
+            let x = g.input("x", f32s(&d));
+            let y = if a[0] == "softmax" { g.softmax(x, -1) } else { g.layer_norm(x, None, None, -1, 1e-5) };
+            g.set_outputs(vec![y]);
+            d
+        }
+        w => {
+            eprintln!("unknown workload {w}");
+            std::process::exit(2);
+        }
+    };
+    let opts = rlx_compile::PassOptions {
+        native_composites: rlx_cpu::native_composites().iter().map(|s| s.to_string()).collect(),
+        verify_each: false,
+        ..Default::default()
+    };
+    rlx_compile::compile(&mut g, &opts).expect("compile");
+    let mut exe = CpuExecutable::compile(&g, &CpuOptions { threads: Some(t) }).expect("compile");
+    let steps = exe.steps();
+    let kernels: Vec<&str> = steps.iter().map(|s| s.kernel).collect();
+    let mut x = Tensor::zeros(&dims, DType::F32);
+    rlx_cpu::advise_huge_pages(&x);
+    let mut s = 7u64;
+    for v in x.as_mut_slice::<f32>().unwrap() {
+        s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        *v = ((s >> 40) as f32 / (1u64 << 24) as f32) * 6.0 - 3.0;
+    }
+    let out = exe.run(&[&x], &[]).expect("run");
+    let checksum: f64 = out[0].as_slice::<f32>().unwrap().iter().map(|&v| v as f64).sum();
+    let mut ts = vec![];
+    let st = Instant::now();
+    while ts.len() < min_reps || st.elapsed().as_secs_f64() < min_secs {
+        let t0 = Instant::now();
+        std::hint::black_box(exe.run(&[&x], &[]).expect("run"));
+        ts.push(t0.elapsed().as_secs_f64());
+    }
+    ts.sort_by(f64::total_cmp);
+    println!(
+        "rlx {} threads={t}: median {:.4} ms steps={} kernels={kernels:?} checksum={checksum:.6e} reps={}",
+        a[0],
+        ts[ts.len() / 2] * 1e3,
+        steps.len(),
+        ts.len()
+    );
+}

@@ -1,0 +1,696 @@
+//! The fused elementwise kernel: runs a `fused_elementwise` composite (built by
+//! `rlx_compile::passes::fuse`) in one pass over memory.
+//!
+//! At compile time the body becomes a small register program over f32 blocks of [`BLOCK`]
+//! elements (bool values are 0/1 masks): each instruction reads registers (scratch blocks),
+//! operands (slices of the inputs, or scalars) or immediates, and writes a scratch block that
+//! stays in L1; registers are reused once their value is dead. At run time the element space is
+//! cut into a fixed number of tasks (by size only, so results do not depend on the thread
+//! count) run on rayon, each walking its range block by block. Operands broadcast into the
+//! region (NumPy broadcasting or `broadcast_in_dim`) are read in place when they are a scalar,
+//! a full tensor, a repeated row or a repeated column within the block, else gathered through
+//! their strides. A trailing `reduce_sum` / `reduce_max` accumulates per block.
+//!
+//! Each op computes exactly what the unfused kernel computes: unary and binary math call
+//! [`super::elementwise::unary_block`] / [`super::elementwise::binary_block`]. Sums add the
+//! block partials in a fixed order (16 lanes per block), so they differ from the reference's
+//! f64 sums by f32 rounding only. Covered: f32 and bool values; anything else (another dtype,
+//! a binary op on bools, `is_finite`) falls back to evaluating the body.
+//!
+//! `run` allocates nothing: the scratch registers and reduction accumulators are planned here.
+
+use super::elementwise::{Src, binary_block, unary_block};
+use super::simd::dispatch;
+use rayon::prelude::*;
+use rlx_ir::ops::{BinaryOp, CompareOp, Composite, ReduceOp, UnaryOp};
+use rlx_ir::{DType, IrError, Op, Tensor};
+
+/// Name of the composite this kernel runs.
+pub const NAME: &str = "fused_elementwise";
+/// Elements per register block (4 KiB of f32).
+pub const BLOCK: usize = 1024;
+/// Most tasks one run is cut into.
+const MAX_TASKS: usize = 64;
+/// Fewest elements per task.
+const MIN_TASK: usize = 1 << 15;
+
+/// An instruction operand.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Arg {
+    /// A scratch register.
+    Reg(usize),
+    /// A view of a composite operand ([`FusedKernel::views`]).
+    View(usize),
+    /// A scalar constant.
+    Imm(f32),
+}
+
+#[derive(Clone, Debug)]
+enum Instr {
+    Unary(UnaryOp, Arg, usize),
+    Binary(BinaryOp, Arg, Arg, usize),
+    /// Result is a 0/1 mask.
+    Compare(CompareOp, Arg, Arg, usize),
+    /// `pred` is a mask.
+    Select(Arg, Arg, Arg, usize),
+    /// f32 to bool mask (`x != 0`).
+    NonZero(Arg, usize),
+    Copy(Arg, usize),
+    /// Accumulate into reduction `k`.
+    Reduce(ReduceOp, Arg, usize),
+    /// Write to composite result `k`.
+    Store(Arg, usize),
+}
+
+/// How a view reads its operand for output element `i`.
+#[derive(Clone, Debug, PartialEq)]
+enum Access {
+    Full,
+    Scalar,
+    /// Element `i % r`.
+    Row(usize),
+    /// Element `i / c`.
+    Col(usize),
+    /// Element `sum(idx[d] * strides[d])` over the (size>1) output dims.
+    Strided {
+        dims: Vec<usize>,
+        strides: Vec<usize>,
+    },
+}
+
+/// One operand read with one broadcast pattern.
+#[derive(Clone, Debug)]
+struct View {
+    input: usize,
+    access: Access,
+    is_bool: bool,
+    /// Register to gather into when the block cannot be read in place.
+    reg: Option<usize>,
+}
+
+/// What a composite result is.
+#[derive(Clone, Copy, Debug)]
+enum OutKind {
+    /// The element space, f32 or bool.
+    Elems,
+    /// Reduction `k`.
+    Reduced(usize),
+}
+
+/// A compiled fused region (see the module docs).
+#[derive(Clone, Debug)]
+pub struct FusedKernel {
+    prog: Vec<Instr>,
+    views: Vec<View>,
+    regs: usize,
+    /// Elements of the region's space.
+    n: usize,
+    /// Reductions: row length (the reduced extent) and op per reduction.
+    row: usize,
+    reds: Vec<ReduceOp>,
+    outs: Vec<OutKind>,
+    /// Task boundaries (element offsets, `tasks + 1` of them).
+    bounds: Vec<usize>,
+    scratch: Vec<f32>,
+    acc: Vec<f32>,
+}
+
+impl FusedKernel {
+    /// Name for reports.
+    pub fn name(&self) -> &'static str {
+        if self.reds.is_empty() { "fused_elementwise_f32" } else { "fused_elementwise_reduce_f32" }
+    }
+}
+
+fn contiguous_strides(d: &[usize]) -> Vec<usize> {
+    let mut s = vec![1; d.len()];
+    for i in (0..d.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * d[i + 1];
+    }
+    s
+}
+
+/// Classify an operand whose element strides over the output dims `out` are `strides`.
+fn classify(out: &[usize], strides: &[usize]) -> Access {
+    let (d, s): (Vec<usize>, Vec<usize>) =
+        out.iter().zip(strides).filter(|(d, _)| **d > 1).map(|(&d, &s)| (d, s)).unzip();
+    let n: usize = d.iter().product();
+    if s.iter().all(|&x| x == 0) {
+        return Access::Scalar;
+    }
+    let c = contiguous_strides(&d);
+    if s == c {
+        return Access::Full;
+    }
+    for k in 1..d.len() {
+        // Row: leading dims broadcast, trailing contiguous.
+        if s[..k].iter().all(|&x| x == 0) && s[k..] == contiguous_strides(&d[k..])[..] {
+            return Access::Row(d[k..].iter().product());
+        }
+        // Column: leading contiguous, trailing broadcast.
+        if s[k..].iter().all(|&x| x == 0) && s[..k] == contiguous_strides(&d[..k])[..] {
+            return Access::Col(n / d[..k].iter().product::<usize>());
+        }
+    }
+    Access::Strided { dims: d, strides: s }
+}
+
+/// Per-output-dim strides of an operand of dims `x` mapped onto output dims through `map`
+/// (operand dim `i` is output dim `map[i]`); broadcast dims get stride 0.
+fn strides_for(out: &[usize], x: &[usize], map: &[usize]) -> Vec<usize> {
+    let xs = contiguous_strides(x);
+    let mut s = vec![0; out.len()];
+    for (i, &o) in map.iter().enumerate() {
+        if x[i] == out[o] && x[i] > 1 {
+            s[o] = xs[i];
+        }
+    }
+    s
+}
+
+struct Builder {
+    out: Vec<usize>,
+    views: Vec<View>,
+    free: Vec<usize>,
+    regs: usize,
+    prog: Vec<Instr>,
+}
+
+impl Builder {
+    fn reg(&mut self) -> usize {
+        self.free.pop().unwrap_or_else(|| {
+            self.regs += 1;
+            self.regs - 1
+        })
+    }
+    /// The view of composite operand `input` (dims `x`) broadcast through `map`.
+    fn view(&mut self, input: usize, x: &[usize], map: &[usize], is_bool: bool) -> Arg {
+        let access = classify(&self.out, &strides_for(&self.out, x, map));
+        if let Some(k) = self.views.iter().position(|v| v.input == input && v.access == access) {
+            return Arg::View(k);
+        }
+        let needs_reg = is_bool || !matches!(access, Access::Full | Access::Scalar);
+        // Gather registers are never freed (they are refilled each block).
+        let reg = needs_reg.then(|| {
+            self.regs += 1;
+            self.regs - 1
+        });
+        self.views.push(View { input, access, is_bool, reg });
+        Arg::View(self.views.len() - 1)
+    }
+}
+
+/// Plan the kernel for `c` on operands `ins` giving `outs` (dims, dtype); `None` when the
+/// body holds something this kernel does not cover (the caller then evaluates the body).
+pub fn select(c: &Composite, ins: &[(Vec<usize>, DType)], outs: &[(Vec<usize>, DType)]) -> Option<FusedKernel> {
+    let body = &*c.body;
+    let ok_dtype = |d: DType| matches!(d, DType::F32 | DType::Bool);
+    if !ins.iter().chain(outs).all(|(_, d)| ok_dtype(*d)) {
+        return None;
+    }
+    // The element space: the dims of any non-reduction member.
+    let space = body.nodes().iter().find_map(|n| match n.op {
+        Op::Input { .. } | Op::Constant(_) | Op::Reduce { .. } => None,
+        _ => n.ty().static_dims(),
+    })?;
+    let n: usize = space.iter().product();
+    if n == 0 {
+        return None;
+    }
+    let nodes = body.nodes();
+    // Last use of each body value (outputs count as a use right after their definition).
+    let mut last = vec![0usize; nodes.len()];
+    for (i, node) in nodes.iter().enumerate() {
+        for x in &node.inputs {
+            last[x.index()] = i;
+        }
+    }
+    let mut b = Builder { out: space.clone(), views: vec![], free: vec![], regs: 0, prog: vec![] };
+    let mut val: Vec<Option<Arg>> = vec![None; nodes.len()];
+    let mut kinds = vec![None; body.outputs().len()];
+    let mut reds = vec![];
+    let mut row = n;
+    for (i, node) in nodes.iter().enumerate() {
+        let ty = node.ty();
+        let dims = ty.static_dims()?;
+        let is_bool = ty.dtype == DType::Bool;
+        let arg = |k: usize| val[node.inputs[k].index()];
+        let f32_in = |k: usize| body.shape(node.inputs[k]).dtype == DType::F32;
+        // Operand `k` as an instruction argument: a view when it is a composite operand read
+        // with NumPy broadcasting.
+        let operand = |b: &mut Builder, k: usize| -> Option<Arg> {
+            let x = node.inputs[k];
+            match &body.node(x).op {
+                Op::Input { .. } => {
+                    let xd = body.shape(x).static_dims()?;
+                    let input = body.inputs().iter().position(|&y| y == x)?;
+                    if xd.len() > dims.len() {
+                        return None;
+                    }
+                    let map: Vec<usize> = (dims.len() - xd.len()..dims.len()).collect();
+                    Some(b.view(input, &xd, &map, body.shape(x).dtype == DType::Bool))
+                }
+                _ => val[x.index()],
+            }
+        };
+        let def = match &node.op {
+            Op::Input { .. } => None,
+            Op::Constant(t) if t.numel() == 1 => Some(Arg::Imm(t.to_f64_vec()[0] as f32)),
+            Op::Constant(_) => return None,
+            Op::Reduce { op, axes } => {
+                let x = val[node.inputs[0].index()]?;
+                let r = space.len();
+                let this_row = if axes.as_slice() == [r - 1] { space[r - 1] } else { n };
+                if !reds.is_empty() && this_row != row {
+                    return None;
+                }
+                row = this_row;
+                reds.push(*op);
+                b.prog.push(Instr::Reduce(*op, x, reds.len() - 1));
+                None
+            }
+            _ if dims != space => return None,
+            Op::Unary(u) if f32_in(0) && !is_bool => {
+                let x = operand(&mut b, 0)?;
+                let d = b.reg();
+                b.prog.push(Instr::Unary(*u, x, d));
+                Some(Arg::Reg(d))
+            }
+            Op::Binary(op) if f32_in(0) && !is_bool => {
+                let (x, y) = (operand(&mut b, 0)?, operand(&mut b, 1)?);
+                let d = b.reg();
+                b.prog.push(Instr::Binary(*op, x, y, d));
+                Some(Arg::Reg(d))
+            }
+            Op::Compare(op) if f32_in(0) => {
+                let (x, y) = (operand(&mut b, 0)?, operand(&mut b, 1)?);
+                let d = b.reg();
+                b.prog.push(Instr::Compare(*op, x, y, d));
+                Some(Arg::Reg(d))
+            }
+            Op::Select => {
+                let (p, x, y) = (operand(&mut b, 0)?, operand(&mut b, 1)?, operand(&mut b, 2)?);
+                let d = b.reg();
+                b.prog.push(Instr::Select(p, x, y, d));
+                Some(Arg::Reg(d))
+            }
+            Op::ConvertElementType(to) => {
+                let x = operand(&mut b, 0)?;
+                let d = b.reg();
+                let from = body.shape(node.inputs[0]).dtype;
+                b.prog.push(if from == DType::F32 && *to == DType::Bool {
+                    Instr::NonZero(x, d)
+                } else {
+                    Instr::Copy(x, d)
+                });
+                Some(Arg::Reg(d))
+            }
+            Op::StopGradient => {
+                let x = operand(&mut b, 0)?;
+                let d = b.reg();
+                b.prog.push(Instr::Copy(x, d));
+                Some(Arg::Reg(d))
+            }
+            Op::BroadcastInDim { broadcast_dimensions, .. } => {
+                let x = node.inputs[0];
+                let d = b.reg();
+                let src = match &body.node(x).op {
+                    Op::Input { .. } => {
+                        let xd = body.shape(x).static_dims()?;
+                        let input = body.inputs().iter().position(|&y| y == x)?;
+                        b.view(input, &xd, broadcast_dimensions, body.shape(x).dtype == DType::Bool)
+                    }
+                    _ => arg(0)?,
+                };
+                b.prog.push(Instr::Copy(src, d));
+                Some(Arg::Reg(d))
+            }
+            _ => return None,
+        };
+        val[i] = def;
+        // Results of the composite are stored right after their definition.
+        for (k, &o) in body.outputs().iter().enumerate() {
+            if o.index() == i {
+                match &node.op {
+                    Op::Reduce { .. } => kinds[k] = Some(OutKind::Reduced(reds.len() - 1)),
+                    _ => {
+                        b.prog.push(Instr::Store(def?, k));
+                        kinds[k] = Some(OutKind::Elems);
+                    }
+                }
+            }
+        }
+        // Free registers whose value is dead after this node.
+        for x in &node.inputs {
+            if last[x.index()] == i
+                && !body.outputs().contains(x)
+                && let Some(Arg::Reg(r)) = val[x.index()]
+            {
+                b.free.push(r);
+            }
+        }
+        if last[i] <= i
+            && let Some(Arg::Reg(r)) = def
+        {
+            b.free.push(r);
+        }
+    }
+    let outs_k: Vec<OutKind> = kinds.into_iter().collect::<Option<_>>()?;
+    // Reduction outputs must have `n / row` elements.
+    for (k, o) in outs_k.iter().enumerate() {
+        let want = match o {
+            OutKind::Elems => n,
+            OutKind::Reduced(_) => n / row.max(1),
+        };
+        if outs[k].0.iter().product::<usize>() != want {
+            return None;
+        }
+    }
+    // Tasks: by size only; with reductions over rows, cut at row boundaries.
+    let tasks = (n / MIN_TASK).clamp(1, MAX_TASKS);
+    let rows = n / row.max(1);
+    let bounds: Vec<usize> = if !reds.is_empty() && rows > 1 {
+        let t = tasks.min(rows);
+        (0..=t).map(|k| rows * k / t * row).collect()
+    } else {
+        (0..=tasks).map(|k| (n * k / tasks).next_multiple_of(BLOCK).min(n)).collect()
+    };
+    let t = bounds.len() - 1;
+    Some(FusedKernel {
+        prog: b.prog,
+        views: b.views,
+        regs: b.regs,
+        n,
+        row,
+        acc: vec![0.0; t * reds.len().max(1)],
+        reds,
+        outs: outs_k,
+        scratch: vec![0.0; t * b.regs.max(1) * BLOCK],
+        bounds,
+    })
+}
+
+/// Raw output pointers shared by tasks that write disjoint ranges.
+#[derive(Clone, Copy)]
+struct OutPtr(*mut u8);
+// SAFETY: tasks write disjoint element ranges (and reduction rows) of each output.
+unsafe impl Send for OutPtr {}
+unsafe impl Sync for OutPtr {}
+
+fn identity(op: ReduceOp) -> f32 {
+    if op == ReduceOp::Max { f32::NEG_INFINITY } else { 0.0 }
+}
+
+#[inline(always)]
+fn combine(op: ReduceOp, a: f32, b: f32) -> f32 {
+    if op == ReduceOp::Max { if a > b || a.is_nan() { a } else { b } } else { a + b }
+}
+
+/// Reduce one block: 16 lanes, then the lanes in order.
+fn reduce_block(op: ReduceOp, x: Src<'_, f32>, len: usize) -> f32 {
+    let x = match x {
+        Src::Scalar(v) => {
+            let mut a = identity(op);
+            for _ in 0..len {
+                a = combine(op, a, v);
+            }
+            return a;
+        }
+        Src::Slice(s) => s,
+    };
+    dispatch(
+        #[inline(always)]
+        || {
+            let mut l = [identity(op); 16];
+            let mut ch = x.chunks_exact(16);
+            for c in &mut ch {
+                for (a, &v) in l.iter_mut().zip(c) {
+                    *a = combine(op, *a, v);
+                }
+            }
+            let mut a = identity(op);
+            for &v in l.iter().chain(ch.remainder()) {
+                a = combine(op, a, v);
+            }
+            a
+        },
+    )
+}
+
+/// Run the kernel: `ins` are the composite's operands, `outs` its results.
+pub fn run(k: &mut FusedKernel, ins: &[&Tensor], outs: &mut [Tensor]) -> Result<(), IrError> {
+    let bad = |m: &str| IrError::Eval { op: NAME.into(), msg: m.into() };
+    for v in &k.views {
+        let ok = if v.is_bool {
+            ins[v.input].as_slice::<bool>().is_some()
+        } else {
+            ins[v.input].as_slice::<f32>().is_some()
+        };
+        if !ok {
+            return Err(bad("operand dtype differs from the plan"));
+        }
+    }
+    let mut ptrs: smallvec::SmallVec<[(OutPtr, bool); 8]> = smallvec::SmallVec::new();
+    for o in outs.iter_mut() {
+        let p = match o.dtype() {
+            DType::F32 => (OutPtr(o.as_mut_slice::<f32>().unwrap().as_mut_ptr() as *mut u8), false),
+            DType::Bool => (OutPtr(o.as_mut_slice::<bool>().unwrap().as_mut_ptr() as *mut u8), true),
+            _ => return Err(bad("result dtype differs from the plan")),
+        };
+        ptrs.push(p);
+    }
+    let nred = k.reds.len();
+    let stride = k.regs.max(1) * BLOCK;
+    let rows = k.n / k.row.max(1);
+    let mut scratch = std::mem::take(&mut k.scratch);
+    let mut acc = std::mem::take(&mut k.acc);
+    {
+        let kk = &*k;
+        let ptrs = &ptrs;
+        let work = |(t, (scr, acc)): (usize, (&mut [f32], &mut [f32]))| {
+            run_task(kk, ins, ptrs, t, scr, acc, rows);
+        };
+        let tasks = kk.bounds.len() - 1;
+        if tasks > 1 {
+            scratch.par_chunks_mut(stride).zip(acc.par_chunks_mut(nred.max(1))).enumerate().for_each(work);
+        } else {
+            work((0, (&mut scratch[..], &mut acc[..])));
+        }
+    }
+    // A full reduction: combine the task partials in order.
+    if rows == 1 && nred > 0 {
+        for (o, kind) in k.outs.iter().enumerate() {
+            if let OutKind::Reduced(r) = *kind {
+                let op = k.reds[r];
+                let total = (0..k.bounds.len() - 1).fold(identity(op), |a, t| combine(op, a, acc[t * nred.max(1) + r]));
+                outs[o].as_mut_slice::<f32>().unwrap()[0] = total;
+            }
+        }
+    }
+    k.scratch = scratch;
+    k.acc = acc;
+    Ok(())
+}
+
+fn run_task(
+    k: &FusedKernel,
+    ins: &[&Tensor],
+    ptrs: &[(OutPtr, bool)],
+    t: usize,
+    scr: &mut [f32],
+    acc: &mut [f32],
+    rows: usize,
+) {
+    let (start, end) = (k.bounds[t], k.bounds[t + 1]);
+    for (a, &op) in acc.iter_mut().zip(&k.reds) {
+        *a = identity(op);
+    }
+    let base = scr.as_mut_ptr();
+    let mut s = start;
+    while s < end {
+        let mut len = BLOCK.min(end - s);
+        if !k.reds.is_empty() && rows > 1 {
+            len = len.min((s / k.row + 1) * k.row - s);
+        }
+        // SAFETY: register `r` is `scr[r * BLOCK..][..BLOCK]`; an instruction's destination is
+        // never one of its operands (registers are freed only after their last reader), so the
+        // shared and mutable views below never overlap.
+        let reg = |r: usize| unsafe { std::slice::from_raw_parts(base.add(r * BLOCK), len) };
+        let reg_mut = |r: usize| unsafe { std::slice::from_raw_parts_mut(base.add(r * BLOCK), len) };
+        // Gather the views that cannot be read in place.
+        for v in &k.views {
+            if let Some(r) = v.reg {
+                gather(v, ins[v.input], s, reg_mut(r));
+            }
+        }
+        let src = |a: Arg| -> Src<'_, f32> {
+            match a {
+                Arg::Reg(r) => Src::Slice(reg(r)),
+                Arg::Imm(v) => Src::Scalar(v),
+                Arg::View(i) => {
+                    let v = &k.views[i];
+                    match (v.reg, &v.access) {
+                        (Some(r), _) if !in_place(&v.access, s, len) || v.is_bool => Src::Slice(reg(r)),
+                        (_, Access::Scalar) => Src::Scalar(ins[v.input].as_slice::<f32>().unwrap()[0]),
+                        (_, Access::Col(c)) => Src::Scalar(ins[v.input].as_slice::<f32>().unwrap()[s / c]),
+                        (_, Access::Row(r)) => Src::Slice(&ins[v.input].as_slice::<f32>().unwrap()[s % r..s % r + len]),
+                        _ => Src::Slice(&ins[v.input].as_slice::<f32>().unwrap()[s..s + len]),
+                    }
+                }
+            }
+        };
+        for ins_ in &k.prog {
+            match *ins_ {
+                Instr::Unary(u, x, d) => match src(x) {
+                    Src::Slice(x) => unary_block(u, x, reg_mut(d)),
+                    Src::Scalar(v) => {
+                        let mut o = [0f32];
+                        unary_block(u, &[v], &mut o);
+                        reg_mut(d).fill(o[0]);
+                    }
+                },
+                Instr::Binary(b, x, y, d) => binary_block(b, src(x), src(y), reg_mut(d)),
+                Instr::Compare(c, x, y, d) => compare_block(c, src(x), src(y), reg_mut(d)),
+                Instr::Select(p, x, y, d) => select_block(src(p), src(x), src(y), reg_mut(d)),
+                Instr::NonZero(x, d) => {
+                    let o = reg_mut(d);
+                    match src(x) {
+                        Src::Slice(x) => o.iter_mut().zip(x).for_each(|(o, &v)| *o = (v != 0.0) as u8 as f32),
+                        Src::Scalar(v) => o.fill((v != 0.0) as u8 as f32),
+                    }
+                }
+                Instr::Copy(x, d) => match src(x) {
+                    Src::Slice(x) => reg_mut(d).copy_from_slice(x),
+                    Src::Scalar(v) => reg_mut(d).fill(v),
+                },
+                Instr::Reduce(op, x, r) => {
+                    let p = reduce_block(op, src(x), len);
+                    acc[r] = combine(op, acc[r], p);
+                }
+                Instr::Store(x, o) => {
+                    let (p, is_bool) = ptrs[o];
+                    // SAFETY: this task owns elements [start, end) of every elementwise result.
+                    if is_bool {
+                        let out = unsafe { std::slice::from_raw_parts_mut((p.0 as *mut bool).add(s), len) };
+                        match src(x) {
+                            Src::Slice(x) => out.iter_mut().zip(x).for_each(|(o, &v)| *o = v != 0.0),
+                            Src::Scalar(v) => out.fill(v != 0.0),
+                        }
+                    } else {
+                        let out = unsafe { std::slice::from_raw_parts_mut((p.0 as *mut f32).add(s), len) };
+                        match src(x) {
+                            Src::Slice(x) => out.copy_from_slice(x),
+                            Src::Scalar(v) => out.fill(v),
+                        }
+                    }
+                }
+            }
+        }
+        s += len;
+        // End of a reduction row: write the row's results.
+        if !k.reds.is_empty() && rows > 1 && s % k.row == 0 {
+            let rowi = s / k.row - 1;
+            for (o, kind) in k.outs.iter().enumerate() {
+                if let OutKind::Reduced(r) = *kind {
+                    // SAFETY: rows are split between tasks; this task owns row `rowi`.
+                    unsafe { *(ptrs[o].0.0 as *mut f32).add(rowi) = acc[r] };
+                }
+            }
+            for (a, &op) in acc.iter_mut().zip(&k.reds) {
+                *a = identity(op);
+            }
+        }
+    }
+}
+
+/// True when view access `a` can be read in place for elements `[s, s + len)`.
+fn in_place(a: &Access, s: usize, len: usize) -> bool {
+    match a {
+        Access::Full | Access::Scalar => true,
+        Access::Row(r) => s % r + len <= *r,
+        Access::Col(c) => s / c == (s + len - 1) / c,
+        Access::Strided { .. } => false,
+    }
+}
+
+/// Write elements `[s, s + o.len())` of view `v` of `x` into `o` (bools as 0/1).
+fn gather(v: &View, x: &Tensor, s: usize, o: &mut [f32]) {
+    if !v.is_bool && in_place(&v.access, s, o.len()) {
+        return;
+    }
+    match x.as_slice::<bool>() {
+        Some(b) => gather_t(&v.access, b, s, o, |v| v as u8 as f32),
+        None => gather_t(&v.access, x.as_slice::<f32>().unwrap(), s, o, |v| v),
+    }
+}
+
+fn gather_t<T: Copy>(a: &Access, x: &[T], s: usize, o: &mut [f32], f: impl Fn(T) -> f32) {
+    match a {
+        Access::Full => o.iter_mut().zip(&x[s..]).for_each(|(o, &v)| *o = f(v)),
+        Access::Scalar => o.fill(f(x[0])),
+        Access::Row(r) => o.iter_mut().enumerate().for_each(|(i, o)| *o = f(x[(s + i) % r])),
+        Access::Col(c) => o.iter_mut().enumerate().for_each(|(i, o)| *o = f(x[(s + i) / c])),
+        Access::Strided { dims, strides } => {
+            // Odometer over the output index, starting at `s`.
+            let mut idx: smallvec::SmallVec<[usize; 8]> = smallvec::SmallVec::from_elem(0, dims.len());
+            let mut rem = s;
+            for d in (0..dims.len()).rev() {
+                idx[d] = rem % dims[d];
+                rem /= dims[d];
+            }
+            let mut off: usize = idx.iter().zip(strides).map(|(i, s)| i * s).sum();
+            for o in o.iter_mut() {
+                *o = f(x[off]);
+                for d in (0..dims.len()).rev() {
+                    idx[d] += 1;
+                    off += strides[d];
+                    if idx[d] < dims[d] {
+                        break;
+                    }
+                    off -= strides[d] * dims[d];
+                    idx[d] = 0;
+                }
+            }
+        }
+    }
+}
+
+fn compare_block(c: CompareOp, x: Src<'_, f32>, y: Src<'_, f32>, o: &mut [f32]) {
+    use super::elementwise::zip2;
+    let m = |b: bool| b as u8 as f32;
+    dispatch(
+        #[inline(always)]
+        || match c {
+            CompareOp::Eq => zip2(x, y, o, |a, b| m(a == b)),
+            CompareOp::Ne => zip2(x, y, o, |a, b| m(a != b)),
+            CompareOp::Lt => zip2(x, y, o, |a, b| m(a < b)),
+            CompareOp::Le => zip2(x, y, o, |a, b| m(a <= b)),
+            CompareOp::Gt => zip2(x, y, o, |a, b| m(a > b)),
+            CompareOp::Ge => zip2(x, y, o, |a, b| m(a >= b)),
+        },
+    )
+}
+
+fn select_block(p: Src<'_, f32>, x: Src<'_, f32>, y: Src<'_, f32>, o: &mut [f32]) {
+    let at = |v: Src<'_, f32>, i: usize| match v {
+        Src::Slice(s) => s[i],
+        Src::Scalar(v) => v,
+    };
+    match p {
+        Src::Scalar(c) => {
+            let v = if c != 0.0 { x } else { y };
+            match v {
+                Src::Slice(s) => o.copy_from_slice(s),
+                Src::Scalar(v) => o.fill(v),
+            }
+        }
+        Src::Slice(p) => dispatch(
+            #[inline(always)]
+            || {
+                for (i, (o, &c)) in o.iter_mut().zip(p).enumerate() {
+                    *o = if c != 0.0 { at(x, i) } else { at(y, i) };
+                }
+            },
+        ),
+    }
+}

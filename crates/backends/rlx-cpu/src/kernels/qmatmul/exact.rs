@@ -1,0 +1,195 @@
+//! Exact mode: weights dequantized inside AVX-512 registers, 16 at a time, bit-identical with
+//! `rlx_gguf::quants::dequantize_into` (same f32 operations in the same order, no fused
+//! multiply-add in the dequantization), then either multiplied by f32 activations with FMA
+//! ([`dot`], decode) or stored into a tile for `gemm` ([`decode_row`], prefill).
+//!
+//! Schemes with a decoder: [`has_decoder`]. Every decoder reads one weight row of `nb` blocks
+//! and calls `f(offset, w)` for each run of 16 consecutive weights `w` starting at element
+//! `offset` of the row.
+
+use rlx_gguf::GgmlType;
+
+/// True when `ty` has an in-register decoder here.
+pub(super) fn has_decoder(ty: GgmlType) -> bool {
+    matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K)
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(super) use avx512::{decode_row, dot};
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use rlx_gguf::GgmlType;
+    use rlx_gguf::quants::kquants::scale_min_k4;
+    use std::arch::x86_64::*;
+
+    /// The f16 at `p` as f32 (F16C).
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+    #[inline]
+    unsafe fn f16s(p: *const u8) -> f32 {
+        // SAFETY: the caller guarantees 2 readable bytes at `p`.
+        let bits = unsafe { p.cast::<u16>().read_unaligned() };
+        _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
+    }
+
+    /// 16 bytes at `p` zero-extended to 16 `i32` lanes.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+    #[inline]
+    unsafe fn u8x16(p: *const u8) -> __m512i {
+        // SAFETY: the caller guarantees 16 readable bytes at `p`.
+        _mm512_cvtepu8_epi32(unsafe { _mm_loadu_si128(p.cast()) })
+    }
+
+    /// Call `f(offset, w)` for every run of 16 dequantized weights of the row at `row`
+    /// (`nb` blocks of `ty`, which must satisfy [`super::has_decoder`]).
+    ///
+    /// # Safety
+    /// AVX-512F/BW/VL, AVX2, FMA and F16C must be available; `row` must point to `nb` whole
+    /// blocks of `ty`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+    #[inline]
+    unsafe fn visit<F: FnMut(usize, __m512)>(ty: GgmlType, row: *const u8, nb: usize, mut f: F) {
+        let m15 = _mm512_set1_epi32(15);
+        let ts = ty.type_size();
+        // SAFETY (every `add` / load below): offsets stay inside block `b` of `ts` bytes.
+        unsafe {
+            match ty {
+                GgmlType::Q8_0 => {
+                    for b in 0..nb {
+                        let p = row.add(b * ts);
+                        let d = _mm512_set1_ps(f16s(p));
+                        for h in 0..2 {
+                            let q = _mm512_cvtepi8_epi32(_mm_loadu_si128(p.add(2 + 16 * h).cast()));
+                            f(32 * b + 16 * h, _mm512_mul_ps(_mm512_cvtepi32_ps(q), d));
+                        }
+                    }
+                }
+                GgmlType::Q4_0 => {
+                    let eight = _mm512_set1_epi32(8);
+                    for b in 0..nb {
+                        let p = row.add(b * ts);
+                        let d = _mm512_set1_ps(f16s(p));
+                        let v = u8x16(p.add(2));
+                        let lo = _mm512_sub_epi32(_mm512_and_si512(v, m15), eight);
+                        let hi = _mm512_sub_epi32(_mm512_srli_epi32(v, 4), eight);
+                        f(32 * b, _mm512_mul_ps(d, _mm512_cvtepi32_ps(lo)));
+                        f(32 * b + 16, _mm512_mul_ps(d, _mm512_cvtepi32_ps(hi)));
+                    }
+                }
+                GgmlType::Q4_1 => {
+                    for b in 0..nb {
+                        let p = row.add(b * ts);
+                        let (d, m) = (_mm512_set1_ps(f16s(p)), _mm512_set1_ps(f16s(p.add(2))));
+                        let v = u8x16(p.add(4));
+                        // d * q is exact (11 x 4 significant bits), so the fused form rounds
+                        // exactly as the reference's `d * q + m`.
+                        f(32 * b, _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_and_si512(v, m15)), m));
+                        f(32 * b + 16, _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4)), m));
+                    }
+                }
+                GgmlType::Q4_K | GgmlType::Q5_K => {
+                    let five = ty == GgmlType::Q5_K;
+                    let sixteen = _mm512_set1_epi32(16);
+                    for b in 0..nb {
+                        let p = row.add(b * ts);
+                        let (d, dmin) = (f16s(p), f16s(p.add(2)));
+                        let scales = std::slice::from_raw_parts(p.add(4), 12);
+                        let (qh, qs) = if five { (p.add(16), p.add(48)) } else { (p, p.add(16)) };
+                        let qh = if five { [u8x16(qh), u8x16(qh.add(16))] } else { [_mm512_setzero_si512(); 2] };
+                        for pair in 0..4 {
+                            let v = [u8x16(qs.add(32 * pair)), u8x16(qs.add(32 * pair + 16))];
+                            for half in 0..2 {
+                                let j = 2 * pair + half;
+                                let (sc, mn) = scale_min_k4(j, scales);
+                                let dl = _mm512_set1_ps(d * f32::from(sc));
+                                let ml = _mm512_set1_ps(dmin * f32::from(mn));
+                                let bit = _mm512_set1_epi32(1 << j);
+                                for s in 0..2 {
+                                    let mut q = if half == 0 {
+                                        _mm512_and_si512(v[s], m15)
+                                    } else {
+                                        _mm512_srli_epi32(v[s], 4)
+                                    };
+                                    if five {
+                                        let k = _mm512_test_epi32_mask(qh[s], bit);
+                                        q = _mm512_mask_add_epi32(q, k, q, sixteen);
+                                    }
+                                    let w = _mm512_sub_ps(_mm512_mul_ps(dl, _mm512_cvtepi32_ps(q)), ml);
+                                    f(256 * b + 32 * j + 16 * s, w);
+                                }
+                            }
+                        }
+                    }
+                }
+                GgmlType::Q6_K => {
+                    let (m3, off) = (_mm512_set1_epi32(3), _mm512_set1_epi32(32));
+                    for b in 0..nb {
+                        let p = row.add(b * ts);
+                        let d = f16s(p.add(208));
+                        for h in 0..2 {
+                            let (ql, qh) = (p.add(64 * h), p.add(128 + 32 * h));
+                            let ql = [[u8x16(ql), u8x16(ql.add(16))], [u8x16(ql.add(32)), u8x16(ql.add(48))]];
+                            let qh = [u8x16(qh), u8x16(qh.add(16))];
+                            for c in 0..4 {
+                                for s in 0..2 {
+                                    let lo = _mm512_and_si512(_mm512_srl_epi32(ql[c % 2][s], shift(4 * (c / 2))), m15);
+                                    let hi = _mm512_and_si512(_mm512_srl_epi32(qh[s], shift(2 * c)), m3);
+                                    let q = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), off);
+                                    let g = 8 * h + 2 * c + s;
+                                    let dl = _mm512_set1_ps(d * f32::from(*p.add(192 + g) as i8));
+                                    f(256 * b + 128 * h + 32 * c + 16 * s, _mm512_mul_ps(dl, _mm512_cvtepi32_ps(q)));
+                                }
+                            }
+                        }
+                    }
+                }
+                _ => unreachable!("no in-register decoder for {ty:?}"),
+            }
+        }
+    }
+
+    /// A shift count for `_mm512_srl_epi32`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+    #[inline]
+    fn shift(n: usize) -> __m128i {
+        _mm_cvtsi32_si128(n as i32)
+    }
+
+    /// `Σ_i dequant(row)[i] · x[i]` in f32 (4 FMA accumulators, summed at the end).
+    ///
+    /// # Safety
+    /// The features of [`visit`] must be available; `row` holds `x.len() / block_size` whole
+    /// blocks of `ty` (a scheme with a decoder) and `x.len()` is a multiple of the block size.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+    pub(in super::super) unsafe fn dot(ty: GgmlType, row: &[u8], x: &[f32]) -> f32 {
+        let nb = x.len() / ty.block_size();
+        debug_assert_eq!(row.len(), nb * ty.type_size());
+        let xp = x.as_ptr();
+        let (mut a0, mut a1, mut a2, mut a3) =
+            (_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps());
+        // SAFETY: `row` has `nb` blocks; every offset + 16 <= x.len().
+        unsafe {
+            visit(ty, row.as_ptr(), nb, |o, w| {
+                let t = _mm512_fmadd_ps(w, _mm512_loadu_ps(xp.add(o)), a3);
+                a3 = a2;
+                a2 = a1;
+                a1 = a0;
+                a0 = t;
+            })
+        };
+        _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)))
+    }
+
+    /// Dequantize one row into `out` (bit-identical with `rlx_gguf::quants::dequantize_into`).
+    ///
+    /// # Safety
+    /// As [`dot`], with `out` in place of `x`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+    pub(in super::super) unsafe fn decode_row(ty: GgmlType, row: &[u8], out: &mut [f32]) {
+        let nb = out.len() / ty.block_size();
+        debug_assert_eq!(row.len(), nb * ty.type_size());
+        let op = out.as_mut_ptr();
+        // SAFETY: every offset + 16 <= out.len().
+        unsafe { visit(ty, row.as_ptr(), nb, |o, w| _mm512_storeu_ps(op.add(o), w)) };
+    }
+}

@@ -1,0 +1,339 @@
+//! Native kernel of the `dequant_matmul` composite (`x[.., K] @ Wᵀ`, `W: [N, K]` packed as
+//! GGUF blocks, see `rlx_ir::compose::quant`): the weights stay packed in memory and are never
+//! dequantized as a whole.
+//!
+//! Two modes, chosen by `CpuOptions::quantized_activations`:
+//!
+//! - **Exact** (default): `x_f32 · dequant(W)ᵀ` up to f32 rounding (the dequantized weights
+//!   are bit-identical with `rlx_gguf::quants::dequantize_into`; only the summation order
+//!   differs from the composite's f32 body). Paths:
+//!   - `fused` (M = 1, AVX-512, Q8_0/Q4_0/Q4_1/Q4_K/Q5_K/Q6_K): each weight row is dequantized
+//!     16 values at a time inside registers and FMA'd against the f32 activations
+//!     ([`exact::dot`]); no scratch.
+//!   - `tile` (M > 1): a tile of weight rows (at most [`TILE_BYTES`] of f32, so it stays in L2)
+//!     is dequantized once into per-thread scratch (in registers for the schemes above, with
+//!     `dequantize_into` for the others) and multiplied with all M activation rows by `gemm`,
+//!     so each weight is dequantized once per call, not once per activation row.
+//!   - `rowwise` (M = 1 otherwise: other schemes, or no AVX-512): one weight row at a time is
+//!     dequantized into scratch by `dequantize_into` and dotted in f32.
+//! - **Fast** (opt-in): integer dots against quantized activations, as llama.cpp (see
+//!   [`int8`]); Q8_0, Q4_0 and Q4_1 only, other schemes run exact. Results differ from the f32
+//!   reference by the activation quantization error.
+//!
+//! Work split: output columns (weight rows) in chunks across rayon threads when `M · N · K` is
+//! large; in the `tile` path one contiguous range of rows per thread. All scratch is allocated
+//! by [`select`]; [`run`] allocates nothing.
+
+mod exact;
+mod int8;
+
+use crate::CpuOptions;
+use rayon::prelude::*;
+use rlx_gguf::GgmlType;
+use rlx_gguf::quants::dequantize_into;
+use rlx_ir::ops::Composite;
+use rlx_ir::{DType, IrError, Tensor};
+
+/// The composite name this module runs.
+pub const NAME: &str = "dequant_matmul";
+
+/// `M · N · K` from which the rows are split across threads.
+const PAR_WORK: usize = 1 << 18;
+/// Bytes of dequantized f32 weights per tile of the `tile` path (L2 is 2 MiB per core on the
+/// reference machine; the gemm packs x and the tile next to it).
+pub const TILE_BYTES: usize = 1 << 20;
+
+/// How the products are done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Path {
+    /// Integer dot against Q8_0 activations (fast mode), with [`int8::simd_level`].
+    Q8(u8),
+    /// In-register dequantization + FMA, one weight row at a time (M = 1).
+    Fused,
+    /// Tiles of dequantized weight rows, then gemm (M > 1).
+    Tile,
+    /// One `dequantize_into` row at a time, f32 dot.
+    Rowwise,
+}
+
+/// A planned `dequant_matmul` with its scratch space.
+#[derive(Clone, Debug)]
+pub struct QMatmulKernel {
+    ty: GgmlType,
+    path: Path,
+    m: usize,
+    n: usize,
+    k: usize,
+    /// Bytes per weight row.
+    row_bytes: usize,
+    /// Weight rows per parallel chunk (`n` when sequential); per thread in the `tile` path.
+    chunk: usize,
+    /// Weight rows per tile (`tile` path).
+    tile: usize,
+    /// The AVX-512 decoders of [`exact`] may run.
+    simd: bool,
+    /// Quantized activations `[m, k]` (fast mode).
+    xq: Vec<i8>,
+    /// Activation block scales `[m, k / 32]` (the f16-rounded `d`).
+    xd: Vec<f32>,
+    /// `d · Σ q` per activation block.
+    xs: Vec<f32>,
+    /// Dequantized weights: one row of `k` per chunk (`rowwise`) or one tile per thread (`tile`).
+    scratch: Vec<f32>,
+}
+
+impl QMatmulKernel {
+    /// Name for reports.
+    pub fn name(&self) -> &'static str {
+        match self.path {
+            Path::Q8(2) => "dequant_matmul_q8_vnni",
+            Path::Q8(1) => "dequant_matmul_q8_avx2",
+            Path::Q8(_) => "dequant_matmul_q8_scalar",
+            Path::Fused => "dequant_matmul_fused_avx512",
+            Path::Tile if self.simd && exact::has_decoder(self.ty) => "dequant_matmul_tile_avx512",
+            Path::Tile => "dequant_matmul_tile",
+            Path::Rowwise => "dequant_matmul_rowwise",
+        }
+    }
+}
+
+/// True when the AVX-512 decoders may run under `opts`.
+fn avx512_decoders(opts: &CpuOptions) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        opts.simd.avx512() && std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("f16c")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = opts;
+        false
+    }
+}
+
+/// Plan `c` (a `dequant_matmul`) for static operand types `ins` = `[x f32[.., K], w U8]`.
+pub fn select(
+    c: &Composite,
+    ins: &[(Vec<usize>, DType)],
+    outs: &[(Vec<usize>, DType)],
+    opts: &CpuOptions,
+) -> Option<QMatmulKernel> {
+    if c.name != NAME || ins.len() != 2 || outs.len() != 1 {
+        return None;
+    }
+    let (ty, n, k, bytes) = rlx_gguf::ir_ops::parse_attrs(&c.attrs).ok()?;
+    let ((xd, xt), (wd, wt)) = (&ins[0], &ins[1]);
+    if *xt != DType::F32 || *wt != DType::U8 || xd.last() != Some(&k) || wd.iter().product::<usize>() != bytes {
+        return None;
+    }
+    let m: usize = xd[..xd.len() - 1].iter().product();
+    let simd = avx512_decoders(opts);
+    let path = if opts.quantized_activations && int8::has_q8_0_path(ty) {
+        Path::Q8(int8::simd_level(opts.simd.avx512()))
+    } else if m <= 1 {
+        if simd && exact::has_decoder(ty) { Path::Fused } else { Path::Rowwise }
+    } else {
+        Path::Tile
+    };
+    let row_bytes = k / ty.block_size() * ty.type_size();
+    let threads = opts.threads.unwrap_or_else(rayon::current_num_threads).max(1);
+    let par = m.saturating_mul(n).saturating_mul(k) >= PAR_WORK && n >= 32;
+    let (chunk, tile, scratch) = match path {
+        Path::Tile => {
+            let parts = if par { threads.min(n.div_ceil(16)) } else { 1 };
+            let chunk = n.div_ceil(parts);
+            let tile = (TILE_BYTES / (4 * k.max(1))).clamp(16, 512).min(chunk);
+            (chunk, tile, parts * tile * k)
+        }
+        _ => {
+            let chunk = if par { n.div_ceil(64).max(16) } else { n.max(1) };
+            (chunk, 0, if path == Path::Rowwise { n.div_ceil(chunk) * k } else { 0 })
+        }
+    };
+    let q8 = if matches!(path, Path::Q8(_)) { m * k } else { 0 };
+    Some(QMatmulKernel {
+        ty,
+        path,
+        m,
+        n,
+        k,
+        row_bytes,
+        chunk,
+        tile,
+        simd,
+        xq: vec![0; q8],
+        xd: vec![0.0; q8 / int8::QK],
+        xs: vec![0.0; q8 / int8::QK],
+        scratch: vec![0.0; scratch],
+    })
+}
+
+/// Raw output pointer shared by the row chunks (each writes disjoint columns).
+#[derive(Clone, Copy)]
+struct OutPtr(*mut f32);
+// SAFETY: chunks write disjoint elements of one live buffer while `run` blocks on them.
+unsafe impl Send for OutPtr {}
+unsafe impl Sync for OutPtr {}
+
+impl OutPtr {
+    /// The pointer (a method, so closures capture the `Sync` wrapper, not the raw field).
+    fn get(self) -> *mut f32 {
+        self.0
+    }
+}
+
+/// Run `k` on `x` and the packed weights `w` into `out` (`[.., N]` f32).
+pub fn run(k: &mut QMatmulKernel, x: &Tensor, w: &Tensor, out: &mut Tensor) -> Result<(), IrError> {
+    let err = |msg: &str| IrError::Eval { op: NAME.into(), msg: msg.into() };
+    let xs = x.as_slice::<f32>().ok_or_else(|| err("x is not f32"))?;
+    let wb = w.as_slice::<u8>().ok_or_else(|| err("weights are not U8"))?;
+    let y = out.as_mut_slice::<f32>().ok_or_else(|| err("result is not f32"))?;
+    let (m, n, kk) = (k.m, k.n, k.k);
+    if xs.len() != m * kk || wb.len() != n * k.row_bytes || y.len() != m * n {
+        return Err(err("operand sizes differ from the planned ones"));
+    }
+    if kk == 0 {
+        y.fill(0.0);
+        return Ok(());
+    }
+    if k.path == Path::Tile {
+        run_tile(k, xs, wb, y);
+        return Ok(());
+    }
+    if let Path::Q8(_) = k.path {
+        int8::quantize_q8_0(xs, &mut k.xq, &mut k.xd, &mut k.xs);
+    }
+    let yp = OutPtr(y.as_mut_ptr());
+    let (chunk, row_bytes, ty, path) = (k.chunk, k.row_bytes, k.ty, k.path);
+    let (xq, xd, xsum) = (&k.xq[..], &k.xd[..], &k.xs[..]);
+    let body = |c: usize, scratch: &mut [f32]| {
+        let j1 = ((c + 1) * chunk).min(n);
+        for j in c * chunk..j1 {
+            let wrow = &wb[j * row_bytes..(j + 1) * row_bytes];
+            if path == Path::Rowwise {
+                // The lengths were checked at select time.
+                let _ = dequantize_into(ty, wrow, scratch);
+            }
+            for mi in 0..m {
+                let xr = &xs[mi * kk..(mi + 1) * kk];
+                let v = match path {
+                    Path::Q8(level) => {
+                        let nb = kk / int8::QK;
+                        let r = mi * nb;
+                        int8::dot_q8(ty, level, wrow, &xq[mi * kk..(mi + 1) * kk], &xd[r..r + nb], &xsum[r..r + nb])
+                    }
+                    Path::Fused => fused_dot(ty, wrow, xr),
+                    _ => dot_f32(scratch, xr),
+                };
+                // SAFETY: mi < m, j < n: inside `y`; no other chunk writes column j.
+                unsafe { *yp.get().add(mi * n + j) = v };
+            }
+        }
+    };
+    let nchunks = n.div_ceil(chunk);
+    if path == Path::Rowwise {
+        let rows = &mut k.scratch[..nchunks * kk];
+        if nchunks > 1 {
+            rows.par_chunks_mut(kk).enumerate().for_each(|(c, s)| body(c, s));
+        } else {
+            body(0, rows);
+        }
+    } else if nchunks > 1 {
+        (0..nchunks).into_par_iter().for_each(|c| body(c, &mut []));
+    } else {
+        body(0, &mut []);
+    }
+    Ok(())
+}
+
+/// The `tile` path: each thread dequantizes tiles of its row range and runs gemm on them.
+fn run_tile(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32]) {
+    let (m, n, kk, chunk, tile, row_bytes, ty) = (k.m, k.n, k.k, k.chunk, k.tile, k.row_bytes, k.ty);
+    let fast = k.simd && exact::has_decoder(ty);
+    let yp = OutPtr(y.as_mut_ptr());
+    let part = |p: usize, buf: &mut [f32]| {
+        let j1 = ((p + 1) * chunk).min(n);
+        let mut j = p * chunk;
+        while j < j1 {
+            let nt = tile.min(j1 - j);
+            let t = &mut buf[..nt * kk];
+            for (r, out) in t.chunks_exact_mut(kk).enumerate() {
+                let wrow = &wb[(j + r) * row_bytes..(j + r + 1) * row_bytes];
+                if fast {
+                    decode_row(ty, wrow, out);
+                } else {
+                    // The lengths were checked at select time.
+                    let _ = dequantize_into(ty, wrow, out);
+                }
+            }
+            // SAFETY: y is [m, n] with row stride n; columns j..j + nt are written only by this
+            // part; x is [m, kk]; the tile is [nt, kk] read as its transpose [kk, nt].
+            unsafe {
+                gemm::gemm(
+                    m,
+                    nt,
+                    kk,
+                    yp.get().add(j),
+                    1,
+                    n as isize,
+                    false,
+                    xs.as_ptr(),
+                    1,
+                    kk as isize,
+                    t.as_ptr(),
+                    kk as isize,
+                    1,
+                    0.0,
+                    1.0,
+                    false,
+                    false,
+                    false,
+                    gemm::Parallelism::None,
+                )
+            };
+            j += nt;
+        }
+    };
+    let per = tile * kk;
+    if k.scratch.len() > per {
+        k.scratch.par_chunks_mut(per).enumerate().for_each(|(p, s)| part(p, s));
+    } else {
+        part(0, &mut k.scratch);
+    }
+}
+
+/// [`exact::dot`] (the `fused` path is planned only where it can run).
+#[cfg(target_arch = "x86_64")]
+fn fused_dot(ty: GgmlType, w: &[u8], x: &[f32]) -> f32 {
+    // SAFETY: `Path::Fused` is planned only when the features were detected; lengths checked.
+    unsafe { exact::dot(ty, w, x) }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn fused_dot(_: GgmlType, _: &[u8], _: &[f32]) -> f32 {
+    unreachable!("the fused path is planned only on x86_64")
+}
+
+/// [`exact::decode_row`] (used only where it can run).
+#[cfg(target_arch = "x86_64")]
+fn decode_row(ty: GgmlType, w: &[u8], out: &mut [f32]) {
+    // SAFETY: called only when `simd` (features detected); lengths checked at select time.
+    unsafe { exact::decode_row(ty, w, out) }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn decode_row(_: GgmlType, _: &[u8], _: &mut [f32]) {
+    unreachable!("the AVX-512 decoders are used only on x86_64")
+}
+
+/// `Σ_i a[i] · b[i]` in f32 with 16 partial sums (vectorizes).
+fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 16];
+    let (ac, bc) = (a.chunks_exact(16), b.chunks_exact(16));
+    let tail: f32 = ac.remainder().iter().zip(bc.remainder()).map(|(x, y)| x * y).sum();
+    for (x, y) in ac.zip(bc) {
+        for l in 0..16 {
+            acc[l] += x[l] * y[l];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}

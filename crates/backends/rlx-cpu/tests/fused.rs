@@ -1,0 +1,175 @@
+//! The fused elementwise kernel against the reference interpreter: hand-written regions
+//! (broadcast patterns, shared values, middle outputs, trailing reductions, bool values,
+//! several tasks) and proptest-generated chains, each fused by `rlx_compile::passes::fuse`
+//! and run by `CpuExecutable`.
+
+mod common;
+
+use common::{Tol, check_graph, rand_tensor};
+use proptest::prelude::*;
+use rlx_ir::ops::CompareOp;
+use rlx_ir::{DType, Graph, NodeId, Shape, Tensor};
+
+const TOL: Tol = Tol { abs: 1e-6, rel: 1e-5 };
+
+fn f32s(d: &[usize]) -> Shape {
+    Shape::new(d, DType::F32)
+}
+
+/// Fuse `g`, check it against the reference, and return the step kernels.
+fn fused_check(g: &Graph, feeds: &[(&str, Tensor)], what: &str) -> Vec<String> {
+    let mut h = g.clone();
+    rlx_compile::passes::fuse::run(&mut h, &Default::default()).unwrap();
+    rlx_ir::verify(&h).unwrap();
+    let mut kernels = vec![];
+    for threads in [Some(1), Some(2)] {
+        kernels = check_graph(&h, feeds, threads, TOL, what);
+    }
+    kernels
+}
+
+/// `gelu(x*a+b)*sigmoid(x)-c` with `a` a row, `b` a column, `c` a scalar constant.
+fn chain(g: &mut Graph, dims: &[usize]) -> NodeId {
+    let x = g.input("x", f32s(dims));
+    let a = g.input("a", f32s(&dims[1..]));
+    let b = g.input("b", f32s(&[dims[0], 1]));
+    let c = g.scalar(0.25, DType::F32);
+    let xa = g.mul(x, a);
+    let xb = g.add(xa, b);
+    let ge = g.gelu(xb, true);
+    let sg = g.logistic(x);
+    let p = g.mul(ge, sg);
+    g.sub(p, c)
+}
+
+fn chain_feeds(dims: &[usize]) -> Vec<(&'static str, Tensor)> {
+    vec![
+        ("x", rand_tensor(dims, DType::F32, 1, -3.0, 3.0)),
+        ("a", rand_tensor(&dims[1..], DType::F32, 2, -2.0, 2.0)),
+        ("b", rand_tensor(&[dims[0], 1], DType::F32, 3, -1.0, 1.0)),
+    ]
+}
+
+#[test]
+fn eight_op_chain_runs_as_one_step() {
+    for dims in [vec![3usize, 5], vec![300, 257]] {
+        let mut g = Graph::new("chain");
+        let y = chain(&mut g, &dims);
+        g.set_outputs(vec![y]);
+        let g = rlx_ir::inline_composites(&g, &|_| false);
+        let k = fused_check(&g, &chain_feeds(&dims), "chain");
+        assert_eq!(k, ["fused_elementwise_f32"], "{dims:?}");
+    }
+}
+
+#[test]
+fn shared_values_middle_outputs_and_reductions() {
+    // Several tasks (300 x 257 > one task), rows not a multiple of the block.
+    for dims in [vec![4usize, 7], vec![300, 257], vec![2, 3000]] {
+        let mut g = Graph::new("t");
+        let y = chain(&mut g, &dims);
+        let x = g.inputs()[0];
+        let e = g.exp(y);
+        let s = g.sum(e, &[-1], false);
+        let m = g.reduce_max(e, &[-1], false);
+        let t = g.tanh(x);
+        g.set_outputs(vec![s, y, m, t]);
+        let g = rlx_ir::inline_composites(&g, &|_| false);
+        let k = fused_check(&g, &chain_feeds(&dims), "reduce rows");
+        assert!(k.contains(&"fused_elementwise_reduce_f32".to_string()), "{k:?}");
+        // A full reduction.
+        let mut g = Graph::new("t");
+        let y = chain(&mut g, &dims);
+        let sq = g.mul(y, y);
+        let s = g.sum(sq, &[0, 1], false);
+        g.set_outputs(vec![s]);
+        let g = rlx_ir::inline_composites(&g, &|_| false);
+        let feeds = chain_feeds(&dims);
+        let mut h = g.clone();
+        rlx_compile::passes::fuse::run(&mut h, &Default::default()).unwrap();
+        let k = check_graph(&h, &feeds, Some(2), Tol { abs: 1e-3, rel: 1e-5 }, "full sum");
+        assert_eq!(k, ["fused_elementwise_reduce_f32"]);
+    }
+}
+
+#[test]
+fn bool_values_strided_broadcasts_and_broadcast_in_dim() {
+    let mut g = Graph::new("t");
+    let x = g.input("x", f32s(&[4, 3, 5]));
+    let m = g.input("m", f32s(&[4, 1, 5])); // a middle broadcast: strided
+    let v = g.input("v", f32s(&[3]));
+    let pb = g.input("p", Shape::new(&[4, 3, 5], DType::Bool));
+    let bv = g.broadcast_in_dim(v, [4, 3, 5], &[1]);
+    let d = g.sub(x, m);
+    let e = g.mul(d, bv);
+    let gt = g.compare(CompareOp::Gt, e, x);
+    let s = g.select(gt, e, x);
+    let s2 = g.select(pb, s, d);
+    let n = g.neg(s2);
+    g.set_outputs(vec![n, gt]);
+    let feeds = vec![
+        ("x", rand_tensor(&[4, 3, 5], DType::F32, 1, -1.0, 1.0)),
+        ("m", rand_tensor(&[4, 1, 5], DType::F32, 2, -1.0, 1.0)),
+        ("v", rand_tensor(&[3], DType::F32, 3, -2.0, 2.0)),
+        ("p", rand_tensor(&[4, 3, 5], DType::F32, 4, -1.0, 1.0).cast(DType::Bool)),
+    ];
+    let k = fused_check(&g, &feeds, "bool");
+    assert_eq!(k, ["fused_elementwise_f32"]);
+}
+
+/// Random chains: op `kind` on operands picked from the pool; dims [R, C] with row, column
+/// and scalar operands; random outputs in the middle.
+fn build(steps: &[(u8, usize, usize)], outs: &[usize], rows: usize) -> Graph {
+    let mut g = Graph::new("random");
+    let c = 33;
+    let mut pool: Vec<NodeId> = vec![
+        g.input("x", f32s(&[rows, c])),
+        g.input("r", f32s(&[c])),
+        g.input("k", f32s(&[rows, 1])),
+        g.scalar(0.5, DType::F32),
+    ];
+    for &(kind, a, b) in steps {
+        let (a, b) = (pool[a % pool.len()], pool[b % pool.len()]);
+        let id = match kind {
+            0 => g.tanh(a),
+            1 => g.logistic(a),
+            2 => g.add(a, b),
+            3 => g.mul(a, b),
+            4 => g.sub(a, b),
+            5 => {
+                let p = g.compare(CompareOp::Lt, a, b);
+                g.select(p, a, b)
+            }
+            6 => g.binary(rlx_ir::ops::BinaryOp::Max, a, b),
+            7 => g.sin(a),
+            8 if g.shape(a).rank() == 2 => g.sum(a, &[-1], true),
+            _ => g.neg(a),
+        };
+        pool.push(id);
+    }
+    let mut o: Vec<NodeId> = outs.iter().map(|&i| pool[4 + i % (pool.len() - 4)]).collect();
+    o.push(*pool.last().unwrap());
+    g.set_outputs(o);
+    g
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_chains_match_reference(
+        steps in prop::collection::vec((0u8..10, 0usize..64, 0usize..64), 1..20),
+        outs in prop::collection::vec(0usize..64, 0..3),
+        rows in prop::sample::select(vec![1usize, 5, 40]),
+    ) {
+        let g = build(&steps, &outs, rows);
+        let feeds = vec![
+            ("x", rand_tensor(&[rows, 33], DType::F32, 1, -2.0, 2.0)),
+            ("r", rand_tensor(&[33], DType::F32, 2, -2.0, 2.0)),
+            ("k", rand_tensor(&[rows, 1], DType::F32, 3, -2.0, 2.0)),
+        ];
+        let mut h = g.clone();
+        rlx_compile::compile(&mut h, &Default::default()).unwrap();
+        check_graph(&h, &feeds, Some(2), TOL, "random");
+    }
+}

@@ -1,0 +1,201 @@
+//! Liveness, aliasing (views, in place) and best-fit buffer assignment for a fixed order.
+
+use super::schedule::{producer, step_deps};
+use super::{ALIGN, Buffer, InPlaceFn, LirModule, LirOptions, LirStep, Reuse, Storage, ValuePlan, is_step};
+use rlx_ir::{DType, Graph, NodeId, Op};
+
+/// A set of values sharing one buffer (a value, its views and in-place successors).
+struct Group {
+    def: usize,
+    last: usize,
+    elems: usize,
+    dtype: DType,
+    buffer: usize,
+}
+
+pub(super) fn assign(
+    g: &Graph,
+    order: &[NodeId],
+    bytes: &[usize],
+    opts: &LirOptions,
+    can_in_place: InPlaceFn<'_>,
+) -> LirModule {
+    let n = g.nodes().len();
+    let end = order.len();
+    let mut pos = vec![usize::MAX; n];
+    for (t, s) in order.iter().enumerate() {
+        pos[s.index()] = t;
+    }
+    // Last reader of each step's result; graph outputs live to the end.
+    let deps = step_deps(g);
+    let mut last: Vec<usize> = pos.clone();
+    for (i, d) in deps.iter().enumerate() {
+        for &p in d {
+            if pos[i] != usize::MAX {
+                last[p] = last[p].max(pos[i]);
+            }
+        }
+    }
+    for &o in g.outputs() {
+        last[producer(g, o).index()] = end;
+    }
+
+    let mut values: Vec<ValuePlan> = g
+        .nodes()
+        .iter()
+        .enumerate()
+        .map(|(i, node)| {
+            let storage = match node.op {
+                Op::Input { .. } | Op::Param { .. } => Storage::External,
+                Op::GetTupleElement { .. } => Storage::TupleElement,
+                _ if !is_step(&node.op) || node.is_tuple() => Storage::Fixed,
+                _ => Storage::Buffer(usize::MAX),
+            };
+            ValuePlan { storage, reuse: Reuse::Fresh, bytes: bytes[i], offset: None, live: None }
+        })
+        .collect();
+    let planned = |v: &[ValuePlan], id: NodeId| matches!(v[id.index()].storage, Storage::Buffer(_));
+
+    // Group values: views and in-place results join their operand's group.
+    let mut group_of = vec![usize::MAX; n];
+    let mut groups: Vec<Group> = vec![];
+    for (t, &s) in order.iter().enumerate() {
+        let i = s.index();
+        if !planned(&values, s) {
+            continue;
+        }
+        let node = g.node(s);
+        let dies_here = |o: NodeId| planned(&values, o) && groups[group_of[o.index()]].last == t;
+        let mut join = None;
+        if opts.views && is_view(g, s) && dies_here(node.inputs[0]) {
+            join = Some((node.inputs[0], Reuse::View));
+        } else if opts.in_place && node.op.is_elementwise() {
+            join = node.inputs.iter().enumerate().find_map(|(k, &o)| {
+                let once = node.inputs.iter().filter(|&&x| x == o).count() == 1;
+                let fits = g.shape(o) == node.ty();
+                (once && fits && dies_here(o) && can_in_place(g, s, k)).then_some((o, Reuse::InPlace { operand: k }))
+            });
+        }
+        let elems = node.ty().numel().unwrap_or(0);
+        match join {
+            Some((o, reuse)) => {
+                let k = group_of[o.index()];
+                group_of[i] = k;
+                groups[k].last = groups[k].last.max(last[i]);
+                groups[k].elems = groups[k].elems.max(elems);
+                values[i].reuse = reuse;
+            }
+            None => {
+                group_of[i] = groups.len();
+                groups.push(Group { def: t, last: last[i], elems, dtype: node.ty().dtype, buffer: usize::MAX });
+            }
+        }
+    }
+
+    // Best-fit assignment of groups (in order of birth) to buffers.
+    let mut buffers: Vec<Buffer> = vec![];
+    let mut busy_until: Vec<usize> = vec![]; // per buffer: last step of its current group
+    for gr in &mut groups {
+        let (def, elems, dtype) = (gr.def, gr.elems, gr.dtype);
+        let free = |b: usize| buffers[b].dtype == dtype && busy_until[b] < def;
+        let pick = if opts.reuse {
+            let fit =
+                (0..buffers.len()).filter(|&b| free(b) && buffers[b].elems >= elems).min_by_key(|&b| buffers[b].elems);
+            fit.or_else(|| (0..buffers.len()).filter(|&b| free(b)).max_by_key(|&b| buffers[b].elems))
+        } else {
+            None
+        };
+        let b = pick.unwrap_or_else(|| {
+            buffers.push(Buffer { offset: 0, bytes: 0, dtype, elems: 0 });
+            busy_until.push(0);
+            buffers.len() - 1
+        });
+        buffers[b].elems = buffers[b].elems.max(elems);
+        busy_until[b] = gr.last;
+        gr.buffer = b;
+    }
+    let mut arena = 0;
+    for b in &mut buffers {
+        b.bytes = (b.elems * b.dtype.size_bytes()).div_ceil(ALIGN) * ALIGN;
+        b.offset = arena;
+        arena += b.bytes;
+    }
+
+    // Peak of simultaneously live groups.
+    let mut delta = vec![0i64; end + 2];
+    for gr in &groups {
+        let b = (gr.elems * gr.dtype.size_bytes()) as i64;
+        delta[gr.def] += b;
+        delta[gr.last.min(end) + 1] -= b;
+    }
+    let (mut live, mut peak) = (0i64, 0i64);
+    for d in delta {
+        live += d;
+        peak = peak.max(live);
+    }
+
+    for i in 0..n {
+        if let Storage::Buffer(_) = values[i].storage {
+            let b = groups[group_of[i]].buffer;
+            values[i].storage = Storage::Buffer(b);
+            values[i].offset = Some(buffers[b].offset);
+            values[i].live = Some((pos[i], last[i]));
+        }
+    }
+    let fixed_bytes = values.iter().filter(|v| v.storage == Storage::Fixed).map(|v| v.bytes).sum();
+    let unplanned_bytes =
+        values.iter().filter(|v| matches!(v.storage, Storage::Fixed | Storage::Buffer(_))).map(|v| v.bytes).sum();
+    let steps = order
+        .iter()
+        .map(|&s| {
+            let v = &values[s.index()];
+            LirStep {
+                node: s,
+                op: g.node(s).op.name(),
+                kernel: String::new(),
+                reuse: v.reuse,
+                buffer: match v.storage {
+                    Storage::Buffer(b) => Some(b),
+                    _ => None,
+                },
+                bytes: v.bytes,
+            }
+        })
+        .collect();
+    LirModule {
+        steps,
+        values,
+        buffers,
+        arena_bytes: arena,
+        fixed_bytes,
+        peak_live_bytes: peak as usize,
+        unplanned_bytes,
+    }
+}
+
+/// True when `s` can alias its operand: a `reshape`, or a slice whose elements are the
+/// operand's first ones in row-major order (unit strides, zero starts, one partial axis with
+/// only size-1 axes before it).
+pub(crate) fn is_view(g: &Graph, s: NodeId) -> bool {
+    let node = g.node(s);
+    let src = g.shape(node.inputs[0]);
+    if src.dtype != node.ty().dtype {
+        return false;
+    }
+    match &node.op {
+        Op::Reshape { .. } => true,
+        Op::Slice { start_indices, limit_indices, strides } => {
+            let Some(dims) = src.static_dims() else { return false };
+            if start_indices.iter().any(|&s| s != 0) || strides.iter().any(|&s| s != 1) {
+                return false;
+            }
+            match (0..dims.len()).find(|&a| limit_indices[a] < dims[a]) {
+                None => true,
+                Some(a) => {
+                    dims[..a].iter().all(|&d| d == 1) && (a + 1..dims.len()).all(|k| limit_indices[k] == dims[k])
+                }
+            }
+        }
+        _ => false,
+    }
+}

@@ -1,0 +1,66 @@
+//! The compile cache: a second compile of the same graph in one session hits (the report
+//! says so); a changed constant or option misses; a 24-layer encoder compiles and recompiles
+//! (timings printed, not asserted: performance lives in benches).
+
+#[path = "memory.rs"]
+#[allow(dead_code)]
+mod memory;
+
+use rlx_ir::{DType, Graph, Tensor};
+use rlx_runtime::{CompileOptions, Device, Session};
+
+fn graph(c: f32) -> Graph {
+    let mut g = Graph::new("g");
+    let x = g.input("x", rlx_ir::Shape::new(&[4], DType::F32));
+    let k = g.constant(Tensor::from_vec(vec![c; 4], &[4]).unwrap());
+    let y = g.mul(x, k);
+    let y = g.exp(y);
+    g.set_outputs(vec![y]);
+    g
+}
+
+#[test]
+fn second_compile_hits_and_changes_miss() {
+    let s = Session::new(Device::Cpu);
+    let opts = CompileOptions::new();
+    let a = s.compile_with(graph(2.0), &opts);
+    assert!(!a.compile_report().unwrap().cache_hit);
+    let mut b = s.compile_with(graph(2.0), &opts);
+    assert!(b.compile_report().unwrap().cache_hit, "same graph, same options: hit");
+    assert_eq!(b.run(&[("x", &[0.0, 1.0, 0.5, -1.0])])[0][1], 2f32.exp());
+    let c = s.compile_with(graph(3.0), &opts);
+    assert!(!c.compile_report().unwrap().cache_hit, "a changed constant misses");
+    let d = s.compile_with(graph(2.0), &opts.clone().with_optimize(false));
+    assert!(!d.compile_report().unwrap().cache_hit, "a changed option misses");
+    let other = Session::new(Device::Cpu).compile_with(graph(2.0), &opts);
+    assert!(!other.compile_report().unwrap().cache_hit, "the cache is per session");
+}
+
+#[test]
+fn dispatch_report_names_native_and_decomposed_composites() {
+    let mut g = Graph::new("d");
+    let x = g.input("x", rlx_ir::Shape::new(&[2, 8], DType::F32));
+    let s = g.softmax(x, -1);
+    let y = g.gelu(s, false);
+    g.set_outputs(vec![y]);
+    let opts = CompileOptions { dispatch_report: true, ..CompileOptions::new() };
+    let c = Session::new(Device::Cpu).compile_with(g, &opts);
+    let r = c.dispatch_report().expect("requested");
+    let row = |k: &str| r.entries.iter().find(|e| e.kind == k).map(|e| e.dispatch.to_string());
+    assert_eq!(row("composite:softmax").as_deref(), Some("native"), "{r}");
+    assert_eq!(row("composite:gelu").as_deref(), Some("decomposed"), "{r}");
+    assert!(r.to_json().starts_with('['));
+}
+
+#[test]
+fn encoder_24_layers_compile_time() {
+    let s = Session::new(Device::Cpu);
+    let t = std::time::Instant::now();
+    let a = s.compile_with(memory::encoder(24), &CompileOptions::new());
+    let first = t.elapsed();
+    let t = std::time::Instant::now();
+    let b = s.compile_with(memory::encoder(24), &CompileOptions::new());
+    let second = t.elapsed();
+    assert!(!a.compile_report().unwrap().cache_hit && b.compile_report().unwrap().cache_hit);
+    eprintln!("24-layer encoder: first compile {first:?}, second (cache hit) {second:?}");
+}

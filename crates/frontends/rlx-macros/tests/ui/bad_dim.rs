@@ -1,0 +1,8 @@
+use rlx_macros::rlx;
+
+fn main() {
+    let _g = rlx! {
+        input x: [?, -1];
+        out x;
+    };
+}

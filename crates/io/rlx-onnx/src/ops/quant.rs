@@ -1,0 +1,131 @@
+//! Linear quantization: QuantizeLinear / DequantizeLinear (per-tensor and per-axis),
+//! DynamicQuantizeLinear, MatMulInteger, QLinearMatMul.
+
+use super::Ctx;
+use crate::error::Result;
+use rlx_ir::ops::UnaryOp as U;
+use rlx_ir::{DType, NodeId};
+
+/// A per-axis (1-D) scale or zero point aligned to `axis` of `like`; scalars pass through.
+fn per_axis(c: &mut Ctx, t: NodeId, like: NodeId) -> Result<NodeId> {
+    if c.ai("block_size", 0) != 0 {
+        return Err(c.err("blocked quantization (block_size) is not supported"));
+    }
+    let (rt, rl) = (c.rank(t), c.rank(like));
+    if rt == 1 && rl > 1 {
+        let ax = c.axis(c.ai("axis", 1), rl)?;
+        let dims = c.sdims(like);
+        return Ok(c.g.broadcast_in_dim(t, dims, &[ax]));
+    }
+    Ok(t)
+}
+
+fn saturate(c: &mut Ctx, x: NodeId, to: DType) -> Result<NodeId> {
+    let (lo, hi) = match to {
+        DType::U8 => (0.0, 255.0),
+        DType::I8 => (-128.0, 127.0),
+        DType::I16 => (-32768.0, 32767.0),
+        DType::I32 => (i32::MIN as f64, i32::MAX as f64),
+        DType::U32 => (0.0, u32::MAX as f64),
+        d => return Err(c.err(format!("quantizing to {d} is not supported"))),
+    };
+    let (l, h) = (c.scalar_like(lo, x), c.scalar_like(hi, x));
+    let y = c.g.max(x, l);
+    let y = c.g.min(y, h);
+    Ok(c.g.convert(y, to))
+}
+
+/// `round_half_even(x / scale) + zero_point` saturated to the output type.
+fn quantize(c: &mut Ctx, x: NodeId, scale: NodeId, zp: Option<NodeId>, to: DType) -> Result<NodeId> {
+    let xf = if c.dtype(x) == DType::F32 { x } else { c.g.convert(x, DType::F32) };
+    let s = c.g.convert(scale, DType::F32);
+    let q = c.g.div(xf, s);
+    let mut q = c.g.unary(U::RoundNearestEven, q);
+    if let Some(z) = zp {
+        let z = c.g.convert(z, DType::F32);
+        q = c.g.add(q, z);
+    }
+    saturate(c, q, to)
+}
+
+pub(super) fn quantize_linear(c: &mut Ctx) -> Result<Vec<NodeId>> {
+    let (x, s) = (c.x(0)?, c.x(1)?);
+    let s = per_axis(c, s, x)?;
+    let zp = match c.opt(2) {
+        Some(z) => Some(per_axis(c, z, x)?),
+        None => None,
+    };
+    let to = match c.opt(2) {
+        Some(z) => c.dtype(z),
+        None => c.adtype("output_dtype", DType::U8)?,
+    };
+    Ok(vec![quantize(c, x, s, zp, to)?])
+}
+
+pub(super) fn dequantize_linear(c: &mut Ctx) -> Result<Vec<NodeId>> {
+    let (x, s) = (c.x(0)?, c.x(1)?);
+    let sd = c.dtype(s);
+    let s = per_axis(c, s, x)?;
+    let mut xf = c.g.convert(x, DType::F32);
+    if let Some(z) = c.opt(2) {
+        let z = per_axis(c, z, x)?;
+        let z = c.g.convert(z, DType::F32);
+        xf = c.g.sub(xf, z);
+    }
+    let s = c.g.convert(s, DType::F32);
+    let y = c.g.mul(xf, s);
+    Ok(vec![c.g.convert(y, sd)])
+}
+
+pub(super) fn dynamic_quantize_linear(c: &mut Ctx) -> Result<Vec<NodeId>> {
+    let x = c.x(0)?;
+    let axes: Vec<i64> = (0..c.rank(x) as i64).collect();
+    let zero = c.scalar_like(0.0, x);
+    let mx = c.g.reduce_max(x, &axes, false);
+    let mn = c.g.reduce_min(x, &axes, false);
+    let mx = c.g.max(mx, zero);
+    let mn = c.g.min(mn, zero);
+    let range = c.g.sub(mx, mn);
+    let k = c.scalar_like(255.0, x);
+    let scale = c.g.div(range, k);
+    let nmn = c.g.neg(mn);
+    let zpf = c.g.div(nmn, scale);
+    let zpf = c.g.unary(U::RoundNearestEven, zpf);
+    let zp = saturate(c, zpf, DType::U8)?;
+    let y = quantize(c, x, scale, Some(zp), DType::U8)?;
+    Ok(vec![y, scale, zp])
+}
+
+/// `(x - zero_point)` in i32; a 1-D zero point of `a` is per row (`[M]` → `[M, 1]`).
+fn centered(c: &mut Ctx, x: NodeId, zp: Option<NodeId>, row: bool) -> NodeId {
+    let xi = c.g.convert(x, DType::I32);
+    let Some(z) = zp else { return xi };
+    let mut zi = c.g.convert(z, DType::I32);
+    if row && c.rank(z) == 1 {
+        zi = c.g.expand_dims(zi, -1);
+    }
+    c.g.sub(xi, zi)
+}
+
+pub(super) fn matmul_integer(c: &mut Ctx) -> Result<Vec<NodeId>> {
+    let (a, b) = (c.x(0)?, c.x(1)?);
+    let a = centered(c, a, c.opt(2), true);
+    let b = centered(c, b, c.opt(3), false);
+    Ok(vec![c.g.mm(a, b)])
+}
+
+pub(super) fn qlinear_matmul(c: &mut Ctx) -> Result<Vec<NodeId>> {
+    let (a, sa, za, b, sb, zb, sy) = (c.x(0)?, c.x(1)?, c.opt(2), c.x(3)?, c.x(4)?, c.opt(5), c.x(6)?);
+    let zy = c.opt(7);
+    let to = zy.map(|z| c.dtype(z)).unwrap_or(DType::U8);
+    let ai = centered(c, a, za, true);
+    let bi = centered(c, b, zb, false);
+    let acc = c.g.mm(ai, bi);
+    let accf = c.g.convert(acc, DType::F32);
+    let (sa, sb, sy) = (c.g.convert(sa, DType::F32), c.g.convert(sb, DType::F32), c.g.convert(sy, DType::F32));
+    let m = c.g.mul(sa, sb);
+    let m = c.g.div(m, sy);
+    let y = c.g.mul(accf, m);
+    let one = c.scalar(1.0, DType::F32);
+    Ok(vec![quantize(c, y, one, zy, to)?])
+}

@@ -1,0 +1,179 @@
+//! Import tests on small hand-built models: table ops, constant folding of shape chains,
+//! typed errors for unsupported ops and malformed bytes (never a panic).
+
+use proptest::prelude::*;
+use prost::Message;
+use rlx_ir::Tensor;
+use rlx_onnx::proto::{
+    AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorShapeProto, TypeProto, ValueInfoProto,
+    attribute_proto::AttributeType, tensor_shape_proto::Dimension, tensor_shape_proto::dimension, type_proto,
+};
+use rlx_onnx::{ImportOptions, OnnxError, from_tensor, import, parse};
+use std::collections::HashMap;
+
+fn vi(name: &str, dims: &[Option<i64>]) -> ValueInfoProto {
+    let dim = dims
+        .iter()
+        .map(|d| Dimension {
+            value: Some(match d {
+                Some(v) => dimension::Value::DimValue(*v),
+                None => dimension::Value::DimParam("batch".into()),
+            }),
+            ..Default::default()
+        })
+        .collect();
+    ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: Some(1),
+                shape: Some(TensorShapeProto { dim }),
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn node(op: &str, ins: &[&str], outs: &[&str]) -> NodeProto {
+    NodeProto {
+        op_type: Some(op.into()),
+        input: ins.iter().map(|s| s.to_string()).collect(),
+        output: outs.iter().map(|s| s.to_string()).collect(),
+        name: Some(format!("{op}_0")),
+        ..Default::default()
+    }
+}
+
+fn model(nodes: Vec<NodeProto>, inits: Vec<(&str, Tensor)>, ins: Vec<ValueInfoProto>, outs: &[&str]) -> ModelProto {
+    ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![OperatorSetIdProto { domain: Some(String::new()), version: Some(17) }],
+        graph: Some(GraphProto {
+            node: nodes,
+            initializer: inits.iter().map(|(n, t)| from_tensor(n, t)).collect(),
+            input: ins,
+            output: outs.iter().map(|o| vi(o, &[])).collect(),
+            name: Some("g".into()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn run(m: &ModelProto, feeds: &[(&str, Tensor)]) -> Vec<Tensor> {
+    let bytes = m.encode_to_vec();
+    let m = parse(&bytes).unwrap();
+    let im = import(&m, &ImportOptions::default()).unwrap();
+    let f: HashMap<String, Tensor> = feeds.iter().map(|(n, t)| (n.to_string(), t.clone())).collect();
+    rlx_ir::interp::evaluate(&im.graph, &f).unwrap()
+}
+
+#[test]
+fn gemm_relu_with_initializers() {
+    let w = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[3, 2]).unwrap();
+    let b = Tensor::from_vec(vec![0.5f32, -100.0], &[2]).unwrap();
+    let mut gemm = node("Gemm", &["x", "w", "b"], &["h"]);
+    gemm.attribute.push(AttributeProto {
+        name: Some("alpha".into()),
+        f: Some(2.0),
+        r#type: Some(AttributeType::Float as i32),
+        ..Default::default()
+    });
+    let m = model(
+        vec![gemm, node("Relu", &["h"], &["y"])],
+        vec![("w", w), ("b", b)],
+        vec![vi("x", &[Some(1), Some(3)])],
+        &["y"],
+    );
+    let y = run(&m, &[("x", Tensor::from_vec(vec![1.0f32, 1.0, 1.0], &[1, 3]).unwrap())]);
+    // 2 * [9, 12] + [0.5, -100] = [18.5, -76] -> relu
+    assert_eq!(y[0].to_f64_vec(), vec![18.5, 0.0]);
+}
+
+#[test]
+fn shape_chain_folds_into_a_constant_reshape_target() {
+    // y = Reshape(x, Concat(Shape(x)[0:1], [-1])) with a symbolic batch dim would need the
+    // runtime shape; with static dims the whole shape chain folds.
+    let mut sl = node("Slice", &["s", "st", "en"], &["s0"]);
+    sl.name = Some("slice".into());
+    let m = model(
+        vec![
+            node("Shape", &["x"], &["s"]),
+            sl,
+            node("Concat", &["s0", "m1"], &["t"]),
+            node("Reshape", &["x", "t"], &["y"]),
+        ],
+        vec![
+            ("st", Tensor::from_vec(vec![0i64], &[1]).unwrap()),
+            ("en", Tensor::from_vec(vec![1i64], &[1]).unwrap()),
+            ("m1", Tensor::from_vec(vec![-1i64], &[1]).unwrap()),
+        ],
+        vec![vi("x", &[Some(2), Some(3), Some(4)])],
+        &["y"],
+    );
+    let mut m = m;
+    m.graph.as_mut().unwrap().node[2].attribute.push(AttributeProto {
+        name: Some("axis".into()),
+        i: Some(0),
+        r#type: Some(AttributeType::Int as i32),
+        ..Default::default()
+    });
+    let x = Tensor::from_vec((0..24).map(|v| v as f32).collect(), &[2, 3, 4]).unwrap();
+    let y = run(&m, &[("x", x)]);
+    assert_eq!(y[0].shape(), &[2, 12]);
+}
+
+#[test]
+fn symbolic_batch_dim_becomes_dim_sym() {
+    let m = model(vec![node("Tanh", &["x"], &["y"])], vec![], vec![vi("x", &[None, Some(4)])], &["y"]);
+    let im = import(&m, &ImportOptions::default()).unwrap();
+    let x = im.graph.inputs()[0];
+    assert_eq!(im.graph.shape(x).dims[0], rlx_ir::Dim::Sym("batch".into()));
+    let y = run(&m, &[("x", Tensor::from_vec(vec![0.0f32; 8], &[2, 4]).unwrap())]);
+    assert_eq!(y[0].shape(), &[2, 4]);
+}
+
+#[test]
+fn unsupported_op_names_op_and_node() {
+    let m = model(vec![node("NoSuchOp", &["x"], &["y"])], vec![], vec![vi("x", &[Some(1)])], &["y"]);
+    let e = import(&m, &ImportOptions::default()).unwrap_err();
+    assert!(matches!(e, OnnxError::UnsupportedOp { .. }), "{e}");
+    let msg = e.to_string();
+    assert!(msg.contains("NoSuchOp") && msg.contains("NoSuchOp_0"), "{msg}");
+    let r = rlx_onnx::report(&m);
+    assert_eq!((r.supported_nodes(), r.unsupported_nodes()), (0, 1));
+}
+
+#[test]
+fn truncated_model_is_a_decode_error() {
+    let m = model(vec![node("Tanh", &["x"], &["y"])], vec![], vec![vi("x", &[Some(1)])], &["y"]);
+    let bytes = m.encode_to_vec();
+    let mut errors = 0;
+    for n in 0..bytes.len() {
+        if parse(&bytes[..n]).is_err() {
+            errors += 1;
+        }
+    }
+    assert!(errors > 0);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+    /// Arbitrary mutations of a valid model never panic the parser or the importer.
+    #[test]
+    fn mutated_bytes_never_panic(flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8), cut in any::<usize>()) {
+        let w = Tensor::from_vec(vec![1.0f32; 4], &[2, 2]).unwrap();
+        let m = model(vec![node("MatMul", &["x", "w"], &["y"])], vec![("w", w)], vec![vi("x", &[Some(2), Some(2)])], &["y"]);
+        let mut bytes = m.encode_to_vec();
+        for (i, b) in flips {
+            let n = bytes.len();
+            bytes[i % n] ^= b;
+        }
+        let n = bytes.len();
+        bytes.truncate(cut % (n + 1));
+        if let Ok(m) = parse(&bytes) {
+            let _ = import(&m, &ImportOptions::default());
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! `rlx check GRAPH.json`: static checks of a serialized graph — shapes and dtypes (the
+//! verifier), the CPU dispatch report, missed-fusion hints, and provable NaN/Inf (log, sqrt,
+//! rsqrt of a constant out of domain, division by a constant zero).
+
+use rlx_ir::ops::{BinaryOp, UnaryOp};
+use rlx_ir::{Graph, NodeId, Op};
+use serde_json::json;
+use std::path::Path;
+
+/// One finding.
+pub struct Problem {
+    /// `error` or `hint`.
+    pub level: &'static str,
+    /// `%id (op)` and the node's name where it has one.
+    pub node: String,
+    /// What is wrong.
+    pub msg: String,
+}
+
+/// Findings and the dispatch report.
+pub struct CheckReport {
+    pub problems: Vec<Problem>,
+    pub dispatch: Option<rlx_compile::DispatchReport>,
+}
+
+impl CheckReport {
+    pub fn errors(&self) -> usize {
+        self.problems.iter().filter(|p| p.level == "error").count()
+    }
+    pub fn human(&self) -> String {
+        let mut s = String::new();
+        for p in &self.problems {
+            s += &format!("{}: {}: {}\n", p.level, p.node, p.msg);
+        }
+        if let Some(d) = &self.dispatch {
+            s += &format!("dispatch (cpu):\n{d}");
+        }
+        s += &format!("{} error(s), {} hint(s)\n", self.errors(), self.problems.len() - self.errors());
+        s
+    }
+    pub fn json(&self) -> String {
+        let problems: Vec<_> =
+            self.problems.iter().map(|p| json!({"level": p.level, "node": p.node, "message": p.msg})).collect();
+        let dispatch: serde_json::Value = self
+            .dispatch
+            .as_ref()
+            .map_or(serde_json::Value::Null, |d| serde_json::from_str(&d.to_json()).unwrap_or_default());
+        json!({"errors": self.errors(), "problems": problems, "dispatch": dispatch}).to_string()
+    }
+}
+
+fn label(g: &Graph, id: NodeId) -> String {
+    match g.source_name(id) {
+        Some(n) => format!("{id} ({} {n:?})", g.node(id).op.name()),
+        None => format!("{id} ({})", g.node(id).op.name()),
+    }
+}
+
+/// Check the graph in `path`. Errors (unreadable file, bad JSON) are returned as text.
+pub fn check(path: &Path) -> Result<CheckReport, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    let g = rlx_ir::hir_from_json(&text).map_err(|e| e.to_string())?;
+    let mut problems = vec![];
+    if let Err(e) = rlx_ir::verify(&g) {
+        problems.push(Problem { level: "error", node: "graph".into(), msg: e.to_string() });
+    }
+    for (i, n) in g.nodes().iter().enumerate() {
+        let id = NodeId(i as u32);
+        let constant = |k: usize| match n.inputs.get(k).map(|&j| &g.node(j).op) {
+            Some(Op::Constant(t)) => Some(t.to_f64_vec()),
+            _ => None,
+        };
+        let msg = match &n.op {
+            Op::Unary(UnaryOp::Log) if constant(0).is_some_and(|v| v.iter().any(|&x| x <= 0.0)) => {
+                Some("log of a constant <= 0 gives -inf or NaN")
+            }
+            Op::Unary(UnaryOp::Sqrt) if constant(0).is_some_and(|v| v.iter().any(|&x| x < 0.0)) => {
+                Some("sqrt of a constant < 0 gives NaN")
+            }
+            Op::Unary(UnaryOp::Rsqrt) if constant(0).is_some_and(|v| v.iter().any(|&x| x <= 0.0)) => {
+                Some("rsqrt of a constant <= 0 gives inf or NaN")
+            }
+            Op::Binary(BinaryOp::Div) if constant(1).is_some_and(|v| v.contains(&0.0)) => {
+                Some("division by a constant zero gives inf or NaN")
+            }
+            _ => None,
+        };
+        if let Some(m) = msg {
+            problems.push(Problem { level: "error", node: label(&g, id), msg: m.into() });
+        }
+    }
+    problems.extend(fusion_hints(&g));
+    let dispatch = rlx_ir::verify(&g)
+        .is_ok()
+        .then(|| rlx_compile::DispatchReport::new(&g, &|name| rlx_cpu::native_composites().contains(&name)));
+    if let Some(d) = &dispatch {
+        for e in d.entries.iter().filter(|e| e.dispatch == rlx_compile::Dispatch::Missing) {
+            problems.push(Problem { level: "error", node: e.kind.clone(), msg: "no backend can run it".into() });
+        }
+    }
+    Ok(CheckReport { problems, dispatch })
+}
+
+/// An elementwise value read by several elementwise ops ends a fused chain (it is written to
+/// memory and re-read instead of being recomputed).
+fn fusion_hints(g: &Graph) -> Vec<Problem> {
+    let mut readers = vec![0usize; g.nodes().len()];
+    for n in g.nodes() {
+        if n.op.is_elementwise() {
+            for &i in &n.inputs {
+                readers[i.index()] += 1;
+            }
+        }
+    }
+    (0..g.nodes().len())
+        .filter(|&i| g.nodes()[i].op.is_elementwise() && readers[i] > 1)
+        .map(|i| Problem {
+            level: "hint",
+            node: label(g, NodeId(i as u32)),
+            msg: format!("read by {} elementwise ops: the elementwise chain will not fuse through it", readers[i]),
+        })
+        .collect()
+}

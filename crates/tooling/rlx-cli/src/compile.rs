@@ -1,0 +1,56 @@
+//! `rlx compile GRAPH.json --dump`: run the compiler pipeline for the CPU and print the IR
+//! after each pass and the memory plan (arena bytes, peak, steps with kernels).
+
+use serde_json::json;
+use std::path::Path;
+
+/// The pipeline's records and the memory plan.
+pub struct CompileOut {
+    report: rlx_compile::CompileReport,
+    lir: rlx_compile::lir::LirModule,
+}
+
+impl CompileOut {
+    pub fn human(&self, dump: bool) -> String {
+        let mut s = String::new();
+        for r in &self.report.passes {
+            s += &format!(
+                "// {}.{}: {} changes, {} -> {} nodes\n",
+                r.stage, r.pass, r.stats.changed, r.stats.nodes_before, r.stats.nodes_after
+            );
+            if dump && let Some(ir) = &r.ir {
+                s += ir;
+                s += "\n";
+            }
+        }
+        s + &self.lir.to_string()
+    }
+    pub fn json(&self, dump: bool) -> String {
+        let passes: Vec<_> = self
+            .report
+            .passes
+            .iter()
+            .map(|r| {
+                json!({"stage": r.stage, "pass": r.pass, "changed": r.stats.changed,
+                       "nodes": r.stats.nodes_after, "ir": if dump { r.ir.clone() } else { None }})
+            })
+            .collect();
+        let lir: serde_json::Value = serde_json::from_str(&self.lir.summary_json()).unwrap_or_default();
+        json!({"passes": passes, "lir": lir}).to_string()
+    }
+}
+
+/// Compile the graph in `path` (static shapes) for the CPU.
+pub fn compile(path: &Path) -> Result<CompileOut, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    let mut g = rlx_ir::hir_from_json(&text).map_err(|e| e.to_string())?;
+    let opts = rlx_compile::PassOptions {
+        dump_ir: true,
+        verify_each: true,
+        native_composites: rlx_cpu::native_composites().iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    };
+    let report = rlx_compile::compile(&mut g, &opts).map_err(|e| e.to_string())?;
+    let exe = rlx_cpu::CpuExecutable::compile(&g, &rlx_cpu::CpuOptions::default()).map_err(|e| e.to_string())?;
+    Ok(CompileOut { report, lir: exe.lir().clone() })
+}

@@ -1,0 +1,209 @@
+//! `rlx convert IN.safetensors OUT.gguf --quant TYPE`: the spec's `convert_to_gguf`.
+//!
+//! Every tensor of the safetensors file (or sharded checkpoint, via its `.index.json`) is
+//! written to a GGUF v3 file under the same name and row-major shape:
+//!
+//! - floating tensors (F32, F16, BF16, F64) with 2 or more dims are converted to f32 and
+//!   quantized to TYPE with `rlx_gguf::quants::quantize` (llama.cpp's reference quantizers, no
+//!   importance matrix);
+//! - 0-D and 1-D tensors (norm weights, biases) stay F32, as llama.cpp's converter keeps them;
+//! - a tensor whose rows (last dim) are not a multiple of TYPE's block size (32 or 256) is
+//!   stored as F16 instead (llama.cpp falls back too); the report lists the type each tensor got;
+//! - integer tensors (I8, I16, I32, I64) are copied unchanged into the GGUF integer type of the
+//!   same width; U8, U32 and BOOL tensors have no GGUF type and are an error.
+//!
+//! TYPE is one of [`QUANT_TYPES`]. Metadata: `general.quantization_version = 2`,
+//! `general.file_type_name = TYPE`, and each safetensors `__metadata__` entry as
+//! `safetensors.<key>` (a string).
+
+use std::path::Path;
+
+use rlx_gguf::quants::quantize;
+use rlx_gguf::{GgmlType, GgufWriter};
+use rlx_safetensors::{Dtype, SafetensorsFile, ShardedSafetensors};
+
+use serde_json::{Value, json};
+
+/// The `--quant` values accepted.
+pub const QUANT_TYPES: &[&str] =
+    &["F32", "F16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"];
+
+/// Why a conversion failed (the text after `rlx: error: <file>: `).
+#[derive(Debug)]
+pub struct ConvertError(pub String);
+
+impl<E: std::error::Error> From<E> for ConvertError {
+    fn from(e: E) -> Self {
+        ConvertError(e.to_string())
+    }
+}
+
+/// One converted tensor.
+pub struct Converted {
+    name: String,
+    shape: Vec<u64>,
+    source: String,
+    ty: GgmlType,
+    bytes: usize,
+}
+
+/// What `convert` did.
+pub struct ConvertReport {
+    input: String,
+    output: String,
+    quant: GgmlType,
+    tensors: Vec<Converted>,
+    bytes_in: u64,
+    bytes_out: u64,
+}
+
+/// One source tensor: dtype, row-major shape, raw little-endian bytes, and its values as f32
+/// for floating dtypes.
+struct SourceTensor {
+    dtype: Dtype,
+    shape: Vec<usize>,
+    raw: Vec<u8>,
+    values: Option<Vec<f32>>,
+}
+
+/// The tensors of a single or sharded safetensors checkpoint.
+enum Source {
+    Single(SafetensorsFile<'static>),
+    Sharded(ShardedSafetensors),
+}
+
+impl Source {
+    fn open(path: &Path) -> Result<Source, ConvertError> {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name.ends_with(".index.json") {
+            Ok(Source::Sharded(ShardedSafetensors::open(path)?))
+        } else {
+            Ok(Source::Single(SafetensorsFile::open(path)?))
+        }
+    }
+    fn names(&self) -> Vec<String> {
+        match self {
+            Source::Single(f) => f.names().map(String::from).collect(),
+            Source::Sharded(s) => s.names().map(String::from).collect(),
+        }
+    }
+    fn tensor(&self, name: &str) -> Result<SourceTensor, ConvertError> {
+        let (file, name) = match self {
+            Source::Single(f) => (f, name),
+            Source::Sharded(s) => (s.file_of(name)?, name),
+        };
+        let info = file.info(name)?;
+        let float = matches!(info.dtype, Dtype::F32 | Dtype::F16 | Dtype::BF16 | Dtype::F64);
+        let values = if float { Some(file.to_f32(name)?) } else { None };
+        Ok(SourceTensor {
+            dtype: info.dtype,
+            shape: info.shape.clone(),
+            raw: file.tensor_bytes(name)?.to_vec(),
+            values,
+        })
+    }
+    fn metadata(&self) -> Vec<(String, String)> {
+        match self {
+            Source::Single(f) => f.metadata().iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            Source::Sharded(_) => vec![],
+        }
+    }
+}
+
+/// Parse a `--quant` value (case-insensitive).
+pub fn parse_quant(s: &str) -> Result<GgmlType, ConvertError> {
+    let up = s.to_ascii_uppercase();
+    match GgmlType::from_name(&up) {
+        Some(t) if QUANT_TYPES.contains(&up.as_str()) => Ok(t),
+        _ => Err(ConvertError(format!("unknown quant type {s:?} (one of {})", QUANT_TYPES.join(", ")))),
+    }
+}
+
+/// Convert `input` (safetensors, or a sharded checkpoint's `.index.json`) to the GGUF file
+/// `output` with 2-D+ float tensors quantized to `quant` (see the module docs).
+pub fn convert(input: &Path, output: &Path, quant: &str) -> Result<ConvertReport, ConvertError> {
+    let qt = parse_quant(quant)?;
+    let src = Source::open(input)?;
+    let mut w = GgufWriter::new();
+    w.add_metadata("general.quantization_version", 2u32)?;
+    w.add_metadata("general.file_type_name", qt.name())?;
+    for (k, v) in src.metadata() {
+        w.add_metadata(format!("safetensors.{k}"), v)?;
+    }
+    let mut tensors = vec![];
+    let mut bytes_in = 0u64;
+    for name in src.names() {
+        let SourceTensor { dtype, shape, raw, values } = src.tensor(&name)?;
+        bytes_in += raw.len() as u64;
+        let shape64: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
+        let row = shape.last().copied().unwrap_or(1);
+        let (ty, data) = match values {
+            Some(v) => {
+                let ty = if shape.len() <= 1 {
+                    GgmlType::F32
+                } else if row % qt.block_size() != 0 {
+                    GgmlType::F16
+                } else {
+                    qt
+                };
+                (ty, quantize(ty, &v).map_err(|e| ConvertError(format!("tensor {name:?}: {e}")))?)
+            }
+            None => {
+                let ty = match dtype {
+                    Dtype::I8 => GgmlType::I8,
+                    Dtype::I16 => GgmlType::I16,
+                    Dtype::I32 => GgmlType::I32,
+                    Dtype::I64 => GgmlType::I64,
+                    d => return Err(ConvertError(format!("tensor {name:?}: dtype {d:?} has no GGUF type"))),
+                };
+                (ty, raw)
+            }
+        };
+        let bytes = data.len();
+        w.add_tensor(name.clone(), &shape64, ty, data)?;
+        tensors.push(Converted { name, shape: shape64, source: format!("{dtype:?}"), ty, bytes });
+    }
+    w.write_file(output).map_err(|e| ConvertError(format!("writing {}: {e}", output.display())))?;
+    let bytes_out = std::fs::metadata(output).map(|m| m.len()).unwrap_or(0);
+    Ok(ConvertReport {
+        input: input.display().to_string(),
+        output: output.display().to_string(),
+        quant: qt,
+        tensors,
+        bytes_in,
+        bytes_out,
+    })
+}
+
+impl ConvertReport {
+    /// Human-readable report.
+    pub fn human(&self) -> String {
+        let mut s = format!("{} -> {} ({})\n", self.input, self.output, self.quant.name());
+        for t in &self.tensors {
+            s += &format!("  {:<48} {:>5} -> {:<5} {:?} {} bytes\n", t.name, t.source, t.ty.name(), t.shape, t.bytes);
+        }
+        s += &format!(
+            "{} tensors, {} bytes in, {} bytes out ({:.2}x smaller)\n",
+            self.tensors.len(),
+            self.bytes_in,
+            self.bytes_out,
+            self.bytes_in as f64 / self.bytes_out.max(1) as f64
+        );
+        s
+    }
+
+    /// The JSON object (one line).
+    pub fn json(&self) -> String {
+        let tensors: Vec<Value> = self
+            .tensors
+            .iter()
+            .map(|t| {
+                json!({"name": t.name, "shape": t.shape, "source_dtype": t.source, "ggml_type": t.ty.name(),
+                       "bytes": t.bytes})
+            })
+            .collect();
+        json!({"input": self.input, "output": self.output, "quant": self.quant.name(), "tensors": tensors,
+               "bytes_in": self.bytes_in, "bytes_out": self.bytes_out})
+        .to_string()
+    }
+}

@@ -1,0 +1,143 @@
+//! `rlx run MODEL.onnx --input name=FILE.npy ... [--output out.npz]`: import an ONNX model,
+//! compile it for the CPU, feed `.npy` inputs and print (or save) the outputs.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use npyz::WriterBuilder;
+use rlx_ir::{DType, Tensor};
+use rlx_onnx::{ImportOptions, import_file};
+use rlx_runtime::{Device, Session};
+use serde_json::{Value, json};
+
+/// Why a model could not be run (one line of text).
+#[derive(Debug)]
+pub struct RunError(pub String);
+
+impl<E: std::error::Error> From<E> for RunError {
+    fn from(e: E) -> Self {
+        RunError(e.to_string())
+    }
+}
+
+/// Values printed per output in human output.
+const HEAD: usize = 8;
+
+/// Read a C-order `.npy` file into a tensor (f32/f64/f16, i8/i16/i32/i64, u8/u32, bool).
+pub fn read_npy(path: &Path) -> Result<Tensor, RunError> {
+    let bytes = std::fs::read(path).map_err(|e| RunError(format!("{}: {e}", path.display())))?;
+    let npy = npyz::NpyFile::new(&bytes[..]).map_err(|e| RunError(format!("{}: {e}", path.display())))?;
+    if npy.order() != npyz::Order::C {
+        return Err(RunError(format!("{}: Fortran-order arrays are not supported", path.display())));
+    }
+    let shape: Vec<usize> = npy.shape().iter().map(|&d| d as usize).collect();
+    let ty = match npy.dtype() {
+        npyz::DType::Plain(t) => t.to_string(),
+        other => return Err(RunError(format!("{}: unsupported npy dtype {other:?}", path.display()))),
+    };
+    let t = match ty.as_str() {
+        "<f4" => Tensor::from_vec(npy.into_vec::<f32>()?, &shape),
+        "<f8" => Tensor::from_vec(npy.into_vec::<f64>()?, &shape),
+        "|i1" => Tensor::from_vec(npy.into_vec::<i8>()?, &shape),
+        "<i2" => Tensor::from_vec(npy.into_vec::<i16>()?, &shape),
+        "<i4" => Tensor::from_vec(npy.into_vec::<i32>()?, &shape),
+        "<i8" => Tensor::from_vec(npy.into_vec::<i64>()?, &shape),
+        "|u1" => Tensor::from_vec(npy.into_vec::<u8>()?, &shape),
+        "<u4" => Tensor::from_vec(npy.into_vec::<u32>()?, &shape),
+        "|b1" => Tensor::from_vec(npy.into_vec::<bool>()?, &shape),
+        t => return Err(RunError(format!("{}: unsupported npy dtype {t}", path.display()))),
+    };
+    Ok(t?)
+}
+
+fn npy_bytes(t: &Tensor) -> Result<Vec<u8>, RunError> {
+    let shape: Vec<u64> = t.shape().iter().map(|&d| d as u64).collect();
+    let mut buf = vec![];
+    macro_rules! put {
+        ($ty:ty, $v:expr) => {{
+            let mut w = npyz::WriteOptions::<$ty>::new().default_dtype().shape(&shape).writer(&mut buf).begin_nd()?;
+            w.extend($v.iter().copied())?;
+            w.finish()?;
+        }};
+    }
+    match t.dtype() {
+        DType::F32 => put!(f32, t.as_slice::<f32>().expect("dtype")),
+        DType::F64 => put!(f64, t.as_slice::<f64>().expect("dtype")),
+        DType::I8 => put!(i8, t.as_slice::<i8>().expect("dtype")),
+        DType::I16 => put!(i16, t.as_slice::<i16>().expect("dtype")),
+        DType::I32 => put!(i32, t.as_slice::<i32>().expect("dtype")),
+        DType::I64 => put!(i64, t.as_slice::<i64>().expect("dtype")),
+        DType::U8 => put!(u8, t.as_slice::<u8>().expect("dtype")),
+        DType::U32 => put!(u32, t.as_slice::<u32>().expect("dtype")),
+        DType::Bool => put!(bool, t.as_slice::<bool>().expect("dtype")),
+        DType::F16 | DType::BF16 => put!(f32, t.cast(DType::F32).as_slice::<f32>().expect("dtype")),
+    }
+    Ok(buf)
+}
+
+/// Write tensors as an `.npz` (a zip of `.npy` members named after the outputs).
+fn write_npz(path: &Path, named: &[(String, Tensor)]) -> Result<(), RunError> {
+    let f = std::fs::File::create(path).map_err(|e| RunError(format!("{}: {e}", path.display())))?;
+    let mut z = zip::ZipWriter::new(f);
+    let opts = zip::write::FileOptions::default().compression_method(zip::CompressionMethod::Stored);
+    for (name, t) in named {
+        let safe: String =
+            name.chars().map(|c| if c.is_ascii_alphanumeric() || "_-.".contains(c) { c } else { '_' }).collect();
+        z.start_file(format!("{safe}.npy"), opts)?;
+        z.write_all(&npy_bytes(t)?)?;
+    }
+    z.finish()?;
+    Ok(())
+}
+
+/// Run `model` on `inputs` (`name=FILE.npy`); returns the text to print.
+pub fn run(model: &Path, inputs: &[String], output: Option<&PathBuf>, json_out: bool) -> Result<String, RunError> {
+    let mut feeds: Vec<(String, Tensor)> = vec![];
+    for spec in inputs {
+        let (name, file) =
+            spec.split_once('=').ok_or_else(|| RunError(format!("--input {spec:?} is not NAME=FILE.npy")))?;
+        feeds.push((name.to_string(), read_npy(Path::new(file))?));
+    }
+    let values: HashMap<String, Tensor> = feeds.iter().cloned().collect();
+    let (_, im) = import_file(model, ImportOptions { input_values: values, ..Default::default() })?;
+    for name in &im.inputs {
+        if !feeds.iter().any(|(n, _)| n == name) {
+            return Err(RunError(format!("no --input for model input {name:?} (inputs: {})", im.inputs.join(", "))));
+        }
+    }
+    let out_names = im.outputs.clone();
+    let mut compiled = Session::try_new(Device::Cpu)?.try_compile(im.graph)?;
+    let refs: Vec<(&str, Tensor)> = feeds.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
+    let outs = compiled.run_tensors(&refs)?;
+    let named: Vec<(String, Tensor)> = out_names.into_iter().zip(outs).collect();
+    if let Some(p) = output {
+        write_npz(p, &named)?;
+    }
+    if json_out {
+        let rows: Vec<Value> = named
+            .iter()
+            .map(|(n, t)| {
+                let v = t.to_f64_vec();
+                json!({"name": n, "dtype": t.dtype().numpy_name(), "shape": t.shape(),
+                       "values": v.iter().take(HEAD).map(|x| if x.is_finite() { json!(x) } else { json!(x.to_string()) }).collect::<Vec<_>>()})
+            })
+            .collect();
+        let mut obj = json!({"model": model.display().to_string(), "outputs": rows});
+        if let Some(p) = output {
+            obj["saved"] = json!(p.display().to_string());
+        }
+        return Ok(format!("{obj}\n"));
+    }
+    let mut s = String::new();
+    for (n, t) in &named {
+        let v = t.to_f64_vec();
+        let head: Vec<String> = v.iter().take(HEAD).map(|x| format!("{x:.6}")).collect();
+        let more = if v.len() > HEAD { ", ..." } else { "" };
+        s += &format!("{n}: {} {:?} [{}{more}]\n", t.dtype(), t.shape(), head.join(", "));
+    }
+    if let Some(p) = output {
+        s += &format!("saved {} outputs to {}\n", named.len(), p.display());
+    }
+    Ok(s)
+}

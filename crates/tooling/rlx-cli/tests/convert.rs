@@ -1,0 +1,117 @@
+//! `rlx convert` run as a process: a small safetensors file converted to every quant type,
+//! read back with `rlx-gguf`, dequantized and compared with the source (byte-identical with
+//! `rlx_gguf::quants::quantize`, and within the scheme's error bound); bad inputs exit 1 with
+//! one stderr line.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use rlx_gguf::quants::quantize;
+use rlx_gguf::{GgmlType, GgufFile};
+use rlx_ir::{DType, Tensor};
+use serde_json::Value;
+
+fn rlx(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rlx")).args(args).output().unwrap()
+}
+
+/// Deterministic values in `[-1, 1)`.
+fn values(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// A checkpoint with a 2-D weight (rows of 512), a 1-D norm, an F16 2-D weight, a weight
+/// whose rows (48) fit no k-quant block, and an I64 buffer.
+fn write_source(dir: &Path) -> std::path::PathBuf {
+    let path = dir.join("model.safetensors");
+    let w = Tensor::from_vec(values(8 * 512, 1), &[8, 512]).unwrap();
+    let norm = Tensor::from_vec(values(512, 2), &[512]).unwrap();
+    let wh = Tensor::from_vec(values(4 * 256, 3), &[4, 256]).unwrap().cast(DType::F16);
+    let odd = Tensor::from_vec(values(3 * 48, 4), &[3, 48]).unwrap();
+    let ids = Tensor::from_vec((0..10i64).collect::<Vec<_>>(), &[1, 10]).unwrap();
+    let t = [("blk.0.w", &w), ("blk.0.norm", &norm), ("blk.0.wh", &wh), ("odd", &odd), ("pos_ids", &ids)];
+    rlx_safetensors::save(&path, t, None).unwrap();
+    path
+}
+
+/// Max |error| / max |x| allowed per scheme: one quantization step (b-bit symmetric schemes:
+/// `amax / 2^(b-1)`; schemes with a min: `range / (2^b - 1)`, range <= 2 amax) plus a margin
+/// for the quantized scales.
+fn bound(ty: GgmlType) -> f32 {
+    match ty {
+        GgmlType::F32 => 0.0,
+        GgmlType::F16 => 1e-3,
+        GgmlType::Q8_0 => 0.01,
+        GgmlType::Q6_K => 0.035,
+        GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::Q5_K => 0.07,
+        GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q4_K => 0.14,
+        GgmlType::Q3_K => 0.3,
+        _ => 0.6,
+    }
+}
+
+#[test]
+fn converts_every_quant_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let src_path = write_source(dir.path());
+    let src = rlx_safetensors::SafetensorsFile::open(&src_path).unwrap();
+    for q in ["F32", "F16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "q6_k"] {
+        let qt = GgmlType::from_name(&q.to_ascii_uppercase()).unwrap();
+        let out = dir.path().join(format!("{q}.gguf"));
+        let o = rlx(&["convert", src_path.to_str().unwrap(), out.to_str().unwrap(), "--quant", q, "--json"]);
+        assert!(o.status.success(), "{q}: {}", String::from_utf8_lossy(&o.stderr));
+        let stdout = String::from_utf8(o.stdout).unwrap();
+        let report: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+        assert_eq!(report["quant"], qt.name());
+        let g = GgufFile::open(&out).unwrap();
+        for (name, want_ty) in [
+            ("blk.0.w", qt),
+            ("blk.0.norm", GgmlType::F32),
+            ("blk.0.wh", qt),
+            ("odd", if 48 % qt.block_size() == 0 { qt } else { GgmlType::F16 }),
+        ] {
+            let info = g.tensor_info(name).unwrap();
+            assert_eq!(info.ty, want_ty, "{q} {name}");
+            let x = src.to_f32(name).unwrap();
+            assert_eq!(info.shape(), src.info(name).unwrap().shape.iter().map(|&d| d as u64).collect::<Vec<_>>());
+            assert_eq!(g.tensor_data(name).unwrap(), &quantize(want_ty, &x).unwrap()[..], "{q} {name}: bytes");
+            let back = g.dequantize(name).unwrap();
+            let amax = x.iter().fold(0f32, |a, v| a.max(v.abs()));
+            let err = x.iter().zip(&back).fold(0f32, |a, (p, r)| a.max((p - r).abs()));
+            assert!(err <= bound(want_ty) * amax, "{q} {name}: max error {err} (amax {amax})");
+        }
+        let ids = g.tensor_info("pos_ids").unwrap();
+        assert_eq!(ids.ty, GgmlType::I64);
+        assert_eq!(g.tensor_data("pos_ids").unwrap(), src.tensor_bytes("pos_ids").unwrap());
+    }
+}
+
+#[test]
+fn bad_inputs_exit_1_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = write_source(dir.path());
+    let out = dir.path().join("o.gguf");
+    let (src, out) = (src.to_str().unwrap(), out.to_str().unwrap());
+    let missing = dir.path().join("missing.safetensors");
+    let not_st = dir.path().join("junk.safetensors");
+    std::fs::write(&not_st, b"not a safetensors file").unwrap();
+    for (args, needle) in [
+        (vec!["convert", missing.to_str().unwrap(), out, "--quant", "Q4_K"], "missing.safetensors"),
+        (vec!["convert", src, out, "--quant", "Q9_9"], "unknown quant type"),
+        (vec!["convert", src, out, "--quant", "IQ2_XXS"], "unknown quant type"),
+        (vec!["convert", not_st.to_str().unwrap(), out, "--quant", "Q8_0", "--json"], "junk.safetensors"),
+        (vec!["convert", src, "/nonexistent-dir/o.gguf", "--quant", "Q8_0"], "writing"),
+    ] {
+        let o = rlx(&args);
+        let err = String::from_utf8(o.stderr).unwrap();
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("rlx: error: ") && err.contains(needle), "{args:?}: {err}");
+    }
+}
