@@ -40,6 +40,7 @@ pub(crate) fn bpe_piece(vocab: &Vocab, word: &str, byte_level: bool, newline_run
         syms.push(Sym { start, len, prev: i.checked_sub(1), next });
     }
     // (rank, left, right, left_len, right_len): min-heap by rank, then leftmost.
+    #[allow(clippy::type_complexity)] // (rank, position, left, right, generation)
     let mut heap: BinaryHeap<Reverse<(u32, usize, usize, usize, usize)>> = BinaryHeap::new();
     let text = |s: &Sym| &word[s.start..s.start + s.len];
     let push = |heap: &mut BinaryHeap<_>, syms: &[Sym], l: Option<usize>, r: Option<usize>| {

@@ -88,7 +88,11 @@ impl SamplerConfig {
         if !(0.0..=1.0).contains(&self.min_p) {
             return bad(format!("min_p {} not in [0, 1]", self.min_p));
         }
-        if !(self.repeat_penalty >= 0.0) || self.presence_penalty.is_nan() || self.frequency_penalty.is_nan() {
+        if self.repeat_penalty.is_nan()
+            || self.repeat_penalty < 0.0
+            || self.presence_penalty.is_nan()
+            || self.frequency_penalty.is_nan()
+        {
             return bad("penalties must be numbers, repeat_penalty >= 0".into());
         }
         if let Some((tau, eta)) = self.mirostat_v2
@@ -194,7 +198,7 @@ impl Sampler {
             return c;
         }
         let cfg = &self.cfg;
-        if let Some(_) = cfg.mirostat_v2 {
+        if cfg.mirostat_v2.is_some() {
             if cfg.temperature > 0.0 {
                 c.iter_mut().for_each(|x| x.logit /= cfg.temperature);
             } else {
