@@ -61,7 +61,6 @@ fn present() -> bool {
 }
 
 #[test]
-#[ignore = "needs the exact (f32-activation) dequant_matmul kernel of branch qkern; un-ignore once merged"]
 fn smollm2_packed_greedy_matches_fp64_reference() {
     if !present() {
         return;
