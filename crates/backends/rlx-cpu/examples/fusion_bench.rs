@@ -3,6 +3,7 @@
 //! `cargo run --release -p rlx-cpu --example fusion_bench -- WORKLOAD THREADS [MIN_REPS] [MIN_SECS]`
 //! with WORKLOAD one of `chain` (`gelu_tanh(x*a+b)*sigmoid(x)-c` over 16M f32: 8 ops after
 //! inlining gelu, one fused step), `softmax` / `layer_norm` (last axis of [4096, 4096] f32).
+//! Times `run_into` with one reused output vector (no per-run output copy or allocation).
 //! Prints `rlx WORKLOAD threads=T: median X ms steps=N kernels=[..] checksum=S`. Used by
 //! `bench/compare_fusion.py`; one warm-up run, then at least MIN_REPS (5) runs and MIN_SECS (1 s).
 
@@ -63,13 +64,18 @@ fn main() {
         s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         *v = ((s >> 40) as f32 / (1u64 << 24) as f32) * 6.0 - 3.0;
     }
-    let out = exe.run(&[&x], &[]).expect("run");
+    // `run_into` with one reused output vector: after the warm-up the outputs are swapped
+    // out of the memory plan, never copied or allocated (as a serving or training loop runs).
+    let mut out = vec![];
+    exe.run_into(&[&x], &[], &mut out).expect("run");
     let checksum: f64 = out[0].as_slice::<f32>().unwrap().iter().map(|&v| v as f64).sum();
+    exe.run_into(&[&x], &[], &mut out).expect("run");
     let mut ts = vec![];
     let st = Instant::now();
     while ts.len() < min_reps || st.elapsed().as_secs_f64() < min_secs {
         let t0 = Instant::now();
-        std::hint::black_box(exe.run(&[&x], &[]).expect("run"));
+        exe.run_into(&[&x], &[], &mut out).expect("run");
+        std::hint::black_box(&out);
         ts.push(t0.elapsed().as_secs_f64());
     }
     ts.sort_by(f64::total_cmp);
