@@ -5,8 +5,9 @@
 //! - [`hir_stage`] (always run): `verify`, `inline_composites` (the composites the backend has
 //!   no native kernel for, named by [`PassOptions::native_composites`]), `legalize`;
 //! - [`mir_stage`] (run when [`PassOptions::optimize`]): `const_fold`, `simplify`, `cse`, `dce`,
-//!   then `fuse` (elementwise regions into `fused_elementwise` composites, when
-//!   [`PassOptions::fuse`]).
+//!   then `fuse` (elementwise regions into `fused_elementwise` composites) and `epilogue`
+//!   (a `dot_general` with the elementwise region that alone reads it into one `dot_epilogue`
+//!   composite), both when [`PassOptions::fuse`].
 //!
 //! Each pass is a module in [`passes`] with one entry point
 //! `fn run(&mut Graph, &PassOptions) -> Result<PassStats, CompileError>`. Passes rewrite the
@@ -151,7 +152,8 @@ pub fn hir_stage() -> Vec<Pass> {
 
 /// The MIR stage: constant folding, algebraic simplification, CSE, DCE (in that order: folding
 /// and simplification expose duplicates for CSE, and all three leave dead nodes for DCE), then
-/// elementwise fusion on the cleaned graph.
+/// elementwise fusion on the cleaned graph, then matmul epilogues (a product absorbs the
+/// elementwise region that alone reads it).
 pub fn mir_stage() -> Vec<Pass> {
     vec![
         Pass { name: "const_fold", run: passes::const_fold::run },
@@ -159,6 +161,7 @@ pub fn mir_stage() -> Vec<Pass> {
         Pass { name: "cse", run: passes::cse::run },
         Pass { name: "dce", run: passes::dce::run },
         Pass { name: "fuse", run: passes::fuse::run },
+        Pass { name: "epilogue", run: passes::epilogue::run },
     ]
 }
 

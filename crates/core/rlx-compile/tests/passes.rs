@@ -218,7 +218,10 @@ fn inline_and_pipeline_report() {
     let opts = PassOptions { dump_ir: true, ..Default::default() };
     let report = rlx_compile::compile(&mut h, &opts).unwrap();
     let names: Vec<&str> = report.passes.iter().map(|r| r.pass).collect();
-    assert_eq!(names, ["verify", "inline_composites", "legalize", "const_fold", "simplify", "cse", "dce", "fuse"]);
+    assert_eq!(
+        names,
+        ["verify", "inline_composites", "legalize", "const_fold", "simplify", "cse", "dce", "fuse", "epilogue"]
+    );
     assert_eq!(report.passes[1].stats.changed, 2);
     assert!(report.passes.iter().all(|r| r.ir.is_some()));
     assert!(!h.to_string().contains("softmax"));
@@ -372,5 +375,49 @@ fn fuse_leaves_single_ops_and_other_dtypes() {
     g.set_outputs(vec![e, k]);
     let (h, st) = fused(&g);
     assert_eq!(st.changed, 0);
+    assert_eq!(h.to_string(), g.to_string());
+}
+
+#[test]
+fn epilogue_absorbs_bias_activation_residual_but_not_an_output_product() {
+    let mut g = Graph::new("t");
+    let x = g.input("x", f32s(&[4, 3]));
+    let w = g.param("w", f32s(&[5, 3]));
+    let b = g.param("b", f32s(&[5]));
+    let r = g.input("r", f32s(&[4, 5]));
+    let y = g.linear(x, w, Some(b));
+    let a = g.relu(y);
+    let z = g.add(a, r);
+    g.set_outputs(vec![z]);
+    let mut g = rlx_ir::inline_composites(&g, &|_| false);
+    rlx_compile::compile(&mut g, &PassOptions { dump_ir: false, ..Default::default() }).unwrap();
+    let expected = "\
+graph t(x: f32[4,3], r: f32[4,5]) params(w: f32[5,3], b: f32[5]) {
+  %4 = dot_epilogue(%0, %1, %2, %3) : f32[4,5]
+    graph dot_epilogue(lhs: f32[4,3], rhs: f32[5,3], arg1: f32[5], arg2: f32[4,5]) params() {
+      %4 = dot_general[lhs_batch=[], lhs_contracting=[1], rhs_batch=[], rhs_contracting=[1]](%0, %1) : f32[4,5]
+      %5 = add(%4, %2) : f32[4,5]
+      %6 = constant[0]() : f32[]
+      %7 = le(%5, %6) : bool[4,5]
+      %8 = select(%7, %6, %5) : f32[4,5]
+      %9 = add(%8, %3) : f32[4,5]
+      return %9
+    }
+  return %4
+}
+";
+    assert_eq!(g.to_string(), expected);
+    // The product is also an output: nothing is absorbed.
+    let mut g = Graph::new("t");
+    let x = g.input("x", f32s(&[4, 3]));
+    let w = g.param("w", f32s(&[5, 3]));
+    let b = g.param("b", f32s(&[5]));
+    let p = g.linear(x, w, None);
+    let y = g.add(p, b);
+    g.set_outputs(vec![p, y]);
+    let g = rlx_ir::inline_composites(&g, &|_| false);
+    let mut h = g.clone();
+    let s = rlx_compile::passes::epilogue::run(&mut h, &PassOptions::default()).unwrap();
+    assert_eq!(s.changed, 0);
     assert_eq!(h.to_string(), g.to_string());
 }

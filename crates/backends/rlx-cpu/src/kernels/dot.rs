@@ -265,6 +265,53 @@ fn gemm_all<T: Num>(p: &DotPlan, a: &[T], b: &[T], c: &mut [T]) {
     }
 }
 
+/// Rows `[r0, r1)` of a single-batch f32 product on the calling thread: writes
+/// `c[r0 * n..r1 * n]` (`c` holds the whole `m × n` result).
+///
+/// Errors: a plan with several batches, or rows or slices that do not fit the plan.
+pub fn gemm_rows_f32(p: &DotPlan, a: &[f32], b: &[f32], c: &mut [f32], r0: usize, r1: usize) -> Result<(), IrError> {
+    let (m, n, k) = (p.m, p.n, p.k);
+    if p.batch != 1 || r0 > r1 || r1 > m || c.len() != m * n || (a.len(), b.len()) != p.numel {
+        return Err(IrError::Eval { op: "dot_general".into(), msg: "row block does not fit the plan".into() });
+    }
+    let c = &mut c[r0 * n..r1 * n];
+    if c.is_empty() {
+        return Ok(());
+    }
+    if k == 0 {
+        c.fill(0.0);
+        return Ok(());
+    }
+    let (lo, ro) = p.batch_offs[0];
+    // SAFETY: the plan's strides and offsets address only elements inside `a` and `b` (sizes
+    // checked above); rows r0..r1 of the lhs start at `lo + r0 * lhs_ms`; `c` holds exactly
+    // (r1 - r0) * n elements.
+    unsafe {
+        gemm::gemm(
+            r1 - r0,
+            n,
+            k,
+            c.as_mut_ptr(),
+            1,
+            n as isize,
+            false,
+            a.as_ptr().add(lo + r0 * p.lhs_ms),
+            p.lhs_ks as isize,
+            p.lhs_ms as isize,
+            b.as_ptr().add(ro),
+            p.rhs_ns as isize,
+            p.rhs_ks as isize,
+            0.0f32,
+            1.0f32,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        )
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

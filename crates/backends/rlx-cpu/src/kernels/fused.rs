@@ -437,8 +437,12 @@ fn reduce_block(op: ReduceOp, x: Src<'_, f32>, len: usize) -> f32 {
     )
 }
 
-/// Run the kernel: `ins` are the composite's operands, `outs` its results.
-pub fn run(k: &mut FusedKernel, ins: &[&Tensor], outs: &mut [Tensor]) -> Result<(), IrError> {
+/// Check operand dtypes against the plan and take raw pointers to the results.
+fn out_ptrs(
+    k: &FusedKernel,
+    ins: &[&Tensor],
+    outs: &mut [Tensor],
+) -> Result<smallvec::SmallVec<[(OutPtr, bool); 8]>, IrError> {
     let bad = |m: &str| IrError::Eval { op: NAME.into(), msg: m.into() };
     for v in &k.views {
         let ok = if v.is_bool {
@@ -459,6 +463,37 @@ pub fn run(k: &mut FusedKernel, ins: &[&Tensor], outs: &mut [Tensor]) -> Result<
         };
         ptrs.push(p);
     }
+    Ok(ptrs)
+}
+
+/// True when the kernel has no reductions (its element range can be split anywhere).
+pub fn is_elementwise(k: &FusedKernel) -> bool {
+    k.reds.is_empty()
+}
+
+/// Run an elementwise-only kernel (see [`is_elementwise`]) over elements `[start, end)` of its
+/// space on the calling thread: the other elements of `outs` are left as they are.
+pub fn run_range(
+    k: &mut FusedKernel,
+    ins: &[&Tensor],
+    outs: &mut [Tensor],
+    start: usize,
+    end: usize,
+) -> Result<(), IrError> {
+    if !k.reds.is_empty() || start > end || end > k.n {
+        return Err(IrError::Eval { op: NAME.into(), msg: "bad element range for a fused region".into() });
+    }
+    let ptrs = out_ptrs(k, ins, outs)?;
+    let stride = k.regs.max(1) * BLOCK;
+    let mut scratch = std::mem::take(&mut k.scratch);
+    run_task(k, ins, &ptrs, (start, end), &mut scratch[..stride], &mut [], 1);
+    k.scratch = scratch;
+    Ok(())
+}
+
+/// Run the kernel: `ins` are the composite's operands, `outs` its results.
+pub fn run(k: &mut FusedKernel, ins: &[&Tensor], outs: &mut [Tensor]) -> Result<(), IrError> {
+    let ptrs = out_ptrs(k, ins, outs)?;
     let nred = k.reds.len();
     let stride = k.regs.max(1) * BLOCK;
     let rows = k.n / k.row.max(1);
@@ -468,7 +503,7 @@ pub fn run(k: &mut FusedKernel, ins: &[&Tensor], outs: &mut [Tensor]) -> Result<
         let kk = &*k;
         let ptrs = &ptrs;
         let work = |(t, (scr, acc)): (usize, (&mut [f32], &mut [f32]))| {
-            run_task(kk, ins, ptrs, t, scr, acc, rows);
+            run_task(kk, ins, ptrs, (kk.bounds[t], kk.bounds[t + 1]), scr, acc, rows);
         };
         let tasks = kk.bounds.len() - 1;
         if tasks > 1 {
@@ -496,12 +531,11 @@ fn run_task(
     k: &FusedKernel,
     ins: &[&Tensor],
     ptrs: &[(OutPtr, bool)],
-    t: usize,
+    (start, end): (usize, usize),
     scr: &mut [f32],
     acc: &mut [f32],
     rows: usize,
 ) {
-    let (start, end) = (k.bounds[t], k.bounds[t + 1]);
     for (a, &op) in acc.iter_mut().zip(&k.reds) {
         *a = identity(op);
     }

@@ -10,6 +10,7 @@ pub mod composite;
 pub mod conv;
 pub mod dot;
 pub mod elementwise;
+pub mod epilogue;
 pub mod fused;
 pub mod gemv;
 pub mod movement;
@@ -52,6 +53,8 @@ pub enum Kernel {
     QMatmul(Box<qmatmul::QMatmulKernel>),
     /// A `fused_elementwise` region as one blocked register program.
     Fused(Box<fused::FusedKernel>),
+    /// A `dot_epilogue`: a product with its elementwise epilogue.
+    Epilogue(Box<epilogue::EpilogueKernel>),
     /// A composite without a native kernel for these operands: evaluate its body.
     CompositeBody,
 }
@@ -71,6 +74,7 @@ impl Kernel {
             Kernel::Move(k) => k.name(),
             Kernel::QMatmul(k) => k.name(),
             Kernel::Fused(k) => k.name(),
+            Kernel::Epilogue(k) => k.name(),
             Kernel::CompositeBody => "composite_body",
         }
     }
@@ -89,6 +93,9 @@ pub fn select(g: &Graph, id: NodeId, opts: &crate::CpuOptions) -> Kernel {
     if let Op::Composite(c) = &n.op {
         if c.name == fused::NAME {
             return fused::select(c, &ins, &outs).map_or(Kernel::CompositeBody, |k| Kernel::Fused(Box::new(k)));
+        }
+        if c.name == epilogue::NAME {
+            return epilogue::select(c, &ins, &outs).map_or(Kernel::CompositeBody, |k| Kernel::Epilogue(Box::new(k)));
         }
         if c.name == qmatmul::NAME {
             return qmatmul::select(c, &ins, &outs, opts)
@@ -163,6 +170,7 @@ pub fn run(k: &mut Kernel, op: &Op, ins: &[&Tensor], outs: &mut [Tensor]) -> Res
         Kernel::Move(k) => movement::run(k, ins, &mut outs[0]),
         Kernel::QMatmul(k) => qmatmul::run(k, ins[0], ins[1], &mut outs[0]),
         Kernel::Fused(k) => fused::run(k, ins, outs),
+        Kernel::Epilogue(k) => epilogue::run(k, ins, outs),
         Kernel::CompositeBody => match op {
             Op::Composite(c) => composite::run_body(c, ins, outs),
             _ => op.eval_into(ins, outs),

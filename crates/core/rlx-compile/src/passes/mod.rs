@@ -4,6 +4,7 @@
 pub mod const_fold;
 pub mod cse;
 pub mod dce;
+pub mod epilogue;
 pub mod fuse;
 pub mod inline;
 pub mod legalize;

@@ -1,0 +1,127 @@
+//! Matmul epilogues: runs a `dot_epilogue` composite (built by
+//! `rlx_compile::passes::epilogue`: a `dot_general` followed by the elementwise region that
+//! alone reads it, e.g. bias add, activation, residual add) as one step.
+//!
+//! The product runs on [`super::dot`] into a scratch buffer planned at compile time, and the
+//! region on [`super::fused`] with that buffer as its first operand. On one thread, with a
+//! single-batch `gemm` product, both go block by block: each block of [`BLOCK_ELEMS`] product
+//! elements (whole rows) is computed and then immediately read by the region while it is still
+//! in cache. Otherwise (several threads, batches or a GEMV) the whole product runs first, then
+//! the whole region, each parallel. Results equal the unfused steps' within the f32 rounding of
+//! a `K`-term sum (`gemm` may block a row block's sums differently from the whole product's);
+//! the region computes exactly what the unfused elementwise kernels compute.
+
+use super::dot::{self, DotKernel, Path};
+use super::fused::{self, FusedKernel};
+use super::simd::threads;
+use rlx_ir::ops::Composite;
+use rlx_ir::{DType, Graph, IrError, Node, NodeId, Op, Tensor};
+
+/// Name of the composite this kernel runs.
+pub const NAME: &str = "dot_epilogue";
+/// Product elements per block on one thread (256 KiB of f32).
+const BLOCK_ELEMS: usize = 1 << 16;
+
+/// A planned product plus its epilogue region.
+#[derive(Clone, Debug)]
+pub struct EpilogueKernel {
+    dot: DotKernel,
+    region: FusedKernel,
+    /// The product (f32, planned at compile time).
+    acc: Tensor,
+}
+
+impl EpilogueKernel {
+    /// Name for reports.
+    pub fn name(&self) -> &'static str {
+        match self.dot.path {
+            Path::Gemm => "gemm_epilogue_f32",
+            Path::Gemv(_) => "gemv_epilogue_f32",
+        }
+    }
+}
+
+/// Plan the kernel for composite `c` on operands `ins` (`lhs, rhs, region operands…`) giving
+/// `outs`; `None` when the body is not one f32 `dot_general` followed by a region the fused
+/// kernel covers without reductions (the caller then evaluates the body).
+pub fn select(c: &Composite, ins: &[(Vec<usize>, DType)], outs: &[(Vec<usize>, DType)]) -> Option<EpilogueKernel> {
+    let body = &*c.body;
+    let nodes = body.nodes();
+    let dots: Vec<usize> = (0..nodes.len()).filter(|&i| matches!(nodes[i].op, Op::DotGeneral(_))).collect();
+    let ([d], true) = (dots.as_slice(), ins.len() >= 2 && body.inputs().len() == ins.len()) else { return None };
+    let dn = &nodes[*d];
+    let Op::DotGeneral(dg) = &dn.op else { return None };
+    let pdims = dn.ty().static_dims()?;
+    let (lhs, rhs) = (body.inputs()[0], body.inputs()[1]);
+    if dn.inputs != [lhs, rhs] || dn.ty().dtype != DType::F32 || ins[0].1 != DType::F32 || ins[1].1 != DType::F32 {
+        return None;
+    }
+    // Nothing but the product reads lhs / rhs; the product is not a result.
+    let reads = |x: NodeId| nodes.iter().filter(|n| n.inputs.contains(&x)).count();
+    if reads(lhs) != 1 || reads(rhs) != 1 || body.outputs().contains(&NodeId(*d as u32)) {
+        return None;
+    }
+    let dotk = dot::select(dg, (&ins[0].0, ins[0].1), (&ins[1].0, ins[1].1), (&pdims, DType::F32))?;
+    if dotk.compute != DType::F32 {
+        return None;
+    }
+    // The region: the body with the product as its first input.
+    let mut rb = Graph::new(fused::NAME);
+    let mut map: Vec<NodeId> = vec![NodeId(0); nodes.len()];
+    map[*d] = rb.input("acc", dn.ty().clone());
+    for (k, &x) in body.inputs().iter().enumerate().skip(2) {
+        map[x.index()] = rb.input(&format!("arg{k}"), body.shape(x).clone());
+    }
+    for (i, n) in nodes.iter().enumerate() {
+        if i == *d || matches!(n.op, Op::Input { .. }) {
+            continue;
+        }
+        let inputs = n.inputs.iter().map(|x| map[x.index()]).collect();
+        map[i] = rb.push_node(Node { op: n.op.clone(), inputs, outputs: n.outputs.clone() });
+    }
+    rb.set_outputs(body.outputs().iter().map(|o| map[o.index()]).collect());
+    let mut rins = vec![(pdims.clone(), DType::F32)];
+    rins.extend(ins[2..].iter().cloned());
+    let rc = Composite { name: fused::NAME.into(), attrs: Default::default(), body: Box::new(rb) };
+    let region = fused::select(&rc, &rins, outs)?;
+    if !fused::is_elementwise(&region) {
+        return None;
+    }
+    Some(EpilogueKernel { dot: dotk, region, acc: Tensor::zeros(&pdims, DType::F32) })
+}
+
+/// Run the kernel: `ins` are the composite's operands, `outs` its results.
+pub fn run(k: &mut EpilogueKernel, ins: &[&Tensor], outs: &mut [Tensor]) -> Result<(), IrError> {
+    if ins.len() < 2 {
+        return Err(IrError::Eval { op: NAME.into(), msg: "needs lhs and rhs".into() });
+    }
+    let mut acc = std::mem::replace(&mut k.acc, Tensor::zeros(&[0], DType::F32));
+    let res = run_with(k, ins, outs, &mut acc);
+    k.acc = acc;
+    res
+}
+
+fn run_with(k: &mut EpilogueKernel, ins: &[&Tensor], outs: &mut [Tensor], acc: &mut Tensor) -> Result<(), IrError> {
+    let p = &k.dot.plan;
+    let blocked = threads() == 1 && p.batch == 1 && matches!(k.dot.path, Path::Gemm);
+    if !blocked {
+        dot::run(&mut k.dot, ins[0], ins[1], acc)?;
+        let mut rins: Vec<&Tensor> = vec![&*acc];
+        rins.extend(&ins[2..]);
+        return fused::run(&mut k.region, &rins, outs);
+    }
+    let bad = || IrError::Eval { op: NAME.into(), msg: "operand dtype differs from the plan".into() };
+    let (a, b) = (ins[0].as_slice::<f32>().ok_or_else(bad)?, ins[1].as_slice::<f32>().ok_or_else(bad)?);
+    let (m, n) = (p.m, p.n);
+    let rows = (BLOCK_ELEMS / n.max(1)).max(1);
+    let mut r0 = 0;
+    while r0 < m {
+        let r1 = (r0 + rows).min(m);
+        dot::gemm_rows_f32(p, a, b, acc.as_mut_slice::<f32>().ok_or_else(bad)?, r0, r1)?;
+        let mut rins: Vec<&Tensor> = vec![&*acc];
+        rins.extend(&ins[2..]);
+        fused::run_range(&mut k.region, &rins, outs, r0 * n, r1 * n)?;
+        r0 = r1;
+    }
+    Ok(())
+}
