@@ -1,4 +1,4 @@
-//! Exact-mode decode (`M = 1`) for Q4_0, Q4_1, Q8_0 and Q4_K: `y[j] = Σ_i
+//! Exact-mode decode (`M = 1`) for Q4_0, Q4_1, Q8_0, Q4_K and Q5_K: `y[j] = Σ_i
 //! dequant(W[j])[i] · x[i]` in f32, written as `Σ_b d_b · (Σ_{i∈b} q_i · x_i) + m_b · Σ_{i∈b} x_i`
 //! (the dequantized weights are never formed; only the summation order differs from the
 //! reference, so results agree with it up to f32 rounding).
@@ -8,8 +8,9 @@
 //! bits of each lane, so no mask is needed), one multiply and two FMAs. The f16 scales of 16
 //! blocks are converted together (`vcvtph2ps`) and broadcast from memory; [`ROWS`] weight rows
 //! share each activation load; the horizontal sum happens once per row. The `m_b · Σx_b` term of
-//! Q4_1 and Q4_K (`m = -dmin · min_j` per 32-weight sub-block, `d = d · scale_j`) uses the
-//! per-block activation sums from [`block_sums`] (computed once per call).
+//! Q4_1, Q4_K and Q5_K (`m = -dmin · min_j` per 32-weight sub-block, `d = d · scale_j`) uses the
+//! per-block activation sums from [`block_sums`] (computed once per call). Q5_K adds its fifth
+//! bit as a masked `+ 16.0` on the looked-up values.
 
 /// Weight rows processed together.
 const ROWS: usize = 4;
@@ -19,12 +20,13 @@ const GROUP: usize = 16;
 /// True when `ty` has a kernel here.
 pub(super) fn has_kernel(ty: rlx_gguf::GgmlType) -> bool {
     use rlx_gguf::GgmlType as T;
-    matches!(ty, T::Q4_0 | T::Q4_1 | T::Q8_0 | T::Q4_K)
+    matches!(ty, T::Q4_0 | T::Q4_1 | T::Q8_0 | T::Q4_K | T::Q5_K)
 }
 
 /// True when `ty`'s kernel reads [`block_sums`].
 pub(super) fn needs_block_sums(ty: rlx_gguf::GgmlType) -> bool {
-    matches!(ty, rlx_gguf::GgmlType::Q4_1 | rlx_gguf::GgmlType::Q4_K)
+    use rlx_gguf::GgmlType as T;
+    matches!(ty, T::Q4_1 | T::Q4_K | T::Q5_K)
 }
 
 /// `out[b] = Σ x[32 b .. 32 b + 32]` (`x.len() == 32 · out.len()`).
@@ -82,7 +84,8 @@ mod avx512 {
         let (dot, dot1): (RowsFn<ROWS>, RowsFn<1>) = match ty {
             GgmlType::Q4_0 => (rows_dot::<ROWS, Q4_0>, rows_dot::<1, Q4_0>),
             GgmlType::Q4_1 => (rows_dot::<ROWS, Q4_1>, rows_dot::<1, Q4_1>),
-            GgmlType::Q4_K => (rows_dot_q4k::<ROWS>, rows_dot_q4k::<1>),
+            GgmlType::Q4_K => (rows_dot_q4k::<ROWS, false>, rows_dot_q4k::<1, false>),
+            GgmlType::Q5_K => (rows_dot_q4k::<ROWS, true>, rows_dot_q4k::<1, true>),
             _ => (rows_dot::<ROWS, Q8_0>, rows_dot::<1, Q8_0>),
         };
         let nb = x.len() / 32;
@@ -177,29 +180,32 @@ mod avx512 {
         std::array::from_fn(|r| _mm512_reduce_add_ps(_mm512_add_ps(acc[r], macc[r])))
     }
 
-    /// [`rows_dot`] for Q4_K (`nb32` 32-weight sub-blocks per row, `nb32 / 8` blocks).
+    /// [`rows_dot`] for Q4_K (`FIVE = false`, 144-byte blocks) and Q5_K (176) (`nb32` 32-weight
+    /// sub-blocks per row, `nb32 / 8` blocks).
     ///
     /// # Safety
     /// As [`rows_dot`].
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
     #[inline]
-    unsafe fn rows_dot_q4k<const R: usize>(
+    unsafe fn rows_dot_q4k<const R: usize, const FIVE: bool>(
         rows: [*const u8; R],
         nb32: usize,
         xp: *const f32,
         sp: *const f32,
     ) -> [f32; R] {
         let table = _mm512_setr_ps(0., 1., 2., 3., 4., 5., 6., 7., 8., 9., 10., 11., 12., 13., 14., 15.);
+        let (ts, qo) = if FIVE { (176, 48) } else { (144, 16) };
+        let sixteen = _mm512_set1_ps(16.0);
         let mut acc = [_mm512_setzero_ps(); R];
         let mut macc = [_mm256_setzero_ps(); R];
         let mut dl = [[0f32; 8]; R];
         // SAFETY (every pointer below): block `b < nb32 / 8` of row `r` spans 144 bytes from
-        // `rows[r] + 144 b`; `x` has `32 nb32` floats, `xsum` `nb32`.
+        // `rows[r] + ts b`; `x` has `32 nb32` floats, `xsum` `nb32`.
         unsafe {
             for b in 0..nb32 / 8 {
                 let s8 = _mm256_loadu_ps(sp.add(8 * b));
                 for r in 0..R {
-                    let p = rows[r].add(144 * b);
+                    let p = rows[r].add(ts * b);
                     let hd = _mm_cvtph_ps(_mm_cvtsi32_si128(p.cast::<i32>().read_unaligned()));
                     let scales = std::slice::from_raw_parts(p.add(4), 12);
                     let (mut sc, mut mn) = ([0u8; 8], [0u8; 8]);
@@ -218,19 +224,30 @@ mod avx512 {
                     let (x0, x1) = (_mm512_loadu_ps(xb), _mm512_loadu_ps(xb.add(16)));
                     let (x2, x3) = (_mm512_loadu_ps(xb.add(32)), _mm512_loadu_ps(xb.add(48)));
                     for r in 0..R {
-                        let q = rows[r].add(144 * b + 16 + 32 * pair);
+                        let q = rows[r].add(ts * b + qo + 32 * pair);
                         let v0 = _mm512_cvtepu8_epi32(_mm_loadu_si128(q.cast()));
                         let v1 = _mm512_cvtepu8_epi32(_mm_loadu_si128(q.add(16).cast()));
-                        let lo = _mm512_fmadd_ps(
+                        let mut w = [
+                            _mm512_permutexvar_ps(v0, table),
                             _mm512_permutexvar_ps(v1, table),
-                            x1,
-                            _mm512_mul_ps(_mm512_permutexvar_ps(v0, table), x0),
-                        );
-                        let hi = _mm512_fmadd_ps(
+                            _mm512_permutexvar_ps(_mm512_srli_epi32(v0, 4), table),
                             _mm512_permutexvar_ps(_mm512_srli_epi32(v1, 4), table),
-                            x3,
-                            _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v0, 4), table), x2),
-                        );
+                        ];
+                        if FIVE {
+                            // Bit `j` of qh[l] is the fifth bit of element l of sub-block j.
+                            let qh = rows[r].add(ts * b + 16);
+                            let h = [
+                                _mm512_cvtepu8_epi32(_mm_loadu_si128(qh.cast())),
+                                _mm512_cvtepu8_epi32(_mm_loadu_si128(qh.add(16).cast())),
+                            ];
+                            for (i, wi) in w.iter_mut().enumerate() {
+                                let bit = _mm512_set1_epi32(1 << (2 * pair + i / 2));
+                                let k = _mm512_test_epi32_mask(h[i % 2], bit);
+                                *wi = _mm512_mask_add_ps(*wi, k, *wi, sixteen);
+                            }
+                        }
+                        let lo = _mm512_fmadd_ps(w[1], x1, _mm512_mul_ps(w[0], x0));
+                        let hi = _mm512_fmadd_ps(w[3], x3, _mm512_mul_ps(w[2], x2));
                         acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(dl[r][2 * pair]), lo, acc[r]);
                         acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(dl[r][2 * pair + 1]), hi, acc[r]);
                     }

@@ -18,9 +18,10 @@
 //!     so each weight is dequantized once per call, not once per activation row.
 //!   - `rowwise` (M = 1 otherwise: other schemes, or no AVX-512): one weight row at a time is
 //!     dequantized into scratch by `dequantize_into` and dotted in f32.
-//! - **Fast** (opt-in): integer dots against quantized activations, as llama.cpp (see
-//!   [`int8`]); Q8_0, Q4_0 and Q4_1 only, other schemes run exact. Results differ from the f32
-//!   reference by the activation quantization error.
+//! - **Fast** (opt-in): integer dots against quantized activations, as llama.cpp: Q8_0, Q4_0
+//!   and Q4_1 against Q8_0 activations ([`int8`]), Q4_K, Q5_K and Q6_K against Q8_K ([`q8k`]),
+//!   in `R × C` register tiles (weight rows × activation rows); other schemes run exact.
+//!   Results differ from the f32 reference by the activation quantization error.
 //!
 //! Work split: output columns (weight rows) in chunks across rayon threads when `M · N · K` is
 //! large; in the `tile` path one contiguous range of rows per thread. All scratch is allocated
@@ -29,6 +30,7 @@
 mod decode;
 mod exact;
 mod int8;
+mod q8k;
 
 use crate::CpuOptions;
 use rayon::prelude::*;
@@ -75,12 +77,8 @@ pub struct QMatmulKernel {
     tile: usize,
     /// The AVX-512 decoders of [`exact`] may run.
     simd: bool,
-    /// Quantized activations `[m, k]` (fast mode).
-    xq: Vec<i8>,
-    /// Activation block scales `[m, k / 32]` (the f16-rounded `d`).
-    xd: Vec<f32>,
-    /// `d · Σ q` per activation block.
-    xs: Vec<f32>,
+    /// Quantized activation rows (fast mode; [`int8::quantize_acts`]).
+    xq: Vec<u8>,
     /// Dequantized weights: one row of `k` per chunk (`rowwise`) or one tile per thread (`tile`).
     scratch: Vec<f32>,
     /// `Σ x` per 32-element block (`fused` path, schemes with [`decode::needs_block_sums`]).
@@ -132,7 +130,7 @@ pub fn select(
     }
     let m: usize = xd[..xd.len() - 1].iter().product();
     let simd = avx512_decoders(opts);
-    let path = if opts.quantized_activations && int8::has_q8_0_path(ty) {
+    let path = if opts.quantized_activations && (int8::has_q8_0_path(ty) || q8k::has_q8_k_path(ty)) {
         Path::Q8(int8::simd_level(opts.simd.avx512()))
     } else if m <= 1 {
         if simd && exact::has_decoder(ty) { Path::Fused } else { Path::Rowwise }
@@ -154,7 +152,7 @@ pub fn select(
             (chunk, 0, if path == Path::Rowwise { n.div_ceil(chunk) * k } else { 0 })
         }
     };
-    let q8 = if matches!(path, Path::Q8(_)) { m * k } else { 0 };
+    let q8 = if matches!(path, Path::Q8(_)) { m * int8::act_row_bytes(ty, k) } else { 0 };
     Some(QMatmulKernel {
         ty,
         path,
@@ -166,8 +164,6 @@ pub fn select(
         tile,
         simd,
         xq: vec![0; q8],
-        xd: vec![0.0; q8 / int8::QK],
-        xs: vec![0.0; q8 / int8::QK],
         scratch: vec![0.0; scratch],
         xblk: vec![0.0; if path == Path::Fused && decode::needs_block_sums(ty) { k / 32 } else { 0 }],
     })
@@ -208,8 +204,10 @@ pub fn run(k: &mut QMatmulKernel, x: &Tensor, w: &Tensor, out: &mut Tensor) -> R
         run_tile(k, xs, wb, y);
         return Ok(());
     }
-    if let Path::Q8(_) = k.path {
-        int8::quantize_q8_0(xs, &mut k.xq, &mut k.xd, &mut k.xs);
+    if let Path::Q8(level) = k.path {
+        int8::quantize_acts(k.ty, xs, kk, &mut k.xq);
+        run_q8(k, level, wb, y);
+        return Ok(());
     }
     if k.path == Path::Fused && decode::has_kernel(k.ty) {
         run_decode(k, xs, wb, y);
@@ -217,7 +215,6 @@ pub fn run(k: &mut QMatmulKernel, x: &Tensor, w: &Tensor, out: &mut Tensor) -> R
     }
     let yp = OutPtr(y.as_mut_ptr());
     let (chunk, row_bytes, ty, path) = (k.chunk, k.row_bytes, k.ty, k.path);
-    let (xq, xd, xsum) = (&k.xq[..], &k.xd[..], &k.xs[..]);
     let body = |c: usize, scratch: &mut [f32]| {
         let j1 = ((c + 1) * chunk).min(n);
         for j in c * chunk..j1 {
@@ -229,11 +226,6 @@ pub fn run(k: &mut QMatmulKernel, x: &Tensor, w: &Tensor, out: &mut Tensor) -> R
             for mi in 0..m {
                 let xr = &xs[mi * kk..(mi + 1) * kk];
                 let v = match path {
-                    Path::Q8(level) => {
-                        let nb = kk / int8::QK;
-                        let r = mi * nb;
-                        int8::dot_q8(ty, level, wrow, &xq[mi * kk..(mi + 1) * kk], &xd[r..r + nb], &xsum[r..r + nb])
-                    }
                     Path::Fused => fused_dot(ty, wrow, xr),
                     _ => dot_f32(scratch, xr),
                 };
@@ -256,6 +248,26 @@ pub fn run(k: &mut QMatmulKernel, x: &Tensor, w: &Tensor, out: &mut Tensor) -> R
         body(0, &mut []);
     }
     Ok(())
+}
+
+/// The fast path: chunks of weight rows across threads, each through [`int8::tile`].
+fn run_q8(k: &QMatmulKernel, level: u8, wb: &[u8], y: &mut [f32]) {
+    let (m, n, chunk, row_bytes, ty, xq) = (k.m, k.n, k.chunk, k.row_bytes, k.ty, &k.xq[..]);
+    let yp = OutPtr(y.as_mut_ptr());
+    let body = |c: usize| {
+        let j0 = c * chunk;
+        let j1 = ((c + 1) * chunk).min(n);
+        int8::tile(ty, level, &wb[j0 * row_bytes..j1 * row_bytes], row_bytes, xq, m, &mut |mi, r, v| {
+            // SAFETY: mi < m, j0 + r < j1 <= n: inside `y`; no other chunk writes these columns.
+            unsafe { *yp.get().add(mi * n + j0 + r) = v };
+        });
+    };
+    let nchunks = n.div_ceil(chunk);
+    if nchunks > 1 {
+        (0..nchunks).into_par_iter().for_each(body);
+    } else {
+        body(0);
+    }
 }
 
 /// The `fused` path for the schemes of [`decode`] (M = 1): chunks of rows across threads.
