@@ -1,4 +1,4 @@
-//! Exact-mode decode (`M = 1`) for Q4_0, Q4_1, Q8_0, Q4_K and Q5_K: `y[j] = Σ_i
+//! Exact-mode decode (`M = 1`) for Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K: `y[j] = Σ_i
 //! dequant(W[j])[i] · x[i]` in f32, written as `Σ_b d_b · (Σ_{i∈b} q_i · x_i) + m_b · Σ_{i∈b} x_i`
 //! (the dequantized weights are never formed; only the summation order differs from the
 //! reference, so results agree with it up to f32 rounding).
@@ -10,28 +10,29 @@
 //! share each activation load; the horizontal sum happens once per row. The `m_b · Σx_b` term of
 //! Q4_1, Q4_K and Q5_K (`m = -dmin · min_j` per 32-weight sub-block, `d = d · scale_j`) uses the
 //! per-block activation sums from [`block_sums`] (computed once per call). Q5_K adds its fifth
-//! bit as a masked `+ 16.0` on the looked-up values.
+//! bit as a masked `+ 16.0` on the looked-up values. Q6_K (`w = d sc_g (q - 32)`, sub-blocks of
+//! 16): the 6-bit `q` of 64 weights are assembled as bytes in one register, widened 16 at a
+//! time, and `-32 d sc_g Σx_g` uses per-16 activation sums.
 
 /// Weight rows processed together.
 const ROWS: usize = 4;
 /// Blocks whose scales are converted together.
 const GROUP: usize = 16;
 
-/// True when `ty` has a kernel here.
-pub(super) fn has_kernel(ty: rlx_gguf::GgmlType) -> bool {
-    use rlx_gguf::GgmlType as T;
-    matches!(ty, T::Q4_0 | T::Q4_1 | T::Q8_0 | T::Q4_K | T::Q5_K)
-}
-
 /// True when `ty`'s kernel reads [`block_sums`].
 pub(super) fn needs_block_sums(ty: rlx_gguf::GgmlType) -> bool {
     use rlx_gguf::GgmlType as T;
-    matches!(ty, T::Q4_1 | T::Q4_K | T::Q5_K)
+    matches!(ty, T::Q4_1 | T::Q4_K | T::Q5_K | T::Q6_K)
 }
 
-/// `out[b] = Σ x[32 b .. 32 b + 32]` (`x.len() == 32 · out.len()`).
-pub(super) fn block_sums(x: &[f32], out: &mut [f32]) {
-    for (o, c) in out.iter_mut().zip(x.chunks_exact(32)) {
+/// Elements per [`block_sums`] entry for `ty`.
+pub(super) fn sum_len(ty: rlx_gguf::GgmlType) -> usize {
+    if ty == rlx_gguf::GgmlType::Q6_K { 16 } else { 32 }
+}
+
+/// `out[b] = Σ x[len b .. len b + len]` (`x.len() == len · out.len()`, `len` 16 or 32).
+pub(super) fn block_sums(x: &[f32], len: usize, out: &mut [f32]) {
+    for (o, c) in out.iter_mut().zip(x.chunks_exact(len)) {
         let mut acc = [0f32; 8];
         for q in c.chunks_exact(8) {
             for l in 0..8 {
@@ -68,8 +69,8 @@ mod avx512 {
     /// # Safety
     /// AVX-512F/BW/VL, AVX2, FMA and F16C must be available; `ty` satisfies
     /// [`super::has_kernel`]; `w.len() == y.len() · row_bytes` with `row_bytes` =
-    /// `x.len() / 32` blocks of `ty`; `xsum` holds [`super::block_sums`] of `x` when
-    /// [`super::needs_block_sums`].
+    /// `x.len() / 32` blocks of `ty`; `xsum` holds [`super::block_sums`] of `x` (blocks of
+    /// [`super::sum_len`]) when [`super::needs_block_sums`].
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
     pub(in super::super) unsafe fn dot_rows(
         ty: GgmlType,
@@ -80,12 +81,13 @@ mod avx512 {
         y: &mut [f32],
     ) {
         debug_assert_eq!(w.len(), y.len() * row_bytes);
-        debug_assert!(!super::needs_block_sums(ty) || xsum.len() == x.len() / 32);
+        debug_assert!(!super::needs_block_sums(ty) || xsum.len() == x.len() / super::sum_len(ty));
         let (dot, dot1): (RowsFn<ROWS>, RowsFn<1>) = match ty {
             GgmlType::Q4_0 => (rows_dot::<ROWS, Q4_0>, rows_dot::<1, Q4_0>),
             GgmlType::Q4_1 => (rows_dot::<ROWS, Q4_1>, rows_dot::<1, Q4_1>),
             GgmlType::Q4_K => (rows_dot_q4k::<ROWS, false>, rows_dot_q4k::<1, false>),
             GgmlType::Q5_K => (rows_dot_q4k::<ROWS, true>, rows_dot_q4k::<1, true>),
+            GgmlType::Q6_K => (rows_dot_q6k::<ROWS>, rows_dot_q6k::<1>),
             _ => (rows_dot::<ROWS, Q8_0>, rows_dot::<1, Q8_0>),
         };
         let nb = x.len() / 32;
@@ -261,5 +263,74 @@ mod avx512 {
             let m1 = _mm_add_ss(m2, _mm_movehdup_ps(m2));
             _mm512_reduce_add_ps(acc[r]) - _mm_cvtss_f32(m1)
         })
+    }
+
+    /// [`rows_dot`] for Q6_K (`nb32 / 8` blocks of 210 bytes; `xsum`: per-16 sums of `x`).
+    ///
+    /// # Safety
+    /// As [`rows_dot`].
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+    #[inline]
+    unsafe fn rows_dot_q6k<const R: usize>(
+        rows: [*const u8; R],
+        nb32: usize,
+        xp: *const f32,
+        sp: *const f32,
+    ) -> [f32; R] {
+        let m4 = _mm512_set1_epi8(0x0f);
+        let m30 = _mm512_set1_epi8(0x30);
+        // qh bit pairs 0 / 1 (elements 0..32 / 32..64 of a half) moved to bits 4..6, and
+        // pairs 2 / 3 (elements 64..96 / 96..128).
+        let sh_lo = _mm512_setr_epi64(4, 4, 4, 4, 2, 2, 2, 2);
+        let sh_hi = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2);
+        let mut acc = [_mm512_setzero_ps(); R];
+        let mut macc = [_mm512_setzero_ps(); R];
+        let mut dl = [[0f32; 16]; R];
+        let mut qb = [[0u8; 128]; R];
+        // SAFETY (every pointer below): block `b < nb32 / 8` of row `r` spans 210 bytes from
+        // `rows[r] + 210 b`; `x` has `32 nb32` floats, `xsum` `2 nb32`.
+        unsafe {
+            for b in 0..nb32 / 8 {
+                let s16 = _mm512_loadu_ps(sp.add(16 * b));
+                for r in 0..R {
+                    let p = rows[r].add(210 * b);
+                    let d = _mm512_set1_ps(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(
+                        p.add(208).cast::<u16>().read_unaligned(),
+                    )))));
+                    let sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p.add(192).cast())));
+                    let dls = _mm512_mul_ps(d, sc);
+                    _mm512_storeu_ps(dl[r].as_mut_ptr(), dls);
+                    macc[r] = _mm512_fmadd_ps(dls, s16, macc[r]);
+                }
+                for h in 0..2 {
+                    for r in 0..R {
+                        let p = rows[r].add(210 * b);
+                        let a = _mm512_loadu_si512(p.add(64 * h).cast());
+                        let qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(p.add(128 + 32 * h).cast()));
+                        let q0 = _mm512_or_si512(
+                            _mm512_and_si512(a, m4),
+                            _mm512_and_si512(_mm512_sllv_epi64(qh, sh_lo), m30),
+                        );
+                        let q1 = _mm512_or_si512(
+                            _mm512_and_si512(_mm512_srli_epi16::<4>(a), m4),
+                            _mm512_and_si512(_mm512_srlv_epi64(qh, sh_hi), m30),
+                        );
+                        _mm512_storeu_si512(qb[r].as_mut_ptr().cast(), q0);
+                        _mm512_storeu_si512(qb[r].as_mut_ptr().add(64).cast(), q1);
+                    }
+                    for g in 0..8 {
+                        let xv = _mm512_loadu_ps(xp.add(256 * b + 128 * h + 16 * g));
+                        for r in 0..R {
+                            let q = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(
+                                qb[r].as_ptr().add(16 * g).cast(),
+                            )));
+                            let t = _mm512_mul_ps(q, xv);
+                            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(dl[r][8 * h + g]), t, acc[r]);
+                        }
+                    }
+                }
+            }
+        }
+        std::array::from_fn(|r| _mm512_reduce_add_ps(acc[r]) - 32.0 * _mm512_reduce_add_ps(macc[r]))
     }
 }

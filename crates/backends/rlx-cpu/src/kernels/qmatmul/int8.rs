@@ -102,8 +102,8 @@ pub(super) trait RowKernel {
 
 /// Weight rows per tile at M = 1.
 const R_DECODE: usize = 4;
-/// Weight rows × activation rows per tile at M > 1.
-const R_TILE: usize = 2;
+/// Weight rows × activation rows per tile at M > 1 (larger tiles spill registers).
+const R_TILE: usize = 1;
 const C_TILE: usize = 4;
 
 /// Every product of the weight rows `w` (`row_bytes` each, `nb` blocks) with the `m` activation

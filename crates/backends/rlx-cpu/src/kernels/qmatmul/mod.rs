@@ -8,10 +8,8 @@
 //!   are bit-identical with `rlx_gguf::quants::dequantize_into` where they are formed; the
 //!   summation order differs from the composite's f32 body). Paths:
 //!   - `fused` (M = 1, AVX-512, Q8_0/Q4_0/Q4_1/Q4_K/Q5_K/Q6_K): no dequantized weights in
-//!     memory. Q4_0/Q4_1/Q8_0: `Σ_b d_b · (Σ q · x) + m_b · Σx_b` over 4 weight rows at a time
-//!     ([`decode::dot_rows`], per-block `Σx` computed once per call into scratch); the K-quants:
-//!     each weight row is dequantized 16 values at a time inside registers and FMA'd against
-//!     the f32 activations ([`exact::dot`]).
+//!     memory: `Σ_b d_b · (Σ q · x) + m_b · Σx_b` over 4 weight rows at a time sharing the
+//!     activation loads ([`decode::dot_rows`], per-(sub-)block `Σx` computed once per call).
 //!   - `tile` (M > 1): a tile of weight rows (at most [`TILE_BYTES`] of f32, so it stays in L2)
 //!     is dequantized once into per-thread scratch (in registers for the schemes above, with
 //!     `dequantize_into` for the others) and multiplied with all M activation rows by `gemm`,
@@ -81,7 +79,7 @@ pub struct QMatmulKernel {
     xq: Vec<u8>,
     /// Dequantized weights: one row of `k` per chunk (`rowwise`) or one tile per thread (`tile`).
     scratch: Vec<f32>,
-    /// `Σ x` per 32-element block (`fused` path, schemes with [`decode::needs_block_sums`]).
+    /// `Σ x` per 32- (16-) element block (`fused` path, schemes with [`decode::needs_block_sums`]).
     xblk: Vec<f32>,
 }
 
@@ -165,7 +163,7 @@ pub fn select(
         simd,
         xq: vec![0; q8],
         scratch: vec![0.0; scratch],
-        xblk: vec![0.0; if path == Path::Fused && decode::needs_block_sums(ty) { k / 32 } else { 0 }],
+        xblk: vec![0.0; if path == Path::Fused && decode::needs_block_sums(ty) { k / decode::sum_len(ty) } else { 0 }],
     })
 }
 
@@ -209,7 +207,7 @@ pub fn run(k: &mut QMatmulKernel, x: &Tensor, w: &Tensor, out: &mut Tensor) -> R
         run_q8(k, level, wb, y);
         return Ok(());
     }
-    if k.path == Path::Fused && decode::has_kernel(k.ty) {
+    if k.path == Path::Fused {
         run_decode(k, xs, wb, y);
         return Ok(());
     }
@@ -225,10 +223,7 @@ pub fn run(k: &mut QMatmulKernel, x: &Tensor, w: &Tensor, out: &mut Tensor) -> R
             }
             for mi in 0..m {
                 let xr = &xs[mi * kk..(mi + 1) * kk];
-                let v = match path {
-                    Path::Fused => fused_dot(ty, wrow, xr),
-                    _ => dot_f32(scratch, xr),
-                };
+                let v = dot_f32(scratch, xr);
                 // SAFETY: mi < m, j < n: inside `y`; no other chunk writes column j.
                 unsafe { *yp.get().add(mi * n + j) = v };
             }
@@ -273,7 +268,7 @@ fn run_q8(k: &QMatmulKernel, level: u8, wb: &[u8], y: &mut [f32]) {
 /// The `fused` path for the schemes of [`decode`] (M = 1): chunks of rows across threads.
 fn run_decode(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32]) {
     if !k.xblk.is_empty() {
-        decode::block_sums(xs, &mut k.xblk);
+        decode::block_sums(xs, decode::sum_len(k.ty), &mut k.xblk);
     }
     let (chunk, row_bytes, ty, xblk) = (k.chunk, k.row_bytes, k.ty, &k.xblk[..]);
     let body = |c: usize, yc: &mut [f32]| {
@@ -354,18 +349,6 @@ fn run_tile(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32]) {
     } else {
         part(0, &mut k.scratch);
     }
-}
-
-/// [`exact::dot`] (the `fused` path is planned only where it can run).
-#[cfg(target_arch = "x86_64")]
-fn fused_dot(ty: GgmlType, w: &[u8], x: &[f32]) -> f32 {
-    // SAFETY: `Path::Fused` is planned only when the features were detected; lengths checked.
-    unsafe { exact::dot(ty, w, x) }
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn fused_dot(_: GgmlType, _: &[u8], _: &[f32]) -> f32 {
-    unreachable!("the fused path is planned only on x86_64")
 }
 
 /// [`exact::decode_row`] (used only where it can run).
