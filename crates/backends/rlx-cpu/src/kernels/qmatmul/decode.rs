@@ -68,7 +68,7 @@ mod avx512 {
     ///
     /// # Safety
     /// AVX-512F/BW/VL, AVX2, FMA and F16C must be available; `ty` satisfies
-    /// [`super::has_kernel`]; `w.len() == y.len() · row_bytes` with `row_bytes` =
+    /// `exact::has_decoder`; `w.len() == y.len() · row_bytes` with `row_bytes` =
     /// `x.len() / 32` blocks of `ty`; `xsum` holds [`super::block_sums`] of `x` (blocks of
     /// [`super::sum_len`]) when [`super::needs_block_sums`].
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]

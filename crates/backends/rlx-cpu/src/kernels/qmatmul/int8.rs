@@ -102,13 +102,14 @@ pub(super) trait RowKernel {
 
 /// Weight rows per tile at M = 1.
 const R_DECODE: usize = 4;
-/// Weight rows × activation rows per tile at M > 1 (larger tiles spill registers).
-const R_TILE: usize = 1;
+/// Activation rows per tile at M > 1 (one weight row per tile: larger tiles spill registers).
 const C_TILE: usize = 4;
+/// Weight rows that pass over one activation tile while it stays in L1 (M > 1): the tile is
+/// read from L1 by every row of the group instead of from L2 by every weight row.
+const R_GROUP: usize = 8;
 
 /// Every product of the weight rows `w` (`row_bytes` each, `nb` blocks) with the `m` activation
-/// rows `x` (`x_row` bytes each): `put(activation row, weight row, value)`. Weight rows go in
-/// groups that stay in L1 while every activation tile passes.
+/// rows `x` (`x_row` bytes each): `put(activation row, weight row, value)`.
 ///
 /// # Safety
 /// `S`'s CPU features must be available; the lengths are whole rows.
@@ -127,8 +128,8 @@ unsafe fn drive<S: RowKernel>(
     unsafe {
         let wp = |r: usize| w.as_ptr().add(r * row_bytes);
         let xp = |mi: usize| x.as_ptr().add(mi * x_row);
-        let mut r = 0;
         if m == 1 {
+            let mut r = 0;
             while r + R_DECODE <= nr {
                 let o = S::rows::<R_DECODE, 1>(std::array::from_fn(|i| wp(r + i)), [xp(0)], nb);
                 for (i, v) in o.iter().enumerate() {
@@ -141,19 +142,12 @@ unsafe fn drive<S: RowKernel>(
             }
             return;
         }
-        while r < nr {
-            let full = r + R_TILE <= nr;
+        for r0 in (0..nr).step_by(R_GROUP) {
+            let r1 = (r0 + R_GROUP).min(nr);
             let mut mi = 0;
             while mi + C_TILE <= m {
                 let xs = std::array::from_fn(|c| xp(mi + c));
-                if full {
-                    let o = S::rows::<R_TILE, C_TILE>(std::array::from_fn(|i| wp(r + i)), xs, nb);
-                    for (i, v) in o.iter().enumerate() {
-                        for (c, &v) in v.iter().enumerate() {
-                            put(mi + c, r + i, v);
-                        }
-                    }
-                } else {
+                for r in r0..r1 {
                     for (c, &v) in S::rows::<1, C_TILE>([wp(r)], xs, nb)[0].iter().enumerate() {
                         put(mi + c, r, v);
                     }
@@ -161,16 +155,10 @@ unsafe fn drive<S: RowKernel>(
                 mi += C_TILE;
             }
             for mi in mi..m {
-                if full {
-                    let o = S::rows::<R_TILE, 1>(std::array::from_fn(|i| wp(r + i)), [xp(mi)], nb);
-                    for (i, v) in o.iter().enumerate() {
-                        put(mi, r + i, v[0]);
-                    }
-                } else {
+                for r in r0..r1 {
                     put(mi, r, S::rows::<1, 1>([wp(r)], [xp(mi)], nb)[0][0]);
                 }
             }
-            r += if full { R_TILE } else { 1 };
         }
     }
 }
