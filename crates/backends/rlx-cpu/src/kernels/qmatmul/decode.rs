@@ -47,6 +47,8 @@ pub(super) fn block_sums(x: &[f32], len: usize, out: &mut [f32]) {
 pub(super) use avx512::dot_rows;
 
 #[cfg(target_arch = "x86_64")]
+// The kernels index several per-row arrays with one row index.
+#[allow(clippy::needless_range_loop)]
 mod avx512 {
     use super::{GROUP, ROWS};
     use rlx_gguf::GgmlType;

@@ -263,6 +263,8 @@ fn nib_dot(qs: &[u8], q: &[u8], off: i32) -> i32 {
 }
 
 #[cfg(target_arch = "x86_64")]
+// The kernels index several per-row / per-column arrays with one tile index.
+#[allow(clippy::needless_range_loop)]
 mod avx {
     use super::{Q4_0, Q4_1, Q8_0, QK, RowKernel, f32_at};
     use rlx_gguf::GgmlType;

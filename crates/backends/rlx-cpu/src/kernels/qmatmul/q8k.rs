@@ -20,6 +20,9 @@
 //! Accuracy: the integer sums are exact, so a result is `dequant(W) · dequant(quantize_q8_k(x))`
 //! up to the f32 rounding of the per-super-block terms and of their sum (what the tests check).
 
+// The kernels index several per-row / per-column arrays with one tile index.
+#![allow(clippy::needless_range_loop)]
+
 use rlx_gguf::GgmlType;
 use rlx_gguf::quants::kquants::{quantize_q8_k, scale_min_k4};
 
