@@ -340,9 +340,11 @@ pub fn select(c: &Composite, ins: &[(Vec<usize>, DType)], outs: &[(Vec<usize>, D
                 }
             }
         }
-        // Free registers whose value is dead after this node.
-        for x in &node.inputs {
+        // Free registers whose value is dead after this node, once per value: a repeated
+        // operand (`mul(t, t)`) freed twice would hand one register to two later values.
+        for (j, x) in node.inputs.iter().enumerate() {
             if last[x.index()] == i
+                && !node.inputs[..j].contains(x)
                 && !body.outputs().contains(x)
                 && let Some(Arg::Reg(r)) = val[x.index()]
             {
