@@ -12,10 +12,14 @@ Workloads:
   numpy (the same expression, one temporary per op). GB/s counts 64 MiB in + 64 MiB out.
 - softmax, layer_norm: last axis of [4096, 4096] f32, RLX native kernels vs onnxruntime
   (graphs built with onnx.helper, opset 17, ORT_ENABLE_ALL).
+- encoder: one pre-norm transformer encoder layer (hidden 384, 12 heads, seq 128, batch 1,
+  FFN 1536, exact gelu), RLX (builder graph, all passes) vs the same layer in onnxruntime
+  (onnx.helper graph: LayerNormalization, MatMul + Add, Reshape / Transpose, Softmax, Erf gelu;
+  ORT_ENABLE_ALL fuses it into its own attention / gelu / layer-norm kernels).
 
 Ends with one line per workload: `RATIO <workload> <peer ms / RLX ms>` (> 1: RLX faster).
 
-Usage: python3 bench/compare_fusion.py [--rounds N] [--only chain,softmax,layer_norm]
+Usage: python3 bench/compare_fusion.py [--rounds N] [--only chain,softmax,layer_norm,encoder]
 Needs: cargo, numpy, `pip install onnxruntime==1.32.0 onnx==1.22.0` (the ORT rows are skipped
 with a message when onnxruntime is missing).
 """
@@ -29,6 +33,8 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BYTES = {"chain": 2 * 64 * 2**20, "softmax": 2 * 64 * 2**20, "layer_norm": 2 * 64 * 2**20}
+# Matmul FLOPs of one encoder layer: 4 projections, QK^T and PV, the two FFN matmuls.
+FLOPS = {"encoder": 2 * 128 * (4 * 384 * 384 + 2 * 128 * 384 + 2 * 384 * 1536)}
 
 NUMPY = r"""
 import sys, time, numpy as np
@@ -71,6 +77,53 @@ while len(ts) < 5 or time.perf_counter() - st < 1.0:
 print(f"ort {w} median {sorted(ts)[len(ts)//2]*1e3:.4f} ms reps={len(ts)} ort={ort.__version__}")
 """
 
+ORT_ENCODER = r"""
+import sys, time, numpy as np, onnx, onnxruntime as ort
+from onnx import helper, TensorProto, numpy_helper
+S, H, NH, F = 128, 384, 12, 1536
+r = np.random.default_rng(0)
+inits, nodes = [], []
+def init(name, a):
+    inits.append(numpy_helper.from_array(np.asarray(a), name))
+def w(name, *d):
+    init(name, (r.standard_normal(d) * 0.05).astype(np.float32))
+def node(op, ins, out, **kw):
+    nodes.append(helper.make_node(op, ins, [out], **kw))
+    return out
+for n in ["ln1", "ln2"]:
+    init(n + ".g", np.ones(H, np.float32)); init(n + ".b", np.zeros(H, np.float32))
+for n in "qkvo":
+    w(n + ".w", H, H); w(n + ".b", H)
+w("ff1.w", H, F); w("ff1.b", F); w("ff2.w", F, H); w("ff2.b", H)
+init("s4", np.array([1, S, NH, H // NH], np.int64)); init("s2", np.array([S, H], np.int64))
+init("scale", np.float32(1 / np.sqrt(H // NH))); init("sqrt2", np.float32(np.sqrt(2)))
+init("one", np.float32(1)); init("half", np.float32(0.5))
+def linear(x, n):
+    return node("Add", [node("MatMul", [x, n + ".w"], n + ".mm"), n + ".b"], n + ".y")
+h = node("LayerNormalization", ["x", "ln1.g", "ln1.b"], "h", axis=-1, epsilon=1e-5)
+t = {n: node("Transpose", [node("Reshape", [linear(h, n), "s4"], n + ".r")], n + ".t",
+             perm=[0, 2, 3, 1] if n == "k" else [0, 2, 1, 3]) for n in "qkv"}
+p = node("Softmax", [node("Mul", [node("MatMul", [t["q"], t["k"]], "s"), "scale"], "ss")], "p", axis=-1)
+a = node("Reshape", [node("Transpose", [node("MatMul", [p, t["v"]], "pv")], "pvt", perm=[0, 2, 1, 3]), "s2"], "a")
+x1 = node("Add", ["x", linear(a, "o")], "x1")
+h2 = node("LayerNormalization", [x1, "ln2.g", "ln2.b"], "h2", axis=-1, epsilon=1e-5)
+f = linear(h2, "ff1")
+e = node("Add", [node("Erf", [node("Div", [f, "sqrt2"], "fd")], "fe"), "one"], "fa")
+g = node("Mul", [node("Mul", [f, e], "fm"), "half"], "fg")
+node("Add", [x1, linear(g, "ff2")], "y")
+X = helper.make_tensor_value_info("x", TensorProto.FLOAT, [S, H])
+Y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [S, H])
+m = helper.make_model(helper.make_graph(nodes, "encoder", [X], [Y], inits), opset_imports=[helper.make_opsetid("", 17)])
+o = ort.SessionOptions(); o.intra_op_num_threads = 1; o.inter_op_num_threads = 1
+o.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+s = ort.InferenceSession(m.SerializeToString(), o, providers=["CPUExecutionProvider"])
+x = r.standard_normal((S, H)).astype(np.float32)
+s.run(None, {"x": x}); ts = []; st = time.perf_counter()
+while len(ts) < 5 or time.perf_counter() - st < 1.0:
+    t0 = time.perf_counter(); s.run(None, {"x": x}); ts.append(time.perf_counter() - t0)
+print(f"ort encoder median {sorted(ts)[len(ts)//2]*1e3:.4f} ms reps={len(ts)} ort={ort.__version__}")
+"""
+
 
 def run(cmd, env_extra=None):
     env = dict(os.environ)
@@ -88,7 +141,7 @@ def median_ms(text):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--only", default="chain,softmax,layer_norm")
+    ap.add_argument("--only", default="chain,softmax,layer_norm,encoder")
     a = ap.parse_args()
     run(["cargo", "build", "--release", "-q", "-p", "rlx-cpu", "--example", "fusion_bench"])
     exe = os.path.join(ROOT, "target", "release", "examples", "fusion_bench")
@@ -111,12 +164,20 @@ def main():
             out = run(pin + [exe, w, "1"], one)
             info = out.strip()
             rl.append(median_ms(out))
-            peer = [sys.executable, "-c", NUMPY] if w == "chain" else [sys.executable, "-c", ORT, w]
+            if w == "chain":
+                peer = [sys.executable, "-c", NUMPY]
+            elif w == "encoder":
+                peer = [sys.executable, "-c", ORT_ENCODER]
+            else:
+                peer = [sys.executable, "-c", ORT, w]
             pe.append(median_ms(run(pin + peer, one)))
         r, p = statistics.median(rl), statistics.median(pe)
         peer = "numpy" if w == "chain" else "onnxruntime"
-        gbs = lambda ms: BYTES[w] / (ms * 1e-3) / 1e9  # noqa: E731
-        print(f"{w:11s} RLX {r:9.3f} ms ({gbs(r):5.1f} GB/s)  {peer} {p:9.3f} ms ({gbs(p):5.1f} GB/s)  [{info}]")
+        if w in BYTES:
+            rate = lambda ms: f"{BYTES[w] / (ms * 1e-3) / 1e9:5.1f} GB/s"  # noqa: E731
+        else:
+            rate = lambda ms: f"{FLOPS[w] / (ms * 1e-3) / 1e9:5.1f} GFLOP/s"  # noqa: E731
+        print(f"{w:11s} RLX {r:9.3f} ms ({rate(r)})  {peer} {p:9.3f} ms ({rate(p)})  [{info}]")
         ratios.append((w, p / r))
     print("load:", run(["uptime"]).strip())
     for w, x in ratios:

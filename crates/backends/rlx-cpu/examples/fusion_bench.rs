@@ -2,7 +2,9 @@
 //!
 //! `cargo run --release -p rlx-cpu --example fusion_bench -- WORKLOAD THREADS [MIN_REPS] [MIN_SECS]`
 //! with WORKLOAD one of `chain` (`gelu_tanh(x*a+b)*sigmoid(x)-c` over 16M f32: 8 ops after
-//! inlining gelu, one fused step), `softmax` / `layer_norm` (last axis of [4096, 4096] f32).
+//! inlining gelu, one fused step), `softmax` / `layer_norm` (last axis of [4096, 4096] f32),
+//! `encoder` (one pre-norm transformer encoder layer: hidden 384, 12 heads, seq 128, FFN 1536).
+//! Times `run_into` with one reused output vector (no per-run output copy or allocation).
 //! Prints `rlx WORKLOAD threads=T: median X ms steps=N kernels=[..] checksum=S`. Used by
 //! `bench/compare_fusion.py`; one warm-up run, then at least MIN_REPS (5) runs and MIN_SECS (1 s).
 
@@ -10,10 +12,50 @@ use rlx_cpu::{CpuExecutable, CpuOptions};
 use rlx_ir::{DType, Graph, Shape, Tensor};
 use std::time::Instant;
 
+/// One pre-norm transformer encoder layer on `x` `[seq, hidden]` (as `rlx-runtime`'s memory
+/// test): layer_norm, q/k/v projections, attention (no mask), output projection + residual,
+/// layer_norm, FFN with exact gelu + residual.
+fn encoder_layer(
+    g: &mut Graph,
+    x: rlx_ir::NodeId,
+    seq: usize,
+    hidden: usize,
+    heads: usize,
+    ffn: usize,
+) -> rlx_ir::NodeId {
+    let f32s = |d: &[usize]| Shape::new(d, DType::F32);
+    let p = |g: &mut Graph, n: &str, d: &[usize]| g.param(n, f32s(d));
+    let (g1, b1) = (p(g, "ln1.g", &[hidden]), p(g, "ln1.b", &[hidden]));
+    let h = g.layer_norm(x, Some(g1), Some(b1), -1, 1e-5);
+    let dh = hidden / heads;
+    let proj = |g: &mut Graph, n: &str| {
+        let w = p(g, &format!("{n}.w"), &[hidden, hidden]);
+        let b = p(g, &format!("{n}.b"), &[hidden]);
+        let y = g.linear(h, w, Some(b));
+        let y = g.reshape(y, [1, seq, heads, dh]);
+        g.transpose(y, &[0, 2, 1, 3])
+    };
+    let (q, k, v) = (proj(g, "q"), proj(g, "k"), proj(g, "v"));
+    let a = g.scaled_dot_product_attention(q, k, v, rlx_ir::op::MaskKind::None, None);
+    let a = g.transpose(a, &[0, 2, 1, 3]);
+    let a = g.reshape(a, [seq, hidden]);
+    let (wo, bo) = (p(g, "o.w", &[hidden, hidden]), p(g, "o.b", &[hidden]));
+    let o = g.linear(a, wo, Some(bo));
+    let x1 = g.add(x, o);
+    let (g2, b2) = (p(g, "ln2.g", &[hidden]), p(g, "ln2.b", &[hidden]));
+    let h2 = g.layer_norm(x1, Some(g2), Some(b2), -1, 1e-5);
+    let (w1, c1) = (p(g, "ff1.w", &[ffn, hidden]), p(g, "ff1.b", &[ffn]));
+    let f = g.linear(h2, w1, Some(c1));
+    let f = g.gelu(f, false);
+    let (w2, c2) = (p(g, "ff2.w", &[hidden, ffn]), p(g, "ff2.b", &[hidden]));
+    let f = g.linear(f, w2, Some(c2));
+    g.add(x1, f)
+}
+
 fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();
     if a.len() < 2 {
-        eprintln!("usage: fusion_bench chain|softmax|layer_norm THREADS [MIN_REPS] [MIN_SECS]");
+        eprintln!("usage: fusion_bench chain|softmax|layer_norm|encoder THREADS [MIN_REPS] [MIN_SECS]");
         std::process::exit(2);
     }
     let t: usize = a[1].parse().expect("threads");
@@ -42,6 +84,13 @@ fn main() {
             g.set_outputs(vec![y]);
             d
         }
+        "encoder" => {
+            let d = vec![128usize, 384];
+            let x = g.input("x", f32s(&d));
+            let y = encoder_layer(&mut g, x, 128, 384, 12, 1536);
+            g.set_outputs(vec![y]);
+            d
+        }
         w => {
             eprintln!("unknown workload {w}");
             std::process::exit(2);
@@ -56,6 +105,19 @@ fn main() {
     let mut exe = CpuExecutable::compile(&g, &CpuOptions { threads: Some(t), ..Default::default() }).expect("compile");
     let steps = exe.steps();
     let kernels: Vec<&str> = steps.iter().map(|s| s.kernel).collect();
+    // Params (the encoder's weights): small deterministic values.
+    let params: Vec<Tensor> = g
+        .params()
+        .iter()
+        .enumerate()
+        .map(|(k, &p)| {
+            let d = g.shape(p).static_dims().expect("static");
+            let n: usize = d.iter().product();
+            let v = (0..n).map(|i| (((i * 7919 + k * 104_729) % 2001) as f32 / 1000.0 - 1.0) * 0.05).collect();
+            Tensor::from_vec(v, &d).expect("dims")
+        })
+        .collect();
+    let params: Vec<&Tensor> = params.iter().collect();
     let mut x = Tensor::zeros(&dims, DType::F32);
     rlx_cpu::advise_huge_pages(&x);
     let mut s = 7u64;
@@ -63,13 +125,18 @@ fn main() {
         s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         *v = ((s >> 40) as f32 / (1u64 << 24) as f32) * 6.0 - 3.0;
     }
-    let out = exe.run(&[&x], &[]).expect("run");
+    // `run_into` with one reused output vector: after the warm-up the outputs are swapped
+    // out of the memory plan, never copied or allocated (as a serving or training loop runs).
+    let mut out = vec![];
+    exe.run_into(&[&x], &params, &mut out).expect("run");
     let checksum: f64 = out[0].as_slice::<f32>().unwrap().iter().map(|&v| v as f64).sum();
+    exe.run_into(&[&x], &params, &mut out).expect("run");
     let mut ts = vec![];
     let st = Instant::now();
     while ts.len() < min_reps || st.elapsed().as_secs_f64() < min_secs {
         let t0 = Instant::now();
-        std::hint::black_box(exe.run(&[&x], &[]).expect("run"));
+        exe.run_into(&[&x], &params, &mut out).expect("run");
+        std::hint::black_box(&out);
         ts.push(t0.elapsed().as_secs_f64());
     }
     ts.sort_by(f64::total_cmp);

@@ -119,6 +119,17 @@ struct Step {
     how: How,
 }
 
+/// How [`CpuExecutable::run_into`] hands back one graph output.
+#[derive(Clone, Copy, Debug)]
+enum OutMode {
+    /// The output is the only one in planned buffer `b`: swap the buffer with the caller's
+    /// tensor (no copy).
+    Swap(usize),
+    /// Input, param, fixed value, or a second output in the same buffer: copy into the
+    /// caller's tensor, reusing its storage.
+    Copy,
+}
+
 /// A compiled graph for the CPU.
 ///
 /// Memory follows the [`LirModule`] plan: one host tensor per planned buffer, allocated with
@@ -134,6 +145,8 @@ pub struct CpuExecutable {
     fixed: Vec<Vec<Tensor>>,
     lir: LirModule,
     pool: Option<rayon::ThreadPool>,
+    out_modes: Vec<OutMode>,
+    max_rank: usize,
 }
 
 impl CpuExecutable {
@@ -227,7 +240,16 @@ impl CpuExecutable {
             ),
             None => None,
         };
-        Ok(CpuExecutable { graph: g.clone(), steps, locs, dims, bufs, fixed, lir, pool })
+        let mut seen = vec![false; bufs.len()];
+        let out_modes = g
+            .outputs()
+            .iter()
+            .map(|o| match locs[o.index()] {
+                Loc::Buf(b) if !std::mem::replace(&mut seen[b], true) => OutMode::Swap(b),
+                _ => OutMode::Copy,
+            })
+            .collect();
+        Ok(CpuExecutable { graph: g.clone(), steps, locs, dims, bufs, fixed, lir, pool, out_modes, max_rank })
     }
 
     /// The compiled (static) graph.
@@ -254,16 +276,70 @@ impl CpuExecutable {
     }
 
     /// Run with inputs and params in declaration order (`graph.inputs()`, `graph.params()`).
-    /// Checks every dtype and shape; returns one tensor per graph output.
+    /// Checks every dtype and shape; returns one tensor per graph output (each a fresh copy).
+    /// A loop that runs the same graph many times should use [`CpuExecutable::run_into`].
     pub fn run(&mut self, inputs: &[&Tensor], params: &[&Tensor]) -> Result<Vec<Tensor>, CpuError> {
         self.check_feeds(inputs, params)?;
+        self.in_pool(|e| e.run_steps(inputs, params))?;
+        let store = Store { locs: &self.locs, bufs: &self.bufs, fixed: &self.fixed, inputs, params };
+        Ok(self.graph.outputs().iter().map(|&o| store.get(o).clone()).collect())
+    }
+
+    /// [`CpuExecutable::run`] writing the outputs into `outputs` (resized to one tensor per
+    /// graph output) without copying them and, when warm, without allocating.
+    ///
+    /// An output that is the only one in its planned buffer is *swapped* with the caller's
+    /// tensor at that position: the caller gets the buffer holding the result, and the tensor
+    /// it passed in becomes that buffer for the next run if it can hold the buffer's dtype and
+    /// capacity (as one returned by the previous `run_into` can); otherwise a new buffer is
+    /// allocated. Other outputs (inputs, params, constants, tuple elements, a second output
+    /// in the same buffer) are copied into the caller's tensor, reusing its storage. So a loop
+    /// that passes the same `Vec` every time (training steps, decode) neither allocates nor
+    /// copies outputs after its first call. The previous contents of `outputs` are consumed.
+    ///
+    /// Errors: as [`CpuExecutable::run`]; on error `outputs` keeps the right length but its
+    /// contents are unspecified.
+    pub fn run_into(
+        &mut self,
+        inputs: &[&Tensor],
+        params: &[&Tensor],
+        outputs: &mut Vec<Tensor>,
+    ) -> Result<(), CpuError> {
+        self.check_feeds(inputs, params)?;
+        self.in_pool(|e| e.run_steps(inputs, params))?;
+        let n_out = self.out_modes.len();
+        outputs.truncate(n_out);
+        while outputs.len() < n_out {
+            outputs.push(Tensor::with_capacity(rlx_ir::DType::F32, 0, 0));
+        }
+        // Copies first: a copied output may live in a buffer that a swap below hands over.
+        let store = Store { locs: &self.locs, bufs: &self.bufs, fixed: &self.fixed, inputs, params };
+        for (k, &o) in self.graph.outputs().iter().enumerate() {
+            if let OutMode::Copy = self.out_modes[k] {
+                outputs[k].copy_from(store.get(o));
+            }
+        }
+        for (k, mode) in self.out_modes.iter().enumerate() {
+            if let &OutMode::Swap(b) = mode {
+                let spec = &self.lir.buffers[b];
+                let dst = &mut outputs[k];
+                if !dst.can_hold(spec.dtype, spec.elems, self.max_rank) {
+                    *dst = Tensor::with_capacity(spec.dtype, spec.elems, self.max_rank);
+                }
+                std::mem::swap(&mut self.bufs[b][0], dst);
+            }
+        }
+        Ok(())
+    }
+
+    fn in_pool<R: Send>(&mut self, f: impl FnOnce(&mut Self) -> R + Send) -> R {
         match self.pool.take() {
             Some(pool) => {
-                let r = pool.install(|| self.run_steps(inputs, params));
+                let r = pool.install(|| f(self));
                 self.pool = Some(pool);
                 r
             }
-            None => self.run_steps(inputs, params),
+            None => f(self),
         }
     }
 
@@ -290,7 +366,7 @@ impl CpuExecutable {
         Ok(())
     }
 
-    fn run_steps(&mut self, inputs: &[&Tensor], params: &[&Tensor]) -> Result<Vec<Tensor>, CpuError> {
+    fn run_steps(&mut self, inputs: &[&Tensor], params: &[&Tensor]) -> Result<(), CpuError> {
         for si in 0..self.steps.len() {
             let node = self.steps[si].node;
             let n = &self.graph.nodes()[node];
@@ -327,8 +403,7 @@ impl CpuExecutable {
             }
             r?;
         }
-        let store = Store { locs: &self.locs, bufs: &self.bufs, fixed: &self.fixed, inputs, params };
-        Ok(self.graph.outputs().iter().map(|&o| store.get(o).clone()).collect())
+        Ok(())
     }
 }
 

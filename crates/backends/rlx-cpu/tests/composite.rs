@@ -104,8 +104,9 @@ const LN_TOL: Tol = Tol { abs: 2e-6, rel: 1e-5 };
 fn softmax_and_log_softmax_shapes() {
     for name in ["softmax", "log_softmax"] {
         let want = if name == "softmax" { "softmax_f32" } else { "log_softmax_f32" };
-        for (i, d) in
-            [&[4usize, 7][..], &[3, 5, 130], &[1], &[0, 5], &[5, 0], &[300, 301], &[2, 1000]].iter().enumerate()
+        for (i, d) in [&[4usize, 7][..], &[3, 5, 130], &[1], &[0, 5], &[5, 0], &[300, 301], &[2, 1000], &[2, 3001]]
+            .iter()
+            .enumerate()
         {
             let x = rand_tensor(d, DType::F32, i as u64, -8.0, 8.0);
             assert_eq!(check(name, &[x], d.len() - 1, 0.0, SM_TOL), want, "{name} {d:?}");
@@ -138,9 +139,10 @@ fn softmax_special_values() {
 
 #[test]
 fn layer_norm_variants() {
-    for (i, (d, axis)) in [(&[4usize, 7][..], 1), (&[2, 3, 40], 1), (&[2, 3, 40], 2), (&[300, 301], 1), (&[3, 1], 1)]
-        .into_iter()
-        .enumerate()
+    for (i, (d, axis)) in
+        [(&[4usize, 7][..], 1), (&[2, 3, 40], 1), (&[2, 3, 40], 2), (&[300, 301], 1), (&[3, 1], 1), (&[2, 2500], 1)]
+            .into_iter()
+            .enumerate()
     {
         let x = rand_tensor(d, DType::F32, i as u64, -3.0, 5.0);
         let gamma = rand_tensor(&d[axis..], DType::F32, 10 + i as u64, 0.5, 1.5);

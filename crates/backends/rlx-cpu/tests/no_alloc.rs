@@ -1,4 +1,4 @@
-//! `run` allocates nothing beyond its returned outputs: a counting global allocator watches a
+//! `run` allocates nothing beyond its returned outputs, and a warm `run_into` nothing at all: a counting global allocator watches a
 //! warm run of a graph of our own kernels (elementwise, broadcast, relu, softmax, reduce,
 //! transpose, GEMV, the fused elementwise kernel). Known exception, not covered here: the `gemm` crate allocates its packing
 //! workspace inside each matrix-matrix call.
@@ -24,8 +24,12 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
+/// The tests share the counter: run them one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn warm_run_allocates_only_the_outputs() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut g = Graph::new("mlp");
     let x = g.input("x", Shape::new(&[4, 16], DType::F32));
     let w1 = g.param("w1", Shape::new(&[16, 32], DType::F32));
@@ -60,4 +64,40 @@ fn warm_run_allocates_only_the_outputs() {
     assert!(n <= 1 + 2 * out.len(), "{n} allocations in a warm run for {} outputs", out.len());
     let sums = out[1].as_slice::<f32>().unwrap();
     assert!(sums.iter().all(|v| (v - 1.0).abs() < 1e-5), "softmax rows sum to 1: {sums:?}");
+
+    // `run_into` with the previous call's vector: outputs swapped out of the plan, the old
+    // tensors swapped back in, no allocation and the same values.
+    let mut outs = vec![];
+    exe.run_into(&[&xt], &[&w1t, &b1t, &w2t], &mut outs).unwrap();
+    exe.run_into(&[&xt], &[&w1t, &b1t, &w2t], &mut outs).unwrap();
+    let before = ALLOCS.load(Ordering::Relaxed);
+    exe.run_into(&[&xt], &[&w1t, &b1t, &w2t], &mut outs).unwrap();
+    let n = ALLOCS.load(Ordering::Relaxed) - before;
+    assert_eq!(n, 0, "allocations in a warm run_into");
+    assert_eq!(outs, out, "run_into gives run's values");
+}
+
+#[test]
+fn warm_run_into_copies_pass_through_outputs_without_allocating() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // Outputs that are an input, a param, a constant, and the same value twice: copied into the
+    // caller's tensors (reusing them); the planned one is swapped.
+    let mut g = Graph::new("pass");
+    let x = g.input("x", Shape::new(&[64], DType::F32));
+    let w = g.param("w", Shape::new(&[64], DType::F32));
+    let c = g.scalar(2.0, DType::F32);
+    let y = g.mul(x, w);
+    g.set_outputs(vec![y, x, w, c, y]);
+    let mut exe = CpuExecutable::compile(&g, &CpuOptions::default()).unwrap();
+    let xt = Tensor::from_vec((0..64).map(|i| i as f32).collect(), &[64]).unwrap();
+    let wt = Tensor::from_vec(vec![0.5f32; 64], &[64]).unwrap();
+    let want = exe.run(&[&xt], &[&wt]).unwrap();
+    let mut outs = vec![Tensor::scalar(1i32)];
+    exe.run_into(&[&xt], &[&wt], &mut outs).unwrap();
+    assert_eq!(outs, want);
+    exe.run_into(&[&xt], &[&wt], &mut outs).unwrap();
+    let before = ALLOCS.load(Ordering::Relaxed);
+    exe.run_into(&[&xt], &[&wt], &mut outs).unwrap();
+    assert_eq!(ALLOCS.load(Ordering::Relaxed) - before, 0, "allocations in a warm run_into");
+    assert_eq!(outs, want);
 }

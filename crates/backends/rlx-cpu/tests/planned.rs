@@ -64,6 +64,12 @@ fn run(g: &Graph, plan: &LirOptions, feeds: &[Tensor]) -> Vec<Tensor> {
     let first = exe.run(&[&feeds[0], &feeds[1]], &[&feeds[2]]).unwrap();
     let again = exe.run(&[&feeds[0], &feeds[1]], &[&feeds[2]]).unwrap();
     assert_eq!(first, again, "a second run differs: state leaked between runs");
+    // `run_into` with one reused vector: buffers swapped back and forth, same values each time.
+    let mut outs = vec![];
+    for k in 0..3 {
+        exe.run_into(&[&feeds[0], &feeds[1]], &[&feeds[2]], &mut outs).unwrap();
+        assert_eq!(outs, first, "run_into call {k} differs from run");
+    }
     first
 }
 

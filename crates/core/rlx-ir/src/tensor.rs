@@ -346,6 +346,40 @@ impl Tensor {
         self.shape.clear();
         self.shape.extend_from_slice(dims);
     }
+    /// Whether [`Tensor::set_dims`] to any dims of rank ≤ `rank` and at most `numel` elements
+    /// of `dtype` would reuse this tensor's storage (no allocation).
+    pub fn can_hold(&self, dtype: DType, numel: usize, rank: usize) -> bool {
+        let cap = match &self.data {
+            Data::F32(v) => v.capacity(),
+            Data::F64(v) => v.capacity(),
+            Data::F16(v) => v.capacity(),
+            Data::BF16(v) => v.capacity(),
+            Data::I8(v) => v.capacity(),
+            Data::I16(v) => v.capacity(),
+            Data::I32(v) => v.capacity(),
+            Data::I64(v) => v.capacity(),
+            Data::U8(v) => v.capacity(),
+            Data::U32(v) => v.capacity(),
+            Data::Bool(v) => v.capacity(),
+        };
+        self.dtype() == dtype && cap >= numel && self.shape.capacity() >= rank
+    }
+    /// Make this tensor equal to `src`, reusing its storage when the dtype matches and the
+    /// capacity suffices (as `Vec::clone_from`): no allocation in a loop that copies tensors
+    /// of the same type over and over.
+    pub fn copy_from(&mut self, src: &Tensor) {
+        if self.dtype() != src.dtype() {
+            *self = src.clone();
+            return;
+        }
+        with_dtype!(self.dtype(), T, {
+            let v = vec_mut::<T>(&mut self.data).expect("dtype checked");
+            v.clear();
+            v.extend_from_slice(T::slice(&src.data).expect("dtype checked"));
+        });
+        self.shape.clear();
+        self.shape.extend_from_slice(&src.shape);
+    }
     /// Dims.
     pub fn shape(&self) -> &[usize] {
         &self.shape

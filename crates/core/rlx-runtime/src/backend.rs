@@ -39,6 +39,14 @@ pub trait Backend: Send + Sync {
 pub trait Executable: Send {
     /// Run with inputs and params in the graph's declaration order.
     fn run(&mut self, inputs: &[&Tensor], params: &[&Tensor]) -> Result<Vec<Tensor>>;
+    /// [`Executable::run`] into caller-owned tensors that are reused from run to run (resized
+    /// to one per output). A backend that plans memory hands its output buffers over without a
+    /// copy and takes the caller's previous tensors back as buffers (see
+    /// `rlx_cpu::CpuExecutable::run_into`); the default copies `run`'s result.
+    fn run_into(&mut self, inputs: &[&Tensor], params: &[&Tensor], outputs: &mut Vec<Tensor>) -> Result<()> {
+        *outputs = self.run(inputs, params)?;
+        Ok(())
+    }
     /// The kernel of each step.
     fn steps(&self) -> Vec<StepInfo>;
     /// The memory plan (schedule, buffers, per-step kernels), when the backend plans one.

@@ -120,6 +120,30 @@ impl CompiledGraph {
     /// inputs). A param given here is cloned into the graph, as `set_param_tensor`.
     /// Errors: unknown name, dtype or dims mismatch, a missing input or param.
     pub fn run_refs(&mut self, feeds: &[(&str, &Tensor)]) -> Result<Vec<Tensor>> {
+        let (exe, ins, params) = self.prepare(feeds)?;
+        exe.run(&ins, &params)
+    }
+
+    /// [`CompiledGraph::run_refs`] writing into `outputs`, a vector the caller keeps and passes
+    /// again on every run (training steps, decode loops): on return it holds one tensor per
+    /// output. On the CPU backend, outputs are handed over from the memory plan without a copy
+    /// and the caller's previous tensors become the plan's buffers again, so a warm call with
+    /// the same vector allocates and copies nothing for them (see `rlx_cpu::CpuExecutable::
+    /// run_into`; a second output in the same buffer, or an input or param passed through, is
+    /// copied into the caller's tensor). The previous contents of `outputs` are consumed.
+    /// Errors: as `run_refs`.
+    pub fn run_into(&mut self, feeds: &[(&str, &Tensor)], outputs: &mut Vec<Tensor>) -> Result<()> {
+        let (exe, ins, params) = self.prepare(feeds)?;
+        exe.run_into(&ins, &params, outputs)
+    }
+
+    /// Resolve feeds by name, store any params given, build the specialization for the input
+    /// dims if needed, and return it with inputs and params in declaration order.
+    #[allow(clippy::type_complexity)]
+    fn prepare<'a>(
+        &'a mut self,
+        feeds: &[(&str, &'a Tensor)],
+    ) -> Result<(&'a mut Box<dyn Executable>, Vec<&'a Tensor>, Vec<&'a Tensor>)> {
         let n_in = self.graph.inputs().len();
         let mut inputs: Vec<Option<&Tensor>> = vec![None; n_in];
         for (pos, &(name, t)) in feeds.iter().enumerate() {
@@ -153,7 +177,7 @@ impl CompiledGraph {
             params.push(p.as_ref().ok_or_else(|| Error::MissingParam(name.to_string()))?);
         }
         let exe = self.cache.get_mut(&dims).expect("built above");
-        exe.run(&ins, &params)
+        Ok((exe, ins, params))
     }
 
     /// What the compiler passes did for the most recently compiled specialization (pass by

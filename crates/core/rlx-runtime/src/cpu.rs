@@ -41,6 +41,9 @@ impl Executable for CpuExe {
     fn run(&mut self, inputs: &[&Tensor], params: &[&Tensor]) -> Result<Vec<Tensor>> {
         self.0.run(inputs, params).map_err(err)
     }
+    fn run_into(&mut self, inputs: &[&Tensor], params: &[&Tensor], outputs: &mut Vec<Tensor>) -> Result<()> {
+        self.0.run_into(inputs, params, outputs).map_err(err)
+    }
     fn lir(&self) -> Option<&rlx_compile::lir::LirModule> {
         Some(self.0.lir())
     }

@@ -7,6 +7,7 @@
 //! rlx run MODEL.onnx --input NAME=FILE.npy ... [--output OUT.npz] [--json]
 //! rlx check GRAPH.json [--json] static checks: shapes, dispatch, fusion hints, provable NaN
 //! rlx compile GRAPH.json [--dump] [--json]  pass summary (IR after each pass) and memory plan
+//! rlx embed --model DIR|F.onnx [--tokenizer T] SENTENCE...  sentence embeddings (mean pool + L2)
 //! rlx generate [--model F] --prompt T [--chat] [--max-tokens N] ...   stream generated text
 //! ```
 //!
@@ -20,6 +21,7 @@
 mod check;
 mod compile;
 mod convert;
+mod embed;
 mod generate;
 mod inspect;
 mod run;
@@ -127,6 +129,23 @@ enum Command {
         #[arg(long)]
         ignore_eos: bool,
     },
+    /// Sentence embeddings from a BERT-style encoder (a Hugging Face directory with
+    /// config.json + model.safetensors, or an .onnx file): tokenize, encode, mean-pool over
+    /// the attention mask, L2-normalize. One line of values per sentence.
+    Embed {
+        /// BERT directory (config.json + model.safetensors) or .onnx encoder
+        #[arg(long)]
+        model: PathBuf,
+        /// tokenizer.json (default: the one next to the model)
+        #[arg(long)]
+        tokenizer: Option<PathBuf>,
+        /// Worker threads (default: all cores)
+        #[arg(long)]
+        threads: Option<usize>,
+        /// The sentences
+        #[arg(required = true)]
+        sentences: Vec<String>,
+    },
 }
 
 fn write_stdout(text: &str) -> std::io::Result<()> {
@@ -179,6 +198,15 @@ fn main() -> ExitCode {
         ),
         Command::Run { model, inputs, output } => {
             (model.clone(), run::run(model, inputs, output.as_ref(), cli.json).map_err(|e| inspect::InspectError(e.0)))
+        }
+        Command::Embed { model, tokenizer, threads, sentences } => {
+            let a = embed::EmbedArgs {
+                model: model.clone(),
+                tokenizer: tokenizer.clone(),
+                sentences: sentences.clone(),
+                threads: *threads,
+            };
+            (model.clone(), embed::embed(&a, cli.json).map_err(|e| inspect::InspectError(e.0)))
         }
         Command::Check { file } => match check::check(file) {
             Ok(r) => {

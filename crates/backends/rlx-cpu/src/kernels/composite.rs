@@ -2,6 +2,9 @@
 //! (f32, normalizing over the trailing axes), plus the slow fallback that evaluates a
 //! composite's body for every other shape or dtype.
 //!
+//! With AVX-512 the rows run the kernels of [`super::norm_avx512`] (online softmax: one
+//! statistics pass and one write pass per row, non-temporal stores for outputs of
+//! [`STREAM_MIN_BYTES`] or more); the portable versions below are the fallback.
 //! Each row (the normalized trailing axes) is processed in cache: a first pass reads it from
 //! memory, later passes re-read it from L1/L2, so memory sees one read and one write.
 //! - `softmax`: max pass; `e = exp(x - max)` stored into the output while summing (f64); scale
@@ -19,10 +22,15 @@
 //! Results match the decomposition within f32 rounding (`exp` is [`super::simd::exp_f32`]).
 
 use super::reduce::max_row;
-use super::simd::{PAR_THRESHOLD, dispatch, exp_f32, threads};
+use super::simd::{PAR_THRESHOLD, dispatch, exp_f32, has_avx512, threads};
 use rayon::prelude::*;
 use rlx_ir::ops::Composite;
 use rlx_ir::{Attr, DType, IrError, Tensor};
+
+/// Output bytes from which the AVX-512 kernels write with non-temporal stores (the result
+/// cannot stay in L2 and the bulk of L3 is shared: skipping the read-for-ownership of the
+/// destination saves a third of the memory traffic).
+pub const STREAM_MIN_BYTES: usize = 16 << 20;
 
 /// Composite names with a native kernel here.
 pub const NATIVE: &[&str] = &["softmax", "log_softmax", "layer_norm", "rms_norm"];
@@ -124,14 +132,35 @@ pub fn run(k: &NormKernel, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrEr
     let beta = ins.get(2).map(|t| t.as_slice::<f32>().ok_or_else(err)).transpose()?;
     let y = out.as_mut_slice::<f32>().ok_or_else(err)?;
     let len = k.len;
-    if x.len() != k.rows * len || y.len() != x.len() || gamma.is_some_and(|g| g.len() != len) {
+    if x.len() != k.rows * len
+        || y.len() != x.len()
+        || gamma.is_some_and(|g| g.len() != len)
+        || beta.is_some_and(|b| b.len() != len)
+    {
         return Err(err());
     }
     if y.is_empty() {
         return Ok(());
     }
+    let avx512 = has_avx512();
+    let stream = y.len() * 4 >= STREAM_MIN_BYTES;
     let row = |(i, yr): (usize, &mut [f32])| {
         let xr = &x[i * len..(i + 1) * len];
+        #[cfg(target_arch = "x86_64")]
+        if avx512 {
+            use super::norm_avx512 as v;
+            // SAFETY: AVX-512 is present (checked); gamma / beta have `len` elements (checked).
+            unsafe {
+                match k.op {
+                    NormOp::Softmax => v::softmax_row(xr, yr, false, stream),
+                    NormOp::LogSoftmax => v::softmax_row(xr, yr, true, stream),
+                    NormOp::LayerNorm { eps } => v::layer_norm_row(xr, yr, eps, gamma, beta, stream),
+                    NormOp::RmsNorm { eps } => v::rms_norm_row(xr, yr, eps, gamma, stream),
+                }
+            }
+            return;
+        }
+        let _ = (avx512, stream);
         match k.op {
             NormOp::Softmax => dispatch(
                 #[inline(always)]

@@ -13,6 +13,8 @@ pub mod elementwise;
 pub mod fused;
 pub mod gemv;
 pub mod movement;
+#[cfg(target_arch = "x86_64")]
+mod norm_avx512;
 pub mod qmatmul;
 pub mod reduce;
 pub mod simd;

@@ -1,0 +1,385 @@
+//! AVX-512 row kernels for the native `softmax`, `log_softmax`, `layer_norm` and `rms_norm`
+//! composites (the portable versions are in [`super::composite`]; callers check
+//! [`super::simd::has_avx512`] first).
+//!
+//! Each row is read from memory once and written once:
+//! - a statistics pass: softmax keeps a running max and a sum rescaled whenever the max
+//!   grows (online softmax: `s ← s·exp(m - m') + Σ exp(x - m')`, four 16-lane accumulators
+//!   sharing one max, the rescale skipped when no lane's max moved); the norms sum `x - x₀` and
+//!   `(x - x₀)²` (shifted by the row's first element, so no `E[x²] - E[x]²` cancellation for
+//!   rows far from zero) or `x²` in f32 lanes over blocks of 1024 elements, the blocks added
+//!   in f64;
+//! - a write pass that re-reads the row (from L1/L2) and writes the result, with non-temporal
+//!   stores when `stream` is set (outputs far larger than the caches: no read-for-ownership of
+//!   the destination, so memory sees one read and one write per element).
+//!
+//! `exp` is [`exp512`], the vector form of [`super::simd::exp_f32`] (same range reduction and
+//! polynomial; the `2ⁿ` scale by `vscalefps`, which gets subnormals and overflow right).
+//! Special values follow the decomposition: a NaN in a row gives a NaN row, `+inf` gives NaN
+//! (`inf - inf`), a row of all `-inf` gives NaN for softmax, `-inf` entries with a finite
+//! max get weight 0.
+
+#![cfg(target_arch = "x86_64")]
+
+use std::arch::x86_64::*;
+
+const LANES: usize = 16;
+/// Elements per f32 accumulation block of the norms (then added in f64).
+const BLOCK: usize = 1024;
+
+/// `exp(x)` on 16 lanes (Cephes `expf`, about 1 ulp). `exp(-inf) = 0`, `exp(NaN) = NaN`.
+#[inline(always)]
+unsafe fn exp512(x: __m512) -> __m512 {
+    unsafe {
+        // max/min return their second operand when one is NaN: NaN passes through.
+        let xc = _mm512_min_ps(_mm512_set1_ps(88.8), _mm512_max_ps(_mm512_set1_ps(-104.0), x));
+        let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm512_mul_ps(
+            xc,
+            _mm512_set1_ps(std::f32::consts::LOG2_E),
+        ));
+        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693_359_4), xc);
+        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.121_944_4e-4), r);
+        let z = _mm512_mul_ps(r, r);
+        let mut p = _mm512_set1_ps(1.987_569_1e-4);
+        for c in [1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 0.5] {
+            p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
+        }
+        let e = _mm512_add_ps(_mm512_fmadd_ps(p, z, r), _mm512_set1_ps(1.0));
+        _mm512_scalef_ps(e, n)
+    }
+}
+
+/// Mask of the first `k` (< 16) lanes.
+#[inline(always)]
+fn tail_mask(k: usize) -> __mmask16 {
+    ((1u32 << k) - 1) as __mmask16
+}
+
+/// Write `f(i, mask)` (the result for elements `i..i + 16` under `mask`) to every element of
+/// `y`: aligned non-temporal stores in the middle when `stream`, masked stores at the edges.
+#[inline(always)]
+unsafe fn write_row(y: &mut [f32], stream: bool, mut f: impl FnMut(usize, __mmask16) -> __m512) {
+    let n = y.len();
+    let p = y.as_mut_ptr();
+    let mut i = 0;
+    unsafe {
+        if stream {
+            // Peel up to the first 64-byte boundary (f32 storage is 4-byte aligned).
+            let head = ((64 - (p as usize % 64)) % 64 / 4).min(n);
+            if head > 0 {
+                let m = tail_mask(head);
+                _mm512_mask_storeu_ps(p, m, f(0, m));
+                i = head;
+            }
+            while i + LANES <= n {
+                _mm512_stream_ps(p.add(i), f(i, !0));
+                i += LANES;
+            }
+        } else {
+            while i + LANES <= n {
+                _mm512_storeu_ps(p.add(i), f(i, !0));
+                i += LANES;
+            }
+        }
+        if i < n {
+            let m = tail_mask(n - i);
+            _mm512_mask_storeu_ps(p.add(i), m, f(i, m));
+        }
+        if stream {
+            // Non-temporal stores are weakly ordered: fence before another thread reads `y`.
+            _mm_sfence();
+        }
+    }
+}
+
+/// Load 16 lanes at `x[i..]` under `mask`, `fill` elsewhere.
+#[inline(always)]
+unsafe fn load(x: &[f32], i: usize, mask: __mmask16, fill: f32) -> __m512 {
+    unsafe {
+        if mask == !0 {
+            _mm512_loadu_ps(x.as_ptr().add(i))
+        } else {
+            _mm512_mask_loadu_ps(_mm512_set1_ps(fill), mask, x.as_ptr().add(i))
+        }
+    }
+}
+
+/// Online max and sum of `exp(x - max)` over a row: `(max, sum)`.
+#[inline(always)]
+unsafe fn max_sum_exp(x: &[f32]) -> (f32, f32) {
+    unsafe {
+        let n = x.len();
+        let p = x.as_ptr();
+        let mut m = _mm512_set1_ps(f32::MIN);
+        let mut s = [_mm512_setzero_ps(); 4];
+        let mut i = 0;
+        while i + 4 * LANES <= n {
+            let v = [0, 1, 2, 3].map(|k| _mm512_loadu_ps(p.add(i + k * LANES)));
+            let mx = _mm512_max_ps(_mm512_max_ps(v[0], v[1]), _mm512_max_ps(v[2], v[3]));
+            let mn = _mm512_max_ps(m, mx);
+            if _mm512_cmp_ps_mask::<_CMP_NEQ_UQ>(mn, m) != 0 {
+                let r = exp512(_mm512_sub_ps(m, mn));
+                s = s.map(|a| _mm512_mul_ps(a, r));
+                m = mn;
+            }
+            for k in 0..4 {
+                s[k] = _mm512_add_ps(s[k], exp512(_mm512_sub_ps(v[k], m)));
+            }
+            i += 4 * LANES;
+        }
+        while i < n {
+            let mask = if i + LANES <= n { !0 } else { tail_mask(n - i) };
+            let v = load(x, i, mask, f32::NEG_INFINITY);
+            let mn = _mm512_max_ps(m, v);
+            if _mm512_cmp_ps_mask::<_CMP_NEQ_UQ>(mn, m) != 0 {
+                let r = exp512(_mm512_sub_ps(m, mn));
+                s = s.map(|a| _mm512_mul_ps(a, r));
+                m = mn;
+            }
+            s[0] = _mm512_add_ps(s[0], exp512(_mm512_sub_ps(v, m)));
+            i += LANES;
+        }
+        let mut lanes_m = [0f32; LANES];
+        _mm512_storeu_ps(lanes_m.as_mut_ptr(), m);
+        let big = lanes_m.iter().fold(f32::MIN, |a, &b| if b.is_nan() || a.is_nan() { f32::NAN } else { a.max(b) });
+        let tot = _mm512_add_ps(_mm512_add_ps(s[0], s[1]), _mm512_add_ps(s[2], s[3]));
+        let scaled = _mm512_mul_ps(tot, exp512(_mm512_sub_ps(m, _mm512_set1_ps(big))));
+        let mut lanes_s = [0f32; LANES];
+        _mm512_storeu_ps(lanes_s.as_mut_ptr(), scaled);
+        (big, lanes_s.iter().map(|&v| v as f64).sum::<f64>() as f32)
+    }
+}
+
+/// Longest row that softmax runs through an on-stack scratch row (16 KiB, stays in L1).
+const SCRATCH: usize = 4096;
+
+/// Softmax of a row of at most [`SCRATCH`] elements with one `exp` per element: a max pass
+/// (reads the row from memory), `exp(x - max)` into an L1 scratch row while summing, then the
+/// scaled write. Cheaper than the online form (which needs a second `exp` per element in its
+/// write pass) whenever the row fits in L1.
+#[inline(always)]
+unsafe fn softmax_scratch(x: &[f32], y: &mut [f32], stream: bool) {
+    unsafe {
+        let n = x.len();
+        let mut e = std::mem::MaybeUninit::<[f32; SCRATCH]>::uninit();
+        let ep = e.as_mut_ptr() as *mut f32;
+        let mut m = [_mm512_set1_ps(f32::NEG_INFINITY); 4];
+        let mut i = 0;
+        while i + 4 * LANES <= n {
+            for (k, mk) in m.iter_mut().enumerate() {
+                *mk = _mm512_max_ps(*mk, _mm512_loadu_ps(x.as_ptr().add(i + k * LANES)));
+            }
+            i += 4 * LANES;
+        }
+        while i < n {
+            let mask = if i + LANES <= n { !0 } else { tail_mask(n - i) };
+            m[0] = _mm512_max_ps(m[0], load(x, i, mask, f32::NEG_INFINITY));
+            i += LANES;
+        }
+        let big = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m[0], m[1]), _mm512_max_ps(m[2], m[3])));
+        let mv = _mm512_set1_ps(big);
+        let mut s = [_mm512_setzero_ps(); 4];
+        let mut i = 0;
+        while i + 4 * LANES <= n {
+            for (k, sk) in s.iter_mut().enumerate() {
+                let v = exp512(_mm512_sub_ps(_mm512_loadu_ps(x.as_ptr().add(i + k * LANES)), mv));
+                _mm512_storeu_ps(ep.add(i + k * LANES), v);
+                *sk = _mm512_add_ps(*sk, v);
+            }
+            i += 4 * LANES;
+        }
+        while i < n {
+            let mask = if i + LANES <= n { !0 } else { tail_mask(n - i) };
+            let v = exp512(_mm512_sub_ps(load(x, i, mask, f32::NEG_INFINITY), mv));
+            // Masked-off lanes are exp(-inf - max) = 0 (or NaN when the max is -inf, and then
+            // the row is NaN anyway).
+            let v = _mm512_maskz_mov_ps(mask, v);
+            _mm512_mask_storeu_ps(ep.add(i), mask, v);
+            s[0] = _mm512_add_ps(s[0], v);
+            i += LANES;
+        }
+        let tot = hsum_f64(_mm512_add_ps(_mm512_add_ps(s[0], s[1]), _mm512_add_ps(s[2], s[3])));
+        let r = _mm512_set1_ps((1.0 / tot) as f32);
+        let e = std::slice::from_raw_parts(ep, n);
+        write_row(y, stream, |i, mask| _mm512_mul_ps(load(e, i, mask, 0.0), r));
+    }
+}
+
+/// Softmax (or log-softmax when `log`) of one row.
+///
+/// # Safety
+/// The CPU must support AVX-512F/VL/BW and FMA.
+#[target_feature(enable = "avx512f,avx512vl,avx512bw,fma")]
+pub(crate) unsafe fn softmax_row(x: &[f32], y: &mut [f32], log: bool, stream: bool) {
+    unsafe {
+        if !log && x.len() <= SCRATCH {
+            return softmax_scratch(x, y, stream);
+        }
+        let (m, s) = max_sum_exp(x);
+        let mv = _mm512_set1_ps(m);
+        if log {
+            let lse = _mm512_set1_ps((s as f64).ln() as f32);
+            write_row(y, stream, |i, mask| _mm512_sub_ps(_mm512_sub_ps(load(x, i, mask, 0.0), mv), lse));
+        } else {
+            let r = _mm512_set1_ps((1.0 / s as f64) as f32);
+            write_row(y, stream, |i, mask| _mm512_mul_ps(exp512(_mm512_sub_ps(load(x, i, mask, 0.0), mv)), r));
+        }
+    }
+}
+
+/// Horizontal f64 sum of 16 f32 lanes.
+#[inline(always)]
+unsafe fn hsum_f64(v: __m512) -> f64 {
+    unsafe {
+        let lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+        let hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v))));
+        _mm512_reduce_add_pd(_mm512_add_pd(lo, hi))
+    }
+}
+
+/// `(Σ (x - shift), Σ (x - shift)²)` over a row, f32 lanes within blocks, f64 across blocks.
+#[inline(always)]
+unsafe fn shifted_sums(x: &[f32], shift: f32, want_linear: bool) -> (f64, f64) {
+    unsafe {
+        let k = _mm512_set1_ps(shift);
+        let (mut s1, mut s2) = (0f64, 0f64);
+        for (bi, xb) in x.chunks(BLOCK).enumerate() {
+            let base = bi * BLOCK;
+            let mut a1 = [_mm512_setzero_ps(); 2];
+            let mut a2 = [_mm512_setzero_ps(); 2];
+            let mut i = 0;
+            while i < xb.len() {
+                let mask = if i + LANES <= xb.len() { !0 } else { tail_mask(xb.len() - i) };
+                // Masked-off lanes load `shift`: they add 0 to both sums.
+                let d = _mm512_sub_ps(load(x, base + i, mask, shift), k);
+                let j = (i / LANES) & 1;
+                a1[j] = _mm512_add_ps(a1[j], d);
+                a2[j] = _mm512_fmadd_ps(d, d, a2[j]);
+                i += LANES;
+            }
+            if want_linear {
+                s1 += hsum_f64(_mm512_add_ps(a1[0], a1[1]));
+            }
+            s2 += hsum_f64(_mm512_add_ps(a2[0], a2[1]));
+        }
+        (s1, s2)
+    }
+}
+
+/// Layer norm of one row: `(x - mean) / sqrt(var + eps) · gamma + beta` (biased variance).
+///
+/// # Safety
+/// The CPU must support AVX-512F/VL/BW and FMA; `gamma` / `beta` have the row's length.
+#[target_feature(enable = "avx512f,avx512vl,avx512bw,fma")]
+pub(crate) unsafe fn layer_norm_row(
+    x: &[f32],
+    y: &mut [f32],
+    eps: f64,
+    gamma: Option<&[f32]>,
+    beta: Option<&[f32]>,
+    stream: bool,
+) {
+    unsafe {
+        let n = x.len() as f64;
+        let shift = x[0];
+        let (s1, s2) = shifted_sums(x, shift, true);
+        let dm = s1 / n;
+        let var = (s2 / n - dm * dm).max(0.0);
+        let mean = _mm512_set1_ps((shift as f64 + dm) as f32);
+        let rstd = _mm512_set1_ps((1.0 / (var + eps).sqrt()) as f32);
+        let norm = |i: usize, mask: __mmask16| _mm512_mul_ps(_mm512_sub_ps(load(x, i, mask, 0.0), mean), rstd);
+        match (gamma, beta) {
+            (Some(g), Some(b)) => {
+                write_row(y, stream, |i, m| _mm512_fmadd_ps(norm(i, m), load(g, i, m, 0.0), load(b, i, m, 0.0)))
+            }
+            (Some(g), None) => write_row(y, stream, |i, m| _mm512_mul_ps(norm(i, m), load(g, i, m, 0.0))),
+            (None, Some(b)) => write_row(y, stream, |i, m| _mm512_add_ps(norm(i, m), load(b, i, m, 0.0))),
+            (None, None) => write_row(y, stream, norm),
+        }
+    }
+}
+
+/// RMS norm of one row: `x / sqrt(mean(x²) + eps) · gamma`.
+///
+/// # Safety
+/// The CPU must support AVX-512F/VL/BW and FMA; `gamma` has the row's length.
+#[target_feature(enable = "avx512f,avx512vl,avx512bw,fma")]
+pub(crate) unsafe fn rms_norm_row(x: &[f32], y: &mut [f32], eps: f64, gamma: Option<&[f32]>, stream: bool) {
+    unsafe {
+        let (_, s2) = shifted_sums(x, 0.0, false);
+        let r = _mm512_set1_ps((1.0 / (s2 / x.len() as f64 + eps).sqrt()) as f32);
+        match gamma {
+            Some(g) => {
+                write_row(y, stream, |i, m| _mm512_mul_ps(_mm512_mul_ps(load(x, i, m, 0.0), r), load(g, i, m, 0.0)))
+            }
+            None => write_row(y, stream, |i, m| _mm512_mul_ps(load(x, i, m, 0.0), r)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exp512_matches_exp_f32() {
+        if !super::super::simd::has_avx512() {
+            eprintln!("SKIP exp512: no AVX-512 on this CPU");
+            return;
+        }
+        let xs: Vec<f32> = (0..4096).map(|i| -110.0 + i as f32 * 0.049).chain([f32::NEG_INFINITY, f32::NAN]).collect();
+        for c in xs.chunks(16) {
+            let mut o = [0f32; 16];
+            #[target_feature(enable = "avx512f,avx512vl,avx512bw,fma")]
+            unsafe fn one(c: &[f32], o: &mut [f32; 16]) {
+                let mask = if c.len() == LANES { !0 } else { tail_mask(c.len()) };
+                unsafe { _mm512_storeu_ps(o.as_mut_ptr(), exp512(load(c, 0, mask, 0.0))) }
+            }
+            // SAFETY: AVX-512 checked above.
+            unsafe { one(c, &mut o) };
+            for (&x, &got) in c.iter().zip(&o) {
+                let want = (x as f64).exp();
+                if x.is_nan() {
+                    assert!(got.is_nan());
+                } else if want > 1e-37 && want < 3e38 {
+                    assert!(((got as f64 - want) / want).abs() < 3e-7, "exp({x}) = {got}, want {want}");
+                } else if want <= 1e-37 {
+                    assert!((got as f64 - want).abs() < 1e-44, "exp({x}) = {got}, want {want}");
+                }
+            }
+        }
+    }
+
+    /// Non-temporal writes (any alignment of the output, any length) give the same bits as
+    /// ordinary stores.
+    #[test]
+    fn streamed_rows_match() {
+        if !super::super::simd::has_avx512() {
+            eprintln!("SKIP streamed_rows_match: no AVX-512 on this CPU");
+            return;
+        }
+        for n in [1usize, 5, 16, 17, 64, 100, 1030, 2100] {
+            let x: Vec<f32> = (0..n).map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.07).collect();
+            let g: Vec<f32> = (0..n).map(|i| 0.5 + (i % 7) as f32 * 0.1).collect();
+            for off in 0..4 {
+                let mut a = vec![0f32; n + off];
+                let mut b = vec![0f32; n + off];
+                // SAFETY: AVX-512 checked above; gamma / beta have the row's length.
+                unsafe {
+                    softmax_row(&x, &mut a[off..], false, false);
+                    softmax_row(&x, &mut b[off..], false, true);
+                    assert_eq!(a, b, "softmax n={n} off={off}");
+                    softmax_row(&x, &mut a[off..], true, false);
+                    softmax_row(&x, &mut b[off..], true, true);
+                    assert_eq!(a, b, "log_softmax n={n} off={off}");
+                    layer_norm_row(&x, &mut a[off..], 1e-5, Some(&g), Some(&g), false);
+                    layer_norm_row(&x, &mut b[off..], 1e-5, Some(&g), Some(&g), true);
+                    assert_eq!(a, b, "layer_norm n={n} off={off}");
+                    rms_norm_row(&x, &mut a[off..], 1e-6, Some(&g), false);
+                    rms_norm_row(&x, &mut b[off..], 1e-6, Some(&g), true);
+                    assert_eq!(a, b, "rms_norm n={n} off={off}");
+                }
+            }
+        }
+    }
+}
