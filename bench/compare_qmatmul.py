@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """RLX `dequant_matmul` vs llama.cpp's CPU quantized matmul, same machine, same run.
 
-Workloads: decode 1x4096 . 4096x4096 and prefill 64x4096 . 4096x4096 for Q4_0, Q8_0, Q4_K,
-Q4_1 weights. RLX runs in both modes (exact = default, fast = quantized activations, see
+Workloads: decode 1x4096 . 4096x4096 and prefill 64x4096 . 4096x4096 for Q4_0, Q8_0, Q4_1,
+Q4_K, Q5_K and Q6_K weights. RLX runs in both modes (exact = default, fast = quantized activations, see
 crates/backends/rlx-cpu/src/kernels/qmatmul/), through
 crates/backends/rlx-cpu/examples/qmatmul_bench.rs (release build). The peer is
 bench/ggml_qmatmul_bench.c, compiled here against a local llama.cpp build (libggml*,
@@ -17,7 +17,7 @@ weight bytes / time; this machine's DRAM streams 14-19 GB/s on one core, see
 /work/shared/notes/perf-anchors.md), and one `RATIO <workload> <x>` line per workload with
 x = llama.cpp time / RLX time (> 1: RLX faster). Never run in CI.
 
-    python3 bench/compare_qmatmul.py [--rounds 3] [--types Q4_0,Q8_0,Q4_K,Q4_1]
+    python3 bench/compare_qmatmul.py [--rounds 3] [--types Q4_0,Q8_0,Q4_1,Q4_K,Q5_K,Q6_K]
         [--llama-build /work/llama-build] [--llama-src ~/.cache/rlx/llama-cpp-src/vendor/llama.cpp]
 """
 import argparse
@@ -47,7 +47,7 @@ def results(text):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--types", default="Q4_0,Q8_0,Q4_K,Q4_1")
+    ap.add_argument("--types", default="Q4_0,Q8_0,Q4_1,Q4_K,Q5_K,Q6_K")
     ap.add_argument("--llama-build", default="/work/llama-build")
     ap.add_argument("--llama-src", default=os.path.expanduser("~/.cache/rlx/llama-cpp-src/vendor/llama.cpp"))
     a = ap.parse_args()

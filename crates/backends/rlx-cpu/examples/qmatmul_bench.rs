@@ -4,7 +4,7 @@
 //!
 //! `cargo run --release -p rlx-cpu --example qmatmul_bench -- [THREADS] [MIN_REPS] [TYPES] [MS] [MODES]`
 //!
-//! Defaults: rayon's threads, 10 reps, `Q4_0,Q8_0,Q4_K,Q4_1`, `1,64`, `exact,fast`
+//! Defaults: rayon's threads, 10 reps, `Q4_0,Q8_0,Q4_1,Q4_K,Q5_K,Q6_K`, `1,64`, `exact,fast`
 //! (`fast` = `CpuOptions::quantized_activations`). K = N = 4096 (`RLX_QMM_K`/`RLX_QMM_N` are not
 //! read: the shapes are the issue's). One warm-up run, then at least MIN_REPS runs and 1 s per
 //! case. One line per case:
@@ -21,7 +21,7 @@ fn main() {
     let threads = arg(0).map(|s| s.parse::<usize>().expect("THREADS"));
     let min_reps = arg(1).map_or(10, |s| s.parse().expect("MIN_REPS"));
     let types: Vec<GgmlType> = arg(2)
-        .map_or("Q4_0,Q8_0,Q4_K,Q4_1", |s| s.as_str())
+        .map_or("Q4_0,Q8_0,Q4_1,Q4_K,Q5_K,Q6_K", |s| s.as_str())
         .split(',')
         .map(|t| GgmlType::from_name(t).unwrap_or_else(|| panic!("unknown type {t}")))
         .collect();

@@ -93,6 +93,29 @@ fn shared_values_middle_outputs_and_reductions() {
 }
 
 #[test]
+fn repeated_intermediate_operand_frees_its_register_once() {
+    // `t·t` with `t` a register: freeing `t` twice gave the next two values one register (an
+    // Adam update's `v` came out wrong in the in-graph optimizer of rlx-optim).
+    let mut g = Graph::new("square_of_intermediate");
+    let (x, s) = (g.input("x", f32s(&[4, 6])), g.input("s", f32s(&[])));
+    let v = g.input("v", f32s(&[4, 6]));
+    let t = g.mul(x, s);
+    let t2 = g.mul(t, t);
+    let (b, ob) = (g.scalar(0.999, DType::F32), g.scalar(1e-3, DType::F32));
+    let bv = g.mul(b, v);
+    let o = g.mul(ob, t2);
+    let v2 = g.add(bv, o);
+    g.set_outputs(vec![v2]);
+    let feeds = [
+        ("x", rand_tensor(&[4, 6], DType::F32, 1, -2.0, 2.0)),
+        ("s", rand_tensor(&[], DType::F32, 2, 0.5, 1.5)),
+        ("v", rand_tensor(&[4, 6], DType::F32, 3, 0.0, 1.0)),
+    ];
+    let k = fused_check(&g, &feeds, "t*t");
+    assert_eq!(k, ["fused_elementwise_f32"]);
+}
+
+#[test]
 fn bool_values_strided_broadcasts_and_broadcast_in_dim() {
     let mut g = Graph::new("t");
     let x = g.input("x", f32s(&[4, 3, 5]));

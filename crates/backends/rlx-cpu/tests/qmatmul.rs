@@ -16,8 +16,10 @@ const NATIVE: &[GgmlType] =
     &[GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K];
 /// Schemes run through `dequantize_into` (row by row, or tile by tile).
 const OTHERS: &[GgmlType] = &[GgmlType::Q5_0, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q8_K];
-/// Schemes with the integer (Q8_0-activation) fast path.
-const Q8_PATH: &[GgmlType] = &[GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1];
+/// Schemes with the integer fast path (Q8_0 activations for the legacy ones, Q8_K for the
+/// K-quants).
+const Q8_PATH: &[GgmlType] =
+    &[GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K];
 
 /// One product: `(kernel name, x, dequantized W [n, k], result)`.
 struct Case {
@@ -126,16 +128,20 @@ fn exact_mode_baseline_simd() {
     }
 }
 
-/// Fast mode: llama.cpp's result `dequant(W) · dequant(quantize_q8_0(x))` up to f32 rounding,
-/// and the f32 reference within the activation quantization error.
+/// Fast mode: llama.cpp's result `dequant(W) · dequant(quantize_q8(x))` up to f32 rounding (the
+/// math of `ggml_vec_dot_<w>_q8_0` / `_q8_K`: Q8_0 activations for the legacy schemes, Q8_K for
+/// the K-quants, both through `rlx_gguf`'s bit-exact reference quantizers and dequantizers), and
+/// the f32 reference within the activation quantization error.
 fn check_fast(ty: GgmlType, lead: &[usize], k: usize, n: usize, seed: u64, opts: &CpuOptions) -> String {
     let c = run_case(ty, lead, k, n, seed, opts);
     let m: usize = lead.iter().product();
     let what = format!("{} x{lead:?} k={k} n={n} {}", ty.name(), c.kernel);
     let eps = f32::EPSILON as f64;
+    let act = if ty.block_size() == 256 { GgmlType::Q8_K } else { GgmlType::Q8_0 };
+    let bq = act.block_size();
     for mi in 0..m {
         let xr = &c.x[mi * k..(mi + 1) * k];
-        let xq = dequantize(GgmlType::Q8_0, &quantize(GgmlType::Q8_0, xr).unwrap()).unwrap();
+        let xq = dequantize(act, &quantize(act, xr).unwrap()).unwrap();
         for j in 0..n {
             let wr = &c.wd[j * k..(j + 1) * k];
             let o = c.got[mi * n + j];
@@ -147,8 +153,8 @@ fn check_fast(ty: GgmlType, lead: &[usize], k: usize, n: usize, seed: u64, opts:
             // Activation quantization error: |x - xq| <= amax(block) / 254 per element.
             let qerr: f64 = (0..k)
                 .map(|i| {
-                    let b = i / 32 * 32;
-                    let amax = xr[b..b + 32].iter().fold(0f32, |a, v| a.max(v.abs())) as f64;
+                    let b = i / bq * bq;
+                    let amax = xr[b..b + bq].iter().fold(0f32, |a, v| a.max(v.abs())) as f64;
                     (wr[i] as f64).abs() * amax / 254.0 * (1.0 + 1e-3)
                 })
                 .sum();
@@ -160,8 +166,9 @@ fn check_fast(ty: GgmlType, lead: &[usize], k: usize, n: usize, seed: u64, opts:
 
 #[test]
 fn fast_mode_matches_llama_formula() {
+    // Odd row and activation-row counts exercise every tile remainder.
     let shapes: &[(&[usize], usize, usize)] =
-        &[(&[1], 256, 67), (&[7], 256, 45), (&[1, 7], 1024, 37), (&[7], 1024, 45), (&[1], 4096, 67)];
+        &[(&[1], 256, 67), (&[7], 256, 45), (&[1, 7], 1024, 37), (&[9], 1024, 45), (&[1], 4096, 67)];
     for simd in [SimdLevel::Native, SimdLevel::Baseline] {
         let opts = CpuOptions { threads: Some(2), quantized_activations: true, simd };
         let mut seed = 100;
@@ -182,7 +189,7 @@ fn fast_mode_matches_llama_formula() {
 #[test]
 fn fast_mode_falls_back_to_exact() {
     let opts = CpuOptions { threads: Some(2), quantized_activations: true, ..Default::default() };
-    for (i, &ty) in [GgmlType::Q5_0, GgmlType::Q2_K].iter().enumerate() {
+    for (i, &ty) in [GgmlType::Q5_0, GgmlType::Q2_K, GgmlType::Q3_K].iter().enumerate() {
         let kernel = check_exact(ty, &[1], 256, 33, 200 + i as u64, &opts);
         assert_eq!(kernel, "dequant_matmul_rowwise");
     }

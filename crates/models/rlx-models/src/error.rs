@@ -48,14 +48,18 @@ pub enum ModelError {
         /// Vocabulary size.
         vocab: usize,
     },
-    /// Batch rows of a step must all have the same number of tokens.
-    #[error("a batch of {batch} rows needs a multiple of {batch} tokens, got {got}")]
+    /// The tokens given do not match the cache's batch: a row-major `[B, n]` block needs a
+    /// multiple of `B` tokens (at least one row's worth), per-sequence input needs `B` lists.
+    #[error("a batch of {batch} sequences does not match the {got} token lists or tokens given")]
     Batch {
         /// Batch size of the cache.
         batch: usize,
         /// Tokens given.
         got: usize,
     },
+    /// An option value that is not one of the accepted ones.
+    #[error("invalid option: {0}")]
+    BadOption(String),
     /// Generation needs a prompt token and the model declares no BOS to start from.
     #[error("empty prompt and the model declares no BOS token to start from")]
     EmptyPrompt,

@@ -61,14 +61,15 @@ pub fn argmax(logits: &[f32]) -> u32 {
     best as u32
 }
 
-/// Runs generation on one model with its own KV cache (batch 1).
+/// Runs generation on one model with its own KV cache (of the model's
+/// [`LlamaModel::kv_dtype`]).
 pub struct Generator<'m> {
     model: &'m mut LlamaModel,
     cache: KvCache,
 }
 
 impl<'m> Generator<'m> {
-    /// A generator with an empty cache.
+    /// A generator with an empty cache (batch 1; [`Generator::generate_batch`] resizes it).
     pub fn new(model: &'m mut LlamaModel) -> Generator<'m> {
         let cache = model.new_cache(1);
         Generator { model, cache }
@@ -94,40 +95,88 @@ impl<'m> Generator<'m> {
         mut sample: impl FnMut(&[f32], &[u32]) -> u32,
         mut on_token: impl FnMut(u32) -> bool,
     ) -> Result<GenerationStats> {
-        self.cache.clear();
-        let mut history: Vec<u32> = if prompt.is_empty() {
-            vec![self.model.config().bos_token_id.ok_or(ModelError::EmptyPrompt)?]
-        } else {
-            prompt.to_vec()
-        };
-        let ctx = self.model.config().context_length;
-        if history.len() > ctx {
-            return Err(ModelError::ContextOverflow { needed: history.len(), context: ctx });
+        let mut stats = self.generate_batch(&[prompt], opts, |_, l, h| sample(l, h), |_, t| on_token(t))?;
+        Ok(stats.pop().expect("one prompt, one result"))
+    }
+
+    /// Generate after each of `prompts` at once, as one batch of `B = prompts.len()`
+    /// sequences: the prompts may have different lengths (the shorter ones are padded and
+    /// masked inside each step, each sequence at its own positions), then all decode in
+    /// lockstep, one token per sequence per step, until each has stopped (a finished sequence
+    /// takes no more tokens). `sample(r, logits, history)` and `on_token(r, id)` are as in
+    /// [`Generator::generate`] for sequence `r`; each sequence's tokens equal what
+    /// [`Generator::generate`] gives for its prompt alone, up to f32 rounding of the batched
+    /// kernels. Returns one [`GenerationStats`] per prompt; the timings are the whole batch's.
+    ///
+    /// Errors: no prompts ([`ModelError::Batch`]), otherwise as [`Generator::generate`].
+    pub fn generate_batch(
+        &mut self,
+        prompts: &[&[u32]],
+        opts: &GenerateOptions,
+        mut sample: impl FnMut(usize, &[f32], &[u32]) -> u32,
+        mut on_token: impl FnMut(usize, u32) -> bool,
+    ) -> Result<Vec<GenerationStats>> {
+        let b = prompts.len();
+        if b == 0 {
+            return Err(ModelError::Batch { batch: 0, got: 0 });
         }
-        let mut stats = GenerationStats { prompt_tokens: history.len(), ..Default::default() };
+        let ctx = self.model.config().context_length;
+        let mut history = Vec::with_capacity(b);
+        for p in prompts {
+            let h = if p.is_empty() {
+                vec![self.model.config().bos_token_id.ok_or(ModelError::EmptyPrompt)?]
+            } else {
+                p.to_vec()
+            };
+            if h.len() > ctx {
+                return Err(ModelError::ContextOverflow { needed: h.len(), context: ctx });
+            }
+            history.push(h);
+        }
+        if self.cache.batch() != b || self.cache.dtype() != self.model.kv_dtype() {
+            self.cache = self.model.new_cache(b);
+        }
+        self.cache.clear();
+        let mut stats: Vec<GenerationStats> =
+            history.iter().map(|h| GenerationStats { prompt_tokens: h.len(), ..Default::default() }).collect();
         if opts.max_tokens == 0 {
             return Ok(stats);
         }
         let t0 = Instant::now();
-        let mut logits = self.model.forward(&mut self.cache, &history)?;
-        stats.prompt_secs = t0.elapsed().as_secs_f64();
+        let seqs: Vec<&[u32]> = history.iter().map(Vec::as_slice).collect();
+        let mut logits = self.model.forward_seqs(&mut self.cache, &seqs)?;
+        let prompt_secs = t0.elapsed().as_secs_f64();
         let t1 = Instant::now();
+        let v = self.model.config().vocab;
+        let mut active = vec![true; b];
+        let mut next = vec![0u32; b];
         loop {
-            let row = logits.as_slice::<f32>().expect("logits are f32");
-            let next = sample(row, &history);
-            history.push(next);
-            stats.tokens.push(next);
-            let go = on_token(next);
-            if !go
-                || stats.tokens.len() >= opts.max_tokens
-                || opts.stop_tokens.contains(&next)
-                || self.cache.len() >= ctx
-            {
+            let rows = logits.as_slice::<f32>().expect("logits are f32");
+            for r in 0..b {
+                if !active[r] {
+                    continue;
+                }
+                let id = sample(r, &rows[r * v..][..v], &history[r]);
+                history[r].push(id);
+                stats[r].tokens.push(id);
+                next[r] = id;
+                let go = on_token(r, id);
+                active[r] = go
+                    && stats[r].tokens.len() < opts.max_tokens
+                    && !opts.stop_tokens.contains(&id)
+                    && self.cache.lens()[r] < ctx;
+            }
+            if !active.contains(&true) {
                 break;
             }
-            logits = self.model.forward(&mut self.cache, &[next])?;
+            let seqs: Vec<&[u32]> =
+                (0..b).map(|r| if active[r] { std::slice::from_ref(&next[r]) } else { &[][..] }).collect();
+            logits = self.model.forward_seqs(&mut self.cache, &seqs)?;
         }
-        stats.gen_secs = t1.elapsed().as_secs_f64();
+        let gen_secs = t1.elapsed().as_secs_f64();
+        for s in &mut stats {
+            (s.prompt_secs, s.gen_secs) = (prompt_secs, gen_secs);
+        }
         Ok(stats)
     }
 }

@@ -1,17 +1,23 @@
 //! The decoder step graph: one forward over `S` new tokens of `B` sequences that attends to a
 //! KV cache of capacity `C` plus the new block, built with static shapes per `(B, S, C)`
-//! bucket.
+//! bucket and cache dtype.
 //!
 //! Inputs, in declaration order (the runner feeds them by reference, positionally):
-//! - `tokens` i32 `[B, S]`; `rope_cos`, `rope_sin` f32 `[S, D]` (host-computed for positions
-//!   `len .. len + S`, in the model's RoPE pairing); `mask` f32 `[S, C + S]` (0 where query `i`
-//!   may attend: cache columns `j < len`, new columns `j ≤ i`; `-inf` elsewhere); `last` i32 `[]`
-//!   (the row whose logits are returned);
-//! - `cache.{l}.k`, `cache.{l}.v` f32 `[B, Hk, C, D]` per layer;
+//! - `tokens` i32 `[B, S]`; `rope_cos`, `rope_sin` f32 `[B·S, D]` (host-computed for each
+//!   sequence's positions `len_r .. len_r + S`, in the model's RoPE pairing); `mask` f32
+//!   `[B, S, C + S]` (0 where query `i` of sequence `r` may attend: cache columns `j < len_r`,
+//!   new columns `j ≤ i`; `-inf` elsewhere); `last` i32 `[B]` (flat row `r·S + i` of each
+//!   sequence's last new token, whose logits are returned);
+//! - `cache.{l}.k`, `cache.{l}.v` f32 or f16 `[B, Hk, C, D]` per layer (f16 is converted to f32
+//!   inside attention);
 //! - the weights, GGUF names in [`crate::weights::expected`] order.
 //!
-//! Outputs: `logits` f32 `[B, V]` of row `last`, then `k_new`, `v_new` f32 `[B, Hk, S, D]` per
-//! layer (after RoPE), which the host appends to the cache.
+//! Outputs: `logits` f32 `[B, V]` of the rows `last`, then `k_new`, `v_new` f32
+//! `[B, Hk, S, D]` per layer (after RoPE), which the host appends to the cache.
+//!
+//! Sequences of different lengths share the bucket: RoPE runs on `[B·S, H, D]` (the batch
+//! folded into the position dim, so every row gets its own position), and the per-sequence mask
+//! hides cache columns past each sequence's length and the padding of shorter new blocks.
 //!
 //! Attention never copies the cache: the query heads of one KV group are folded into the row
 //! dim (`[B, Hk, rep·S, D]`), scores against the cache (`[.., C]`) and against the new block
@@ -21,7 +27,7 @@
 //! every step and repeats K/V `rep` times for GQA.
 
 use crate::weights::{Weight, Weights, expected};
-use crate::{LlamaConfig, ModelError, Result};
+use crate::{KvCacheDtype, LlamaConfig, ModelError, Result};
 use rlx_gguf::GgmlType;
 use rlx_ir::op::RopeLayout;
 use rlx_ir::ops::DotGeneral;
@@ -30,26 +36,29 @@ use rlx_ir::{Attr, Attrs, DType, Graph, NodeId, Shape};
 /// Names of the non-weight inputs, in order.
 pub const STEP_INPUTS: [&str; 5] = ["tokens", "rope_cos", "rope_sin", "mask", "last"];
 
-/// Build the step graph for batch `b`, `s` new tokens and cache capacity `c`.
+/// Build the step graph for batch `b`, `s` new tokens, cache capacity `c` and cache element
+/// type `kv`.
 ///
 /// Errors: a weight of `cfg` missing from `w`, or a graph-building error (reported by
 /// `verify`).
-pub fn step_graph(cfg: &LlamaConfig, w: &Weights, b: usize, s: usize, c: usize) -> Result<Graph> {
+pub fn step_graph(cfg: &LlamaConfig, w: &Weights, b: usize, s: usize, c: usize, kv: KvCacheDtype) -> Result<Graph> {
     let (e, d, hk, rep) = (cfg.d_model, cfg.head_dim, cfg.n_kv_head, cfg.group());
     // `dequant_matmul` and the packed embedding use the `gguf_dequantize` custom op.
     rlx_gguf::register_ops();
-    let mut g = Graph::new(format!("{}_b{b}_s{s}_c{c}", cfg.arch));
+    let mut g = Graph::new(format!("{}_b{b}_s{s}_c{c}_{kv:?}", cfg.arch));
     let tokens = g.input("tokens", Shape::new(&[b, s], DType::I32));
-    let cos = g.input("rope_cos", Shape::new(&[s, d], DType::F32));
-    let sin = g.input("rope_sin", Shape::new(&[s, d], DType::F32));
-    let mask = g.input("mask", Shape::new(&[s, c + s], DType::F32));
-    let last = g.input("last", Shape::new(&[], DType::I32));
+    let cos = g.input("rope_cos", Shape::new(&[b * s, d], DType::F32));
+    let sin = g.input("rope_sin", Shape::new(&[b * s, d], DType::F32));
+    let mask = g.input("mask", Shape::new(&[b, s, c + s], DType::F32));
+    let last = g.input("last", Shape::new(&[b], DType::I32));
     let mut caches = Vec::with_capacity(cfg.n_layer);
     for l in 0..cfg.n_layer {
-        let k = g.input(&format!("cache.{l}.k"), Shape::new(&[b, hk, c, d], DType::F32));
-        let v = g.input(&format!("cache.{l}.v"), Shape::new(&[b, hk, c, d], DType::F32));
+        let k = g.input(&format!("cache.{l}.k"), Shape::new(&[b, hk, c, d], kv.dtype()));
+        let v = g.input(&format!("cache.{l}.v"), Shape::new(&[b, hk, c, d], kv.dtype()));
         caches.push((k, v));
     }
+    // [B, S, C+S] -> [B, 1, 1, S, C+S]: broadcast over KV heads and the heads of a group.
+    let mask = g.reshape(mask, vec![b, 1, 1, s, c + s]);
     let mut ws = std::collections::HashMap::new();
     for (name, _) in expected(cfg) {
         let wt = w.get(&name).ok_or_else(|| ModelError::MissingTensor(name.clone()))?;
@@ -94,17 +103,20 @@ pub fn step_graph(cfg: &LlamaConfig, w: &Weights, b: usize, s: usize, c: usize) 
             if cfg.qkv_bias {
                 y = g.add(y, wget(&p(&format!("{n}.bias"))).0);
             }
-            let mut y = g.reshape(y, vec![b, s, heads, d]);
+            // [B·S, heads, D]: RoPE sees one position per (sequence, token) row.
+            let mut y = g.reshape(y, vec![b * s, heads, d]);
             if cfg.qk_norm && n != "attn_v" {
                 y = g.rms_norm(y, Some(wget(&p(&format!("{n}_norm.weight"))).0), -1, cfg.rms_eps);
             }
-            y
+            if n != "attn_v" {
+                y = g.rope_with_style(y, cos, sin, RopeLayout::Shd, cfg.rope_style);
+            }
+            g.reshape(y, vec![b, s, heads, d])
         };
         let q = proj(&mut g, "attn_q", cfg.n_head);
         let k = proj(&mut g, "attn_k", hk);
         let v = proj(&mut g, "attn_v", hk);
-        let q = g.rope_with_style(q, cos, sin, RopeLayout::Shd, cfg.rope_style);
-        let k = g.rope_with_style(k, cos, sin, RopeLayout::Shd, cfg.rope_style);
+        let (kc, vc) = (g.convert(kc, DType::F32), g.convert(vc, DType::F32));
         let k_new = g.transpose(k, &[0, 2, 1, 3]); // [B, Hk, S, D]
         let v_new = g.transpose(v, &[0, 2, 1, 3]);
         kv_out.extend([k_new, v_new]);
@@ -139,9 +151,8 @@ pub fn step_graph(cfg: &LlamaConfig, w: &Weights, b: usize, s: usize, c: usize) 
         let down = linear(&mut g, act, wget(&p("ffn_down.weight")));
         x = g.add(x, down);
     }
-    let zero = g.scalar_like(0.0, last);
-    let xl = g.dynamic_slice(x, &[zero, last, zero], &[b, 1, e]);
-    let xl = g.reshape(xl, vec![b, e]);
+    let xf = g.reshape(x, vec![b * s, e]);
+    let xl = g.take(xf, last, 0); // [B, E]
     let xl = g.rms_norm(xl, Some(wget("output_norm.weight").0), -1, cfg.rms_eps);
     let head = if cfg.tied_head { wget("token_embd.weight") } else { wget("output.weight") };
     let logits = linear(&mut g, xl, head);

@@ -9,22 +9,30 @@
 //!   grouped-query attention against a KV cache, SwiGLU, tied or untied head, Q/K/V bias,
 //!   QK-norm).
 //! - [`LlamaModel`] + [`KvCache`]: compiled step graphs per `(batch, tokens, cache)` bucket and
-//!   a preallocated per-layer f32 cache; [`LlamaModel::forward`] returns the last logits.
-//! - [`Generator`]: prompt → tokens with a caller-chosen sampler, streaming, with timings.
+//!   a preallocated per-layer f32 or f16 cache ([`KvCacheDtype`]) with one length per
+//!   sequence; [`LlamaModel::forward`] returns the last logits.
+//! - [`Generator`]: prompt (or a batch of prompts) → tokens with a caller-chosen sampler,
+//!   streaming, with timings.
+//! - [`bert`]: BERT encoders from safetensors ([`BertModel`]) and sentence embeddings (mean
+//!   pooling over the attention mask + L2 normalization, [`bert::mean_pool_normalize`]).
 //!
 //! No model names live in the compiler or backend: everything model-specific is here.
 
 #![warn(missing_docs)]
 
+pub mod bert;
 pub mod config;
 mod error;
 pub mod generate;
 pub mod graph;
+pub mod kv_cache;
 pub mod runner;
 pub mod weights;
 
+pub use bert::{BertConfig, BertModel};
 pub use config::{LlamaConfig, RopeScaling};
 pub use error::{ModelError, Result};
 pub use generate::{GenerateOptions, GenerationStats, Generator, argmax};
-pub use runner::{KvCache, LlamaModel};
+pub use kv_cache::{KvCache, KvCacheDtype};
+pub use runner::LlamaModel;
 pub use weights::{Weight, Weights};

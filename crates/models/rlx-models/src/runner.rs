@@ -1,110 +1,25 @@
-//! The host-side model runner: weights, compiled step graphs per bucket, and the KV cache.
+//! The host-side model runner: weights and compiled step graphs per bucket.
 //!
-//! KV cache design: per layer, K and V are f32 `[B, Hk, C, D]` host tensors owned by
-//! [`KvCache`], with capacity `C` a power of two (at least [`MIN_CACHE`]). A step feeds them
-//! to the graph by reference (`CompiledGraph::run_refs`, no copy), the graph returns only the
-//! new rows `[B, Hk, S, D]`, and the host writes those rows in place: per-token copies are
-//! O(new tokens). When the cache is full it is reallocated at twice the capacity (amortized
-//! O(1) per token) and the next step uses the graph compiled for the new `C`. Prompts run in
-//! chunks of at most [`MAX_CHUNK`] tokens padded to a power of two, so graphs are compiled
-//! once per `(B, S, C)` bucket, never per token.
+//! A step feeds the [`KvCache`] tensors to the graph by reference (`CompiledGraph::run_refs`,
+//! no copy), the graph returns only the new rows `[B, Hk, S, D]`, and the host writes those
+//! rows in place: per-token copies are O(new tokens). Prompts run in chunks of at most
+//! [`MAX_CHUNK`] tokens per sequence padded to a power of two, so graphs are compiled once per
+//! `(B, S, C, cache dtype)` bucket, never per token. Sequences of one batch may have different
+//! lengths and get different numbers of new tokens per step (the shorter ones padded and
+//! masked).
 
 use crate::graph::{STEP_INPUTS, step_graph};
-use crate::{LlamaConfig, ModelError, Result, Weights};
+use crate::kv_cache::MIN_CACHE;
+use crate::{KvCache, KvCacheDtype, LlamaConfig, ModelError, Result, Weights};
 use rlx_gguf::GgufFile;
+use rlx_ir::Tensor;
 use rlx_ir::op::RopeStyle;
-use rlx_ir::{DType, Tensor};
 use rlx_runtime::{CompileOptions, CompiledGraph, Device, Session};
 use std::collections::HashMap;
 use std::path::Path;
 
-/// Smallest cache capacity (tokens).
-pub const MIN_CACHE: usize = 16;
-/// Largest number of tokens one prefill step processes.
+/// Largest number of tokens one prefill step processes per sequence.
 pub const MAX_CHUNK: usize = 256;
-
-/// The per-layer K/V cache of one batch of sequences.
-#[derive(Clone, Debug)]
-pub struct KvCache {
-    k: Vec<Tensor>,
-    v: Vec<Tensor>,
-    batch: usize,
-    len: usize,
-    cap: usize,
-    dims: (usize, usize),
-}
-
-impl KvCache {
-    /// An empty cache for `batch` sequences of `cfg`'s model.
-    pub fn new(cfg: &LlamaConfig, batch: usize) -> KvCache {
-        let mut c =
-            KvCache { k: vec![], v: vec![], batch: batch.max(1), len: 0, cap: 0, dims: (cfg.n_kv_head, cfg.head_dim) };
-        c.k = vec![Tensor::zeros(&[0], DType::F32); cfg.n_layer];
-        c.v = c.k.clone();
-        c.grow(MIN_CACHE);
-        c
-    }
-
-    /// Tokens held per sequence.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether no token is held.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Sequences in the batch.
-    pub fn batch(&self) -> usize {
-        self.batch
-    }
-
-    /// Current capacity (tokens per sequence).
-    pub fn capacity(&self) -> usize {
-        self.cap
-    }
-
-    /// Forget every token (keeps the allocation).
-    pub fn clear(&mut self) {
-        self.len = 0;
-    }
-
-    /// Bytes held by the cache tensors.
-    pub fn bytes(&self) -> usize {
-        2 * self.k.len() * self.batch * self.dims.0 * self.cap * self.dims.1 * 4
-    }
-
-    /// Reallocate to hold `cap` tokens, keeping the first `len` rows.
-    fn grow(&mut self, cap: usize) {
-        let (hk, d) = self.dims;
-        let (b, old) = (self.batch, self.cap);
-        for t in self.k.iter_mut().chain(self.v.iter_mut()) {
-            let mut n = vec![0f32; b * hk * cap * d];
-            if let Some(src) = t.as_slice::<f32>().filter(|s| !s.is_empty()) {
-                for bh in 0..b * hk {
-                    n[bh * cap * d..][..self.len * d].copy_from_slice(&src[bh * old * d..][..self.len * d]);
-                }
-            }
-            *t = Tensor::from_vec(n, &[b, hk, cap, d]).expect("sized above");
-        }
-        self.cap = cap;
-    }
-
-    /// Append rows `0..n` of `new` (`[B, Hk, S, D]`, layer `l`) at position `len`.
-    fn write(&mut self, l: usize, k_new: &Tensor, v_new: &Tensor, n: usize) {
-        let (hk, d) = self.dims;
-        let (cap, len) = (self.cap, self.len);
-        let s = k_new.shape()[2];
-        for (dst, src) in [(&mut self.k[l], k_new), (&mut self.v[l], v_new)] {
-            let src = src.as_slice::<f32>().expect("graph outputs are f32");
-            let dst = dst.as_mut_slice::<f32>().expect("cache is f32");
-            for bh in 0..self.batch * hk {
-                dst[(bh * cap + len) * d..][..n * d].copy_from_slice(&src[bh * s * d..][..n * d]);
-            }
-        }
-    }
-}
 
 /// A Llama-family decoder ready to run: config, weights, and the compiled step graphs.
 pub struct LlamaModel {
@@ -112,9 +27,14 @@ pub struct LlamaModel {
     weights: Weights,
     session: Session,
     opts: CompileOptions,
-    graphs: HashMap<(usize, usize, usize), CompiledGraph>,
+    graphs: HashMap<Bucket, CompiledGraph>,
     weight_names: Vec<String>,
+    cache_names: Vec<(String, String)>,
+    kv_dtype: KvCacheDtype,
 }
+
+/// `(batch, new tokens padded, cache capacity, cache dtype)`.
+type Bucket = (usize, usize, usize, KvCacheDtype);
 
 impl LlamaModel {
     /// A model from a config and weights, compiled for the CPU with `opts`.
@@ -124,7 +44,10 @@ impl LlamaModel {
             weights.get(n).ok_or_else(|| ModelError::MissingTensor(n.clone()))?;
         }
         let session = Session::try_new(Device::Cpu)?;
-        Ok(LlamaModel { cfg, weights, session, opts, graphs: HashMap::new(), weight_names })
+        let cache_names = (0..cfg.n_layer).map(|l| (format!("cache.{l}.k"), format!("cache.{l}.v"))).collect();
+        let graphs = HashMap::new();
+        let kv_dtype = KvCacheDtype::F32;
+        Ok(LlamaModel { cfg, weights, session, opts, graphs, weight_names, cache_names, kv_dtype })
     }
 
     /// Load a GGUF file (see [`LlamaConfig::from_gguf`], [`Weights::from_gguf`]).
@@ -163,9 +86,20 @@ impl LlamaModel {
         &self.weights
     }
 
-    /// A new empty cache for `batch` sequences.
+    /// The element type of caches made by [`LlamaModel::new_cache`] (default f32).
+    pub fn kv_dtype(&self) -> KvCacheDtype {
+        self.kv_dtype
+    }
+
+    /// Set the element type of caches made by [`LlamaModel::new_cache`] (and so by
+    /// [`crate::Generator`]). Any cache works with any model: graphs are compiled per dtype.
+    pub fn set_kv_dtype(&mut self, dtype: KvCacheDtype) {
+        self.kv_dtype = dtype;
+    }
+
+    /// A new empty cache for `batch` sequences, of [`LlamaModel::kv_dtype`].
     pub fn new_cache(&self, batch: usize) -> KvCache {
-        KvCache::new(&self.cfg, batch)
+        KvCache::with_dtype(&self.cfg, batch, self.kv_dtype)
     }
 
     /// Compile, ahead of time, every step graph that a generation of batch `batch` will use
@@ -184,12 +118,12 @@ impl LlamaModel {
         let mut keys = vec![];
         while len < prompt_len {
             let m = (prompt_len - len).min(MAX_CHUNK);
-            keys.push((batch, m.next_power_of_two(), cap));
+            keys.push((batch, m.next_power_of_two(), cap, self.kv_dtype));
             len += m;
             cap = cap.max(len.next_power_of_two());
         }
         while len < total {
-            keys.push((batch, 1, cap));
+            keys.push((batch, 1, cap, self.kv_dtype));
             len += 1;
             cap = cap.max(len.next_power_of_two());
         }
@@ -200,10 +134,10 @@ impl LlamaModel {
         Ok(t0.elapsed().as_secs_f64())
     }
 
-    /// The compiled step graph of bucket `(b, s, c)`, compiling it on first use.
-    fn compiled(&mut self, key: (usize, usize, usize)) -> Result<&mut CompiledGraph> {
+    /// The compiled step graph of `key`, compiling it on first use.
+    fn compiled(&mut self, key: Bucket) -> Result<&mut CompiledGraph> {
         if !self.graphs.contains_key(&key) {
-            let g = step_graph(&self.cfg, &self.weights, key.0, key.1, key.2)?;
+            let g = step_graph(&self.cfg, &self.weights, key.0, key.1, key.2, key.3)?;
             let cg = self.session.try_compile_with(g, &self.opts)?;
             self.graphs.insert(key, cg);
         }
@@ -211,69 +145,100 @@ impl LlamaModel {
     }
 
     /// Run `tokens` (`B · n` ids, row-major `[B, n]`, `B = cache.batch()`) through the model
-    /// after the `cache.len()` tokens already cached, append their K/V to the cache, and
-    /// return the logits of each sequence's last new token, f32 `[B, V]`.
+    /// after the tokens already cached, append their K/V to the cache, and return the logits
+    /// of each sequence's last new token, f32 `[B, V]`.
     ///
     /// Errors: no tokens or a count not a multiple of `B` ([`ModelError::Batch`]), an id
     /// outside the vocabulary, more tokens than the context ([`ModelError::ContextOverflow`]),
     /// compile or run errors.
     pub fn forward(&mut self, cache: &mut KvCache, tokens: &[u32]) -> Result<Tensor> {
-        let b = cache.batch;
+        let b = cache.batch();
         if tokens.is_empty() || !tokens.len().is_multiple_of(b) {
             return Err(ModelError::Batch { batch: b, got: tokens.len() });
         }
-        if let Some(&id) = tokens.iter().find(|&&t| t as usize >= self.cfg.vocab) {
-            return Err(ModelError::BadToken { id, vocab: self.cfg.vocab });
-        }
-        let n = tokens.len() / b;
-        if cache.len + n > self.cfg.context_length {
-            return Err(ModelError::ContextOverflow { needed: cache.len + n, context: self.cfg.context_length });
-        }
-        let mut out = None;
-        let mut start = 0;
-        while start < n {
-            let m = (n - start).min(MAX_CHUNK);
-            let chunk: Vec<u32> = (0..b).flat_map(|r| tokens[r * n + start..][..m].iter().copied()).collect();
-            out = Some(self.step(cache, &chunk, m)?);
-            start += m;
-        }
-        Ok(out.expect("n >= 1"))
+        let seqs: Vec<&[u32]> = tokens.chunks(tokens.len() / b).collect();
+        self.forward_seqs(cache, &seqs)
     }
 
-    /// One graph run over `m` new tokens per sequence (`m <= MAX_CHUNK`).
-    fn step(&mut self, cache: &mut KvCache, tokens: &[u32], m: usize) -> Result<Tensor> {
-        let (b, d) = (cache.batch, self.cfg.head_dim);
-        let s = m.next_power_of_two();
-        let c = cache.cap;
-        let past = cache.len;
-        let mut ids = vec![0i32; b * s];
-        for r in 0..b {
-            for i in 0..m {
-                ids[r * s + i] = tokens[r * m + i] as i32;
+    /// Run new tokens per sequence (`seqs[r]` for sequence `r` of the cache; the lists may
+    /// have different lengths, and may be empty) after each sequence's cached tokens, append
+    /// their K/V, and return the logits of each sequence's last new token, f32 `[B, V]` (the
+    /// row of a sequence given no token is unspecified).
+    ///
+    /// Errors: `seqs.len() != B` or no token at all ([`ModelError::Batch`]), an id outside the
+    /// vocabulary, a sequence outgrowing the context ([`ModelError::ContextOverflow`]),
+    /// compile or run errors.
+    pub fn forward_seqs(&mut self, cache: &mut KvCache, seqs: &[&[u32]]) -> Result<Tensor> {
+        let b = cache.batch();
+        let total: usize = seqs.iter().map(|s| s.len()).sum();
+        if seqs.len() != b || total == 0 {
+            return Err(ModelError::Batch { batch: b, got: if seqs.len() != b { seqs.len() } else { 0 } });
+        }
+        if let Some(&id) = seqs.iter().flat_map(|s| s.iter()).find(|&&t| t as usize >= self.cfg.vocab) {
+            return Err(ModelError::BadToken { id, vocab: self.cfg.vocab });
+        }
+        let ctx = self.cfg.context_length;
+        if let Some((len, n)) = cache.lens.iter().zip(seqs).map(|(&l, s)| (l, s.len())).find(|&(l, n)| l + n > ctx) {
+            return Err(ModelError::ContextOverflow { needed: len + n, context: ctx });
+        }
+        let steps = seqs.iter().map(|s| s.len().div_ceil(MAX_CHUNK)).max().unwrap_or(1);
+        let mut out: Option<Tensor> = None;
+        for k in 0..steps {
+            let chunk: Vec<&[u32]> = seqs.iter().map(|s| &s[(k * MAX_CHUNK).min(s.len())..]).collect();
+            let chunk: Vec<&[u32]> = chunk.iter().map(|s| &s[..s.len().min(MAX_CHUNK)]).collect();
+            let logits = self.step(cache, &chunk)?;
+            match &mut out {
+                None => out = Some(logits),
+                Some(o) => {
+                    // Keep each sequence's logits from the step that ran its last token.
+                    let v = self.cfg.vocab;
+                    let src = logits.as_slice::<f32>().expect("logits are f32");
+                    let dst = o.as_mut_slice::<f32>().expect("logits are f32");
+                    for r in (0..b).filter(|&r| !chunk[r].is_empty()) {
+                        dst[r * v..][..v].copy_from_slice(&src[r * v..][..v]);
+                    }
+                }
             }
         }
-        let (cos, sin) = rope_tables(&self.cfg, past, s);
-        let mut mask = vec![f32::NEG_INFINITY; s * (c + s)];
-        for i in 0..s {
-            let row = &mut mask[i * (c + s)..][..c + s];
-            row[..past].fill(0.0);
-            row[c..=c + i].fill(0.0);
+        Ok(out.expect("steps >= 1"))
+    }
+
+    /// One graph run over `chunk[r]` (at most [`MAX_CHUNK`]) new tokens of each sequence.
+    fn step(&mut self, cache: &mut KvCache, chunk: &[&[u32]]) -> Result<Tensor> {
+        let (b, d) = (cache.batch(), self.cfg.head_dim);
+        let s = chunk.iter().map(|c| c.len()).max().unwrap_or(1).max(1).next_power_of_two();
+        let c = cache.cap;
+        let mut ids = vec![0i32; b * s];
+        let mut cos = Vec::with_capacity(b * s * d);
+        let mut sin = Vec::with_capacity(b * s * d);
+        let mut mask = vec![f32::NEG_INFINITY; b * s * (c + s)];
+        let mut last = vec![0i32; b];
+        for (r, toks) in chunk.iter().enumerate() {
+            let past = cache.lens[r];
+            for (i, &t) in toks.iter().enumerate() {
+                ids[r * s + i] = t as i32;
+            }
+            rope_tables_into(&self.cfg, past, s, &mut cos, &mut sin);
+            for i in 0..s {
+                let row = &mut mask[(r * s + i) * (c + s)..][..c + s];
+                row[..past].fill(0.0);
+                row[c..=c + i].fill(0.0);
+            }
+            last[r] = (r * s + toks.len().max(1) - 1) as i32;
         }
         let f = |v: Vec<f32>, sh: &[usize]| Tensor::from_vec(v, sh).expect("sized above");
         let inputs = [
             Tensor::from_vec(ids, &[b, s]).expect("sized above"),
-            f(cos, &[s, d]),
-            f(sin, &[s, d]),
-            f(mask, &[s, c + s]),
-            Tensor::scalar((m - 1) as i32),
+            f(cos, &[b * s, d]),
+            f(sin, &[b * s, d]),
+            f(mask, &[b, s, c + s]),
+            Tensor::from_vec(last, &[b]).expect("sized above"),
         ];
-        let key = (b, s, c);
+        let key = (b, s, c, cache.dtype());
         self.compiled(key)?;
-        let cache_names: Vec<(String, String)> =
-            (0..self.cfg.n_layer).map(|l| (format!("cache.{l}.k"), format!("cache.{l}.v"))).collect();
         let mut feeds: Vec<(&str, &Tensor)> = Vec::with_capacity(5 + 2 * self.cfg.n_layer + self.weight_names.len());
         feeds.extend(STEP_INPUTS.iter().copied().zip(inputs.iter()));
-        for (l, (kn, vn)) in cache_names.iter().enumerate() {
+        for (l, (kn, vn)) in self.cache_names.iter().enumerate() {
             feeds.push((kn, &cache.k[l]));
             feeds.push((vn, &cache.v[l]));
         }
@@ -281,25 +246,35 @@ impl LlamaModel {
             feeds.push((n, self.weights.get(n).expect("checked in new").tensor()));
         }
         let outs = self.graphs.get_mut(&key).expect("compiled above").run_refs(&feeds)?;
-        if past + m > cache.cap {
-            cache.grow((past + m).next_power_of_two());
+        let counts: Vec<usize> = chunk.iter().map(|c| c.len()).collect();
+        let need = cache.lens.iter().zip(&counts).map(|(l, n)| l + n).max().unwrap_or(0);
+        if need > cache.cap {
+            cache.grow(need.next_power_of_two());
         }
         for l in 0..self.cfg.n_layer {
-            cache.write(l, &outs[1 + 2 * l], &outs[2 + 2 * l], m);
+            cache.write(l, &outs[1 + 2 * l], &outs[2 + 2 * l], &counts);
         }
-        cache.len += m;
+        for (len, n) in cache.lens.iter_mut().zip(&counts) {
+            *len += n;
+        }
         Ok(outs.into_iter().next().expect("logits output"))
     }
 }
 
 /// `cos`, `sin` `[s, D]` for positions `past .. past + s` in the model's RoPE pairing.
 pub fn rope_tables(cfg: &LlamaConfig, past: usize, s: usize) -> (Vec<f32>, Vec<f32>) {
+    let (mut cos, mut sin) = (Vec::with_capacity(s * cfg.head_dim), Vec::with_capacity(s * cfg.head_dim));
+    rope_tables_into(cfg, past, s, &mut cos, &mut sin);
+    (cos, sin)
+}
+
+/// [`rope_tables`], appended to `cos` and `sin`.
+fn rope_tables_into(cfg: &LlamaConfig, past: usize, s: usize, cos: &mut Vec<f32>, sin: &mut Vec<f32>) {
     let d = cfg.head_dim;
     let pos_scale = match cfg.rope_scaling {
         crate::RopeScaling::None => 1.0,
         crate::RopeScaling::Linear { factor } => 1.0 / factor,
     };
-    let (mut cos, mut sin) = (Vec::with_capacity(s * d), Vec::with_capacity(s * d));
     for p in past..past + s {
         for j in 0..d {
             let i = match cfg.rope_style {
@@ -312,5 +287,4 @@ pub fn rope_tables(cfg: &LlamaConfig, past: usize, s: usize) -> (Vec<f32>, Vec<f
             sin.push(a.sin() as f32);
         }
     }
-    (cos, sin)
 }

@@ -252,3 +252,71 @@ fn config_json_names_what_is_missing() {
     let e = LlamaConfig::from_hf_config(r#"{"model_type": "llama", "hidden_size": 8}"#).unwrap_err();
     assert!(e.to_string().contains("num_attention_heads"), "{e}");
 }
+
+#[test]
+fn batch_of_different_lengths_equals_one_at_a_time() {
+    let mut m = gguf_model(GgmlType::F32);
+    // 20 tokens grow the cache past its first capacity (16) during decode of the batch; the
+    // empty prompt starts from BOS.
+    let long: Vec<u32> = (0..20).map(|i| (i * 5 + 2) % V as u32).collect();
+    let prompts: [&[u32]; 3] = [&long, &PROMPT[..3], &[]];
+    let opts = rlx_models::GenerateOptions { max_tokens: 8, stop_tokens: vec![] };
+    let mut g = rlx_models::Generator::new(&mut m);
+    let batch = g.generate_batch(&prompts, &opts, |_, l, _| rlx_models::argmax(l), |_, _| true).unwrap();
+    assert_eq!(g.cache().lens(), &[27, 10, 8]);
+    for (p, got) in prompts.iter().zip(&batch) {
+        let one = g.generate(p, &opts, |l, _| rlx_models::argmax(l), |_| true).unwrap();
+        assert_eq!(got.tokens, one.tokens, "prompt {p:?}");
+        assert_eq!(got.prompt_tokens, one.prompt_tokens);
+    }
+    // The logits themselves: per-sequence positions and padding masks, against single runs.
+    let mut c3 = m.new_cache(3);
+    let l3 = m.forward_seqs(&mut c3, &[&long, &PROMPT[..3], &[9]]).unwrap().to_f32_vec();
+    let l3b = m.forward_seqs(&mut c3, &[&[4], &[], &[5, 6]]).unwrap().to_f32_vec();
+    for (r, (first, next)) in
+        [(&long[..], &[4u32][..]), (&PROMPT[..3], &[][..]), (&[9u32][..], &[5, 6][..])].into_iter().enumerate()
+    {
+        let mut c = m.new_cache(1);
+        let mut want = vec![(&l3, m.forward(&mut c, first).unwrap().to_f32_vec())];
+        if !next.is_empty() {
+            want.push((&l3b, m.forward(&mut c, next).unwrap().to_f32_vec()));
+        }
+        for (got, w) in want {
+            let d = got[r * V..][..V].iter().zip(&w).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max);
+            assert!(d < 1e-4, "row {r}: {d}");
+        }
+    }
+    assert_eq!(c3.lens(), &[21, 3, 3]);
+    let mut c2 = m.new_cache(2);
+    assert!(matches!(m.forward_seqs(&mut c2, &[&[1]]), Err(ModelError::Batch { .. })));
+    assert!(matches!(m.forward_seqs(&mut c2, &[&[], &[]]), Err(ModelError::Batch { .. })));
+}
+
+#[test]
+fn f16_cache_halves_memory_and_stays_close() {
+    use rlx_models::KvCacheDtype;
+    let mut m = gguf_model(GgmlType::F32);
+    let (mut c32, mut c16) = (m.new_cache(1), rlx_models::KvCache::with_dtype(m.config(), 1, KvCacheDtype::F16));
+    let seq: Vec<u32> = (0..23).map(|i| (i * 7 + 3) % V as u32).collect();
+    let (mut worst, mut scale) = (0f32, 0f32);
+    for (i, &t) in seq.iter().enumerate() {
+        let a = m.forward(&mut c32, &[t]).unwrap();
+        let b = m.forward(&mut c16, &[t]).unwrap();
+        scale = a.as_slice::<f32>().unwrap().iter().fold(scale, |s, x| s.max(x.abs()));
+        if i == 0 {
+            // Nothing cached yet: the step attends to the new (f32) row only.
+            assert_eq!(a.to_f32_vec(), b.to_f32_vec());
+        }
+        worst = worst.max(max_diff(&a, &b));
+    }
+    assert_eq!((c32.capacity(), c16.capacity()), (32, 32));
+    assert_eq!(c16.bytes() * 2, c32.bytes());
+    assert_eq!(c32.bytes(), 2 * L * HK * 32 * D * 4);
+    // K/V rounded to f16 (relative 2^-11 ≈ 5e-4); through 2 layers the logits move by a few
+    // times that relative to their scale.
+    assert!(worst > 0.0 && worst < 5e-3 * scale, "{worst} (logit scale {scale})");
+    assert_eq!("f16".parse::<KvCacheDtype>().unwrap(), KvCacheDtype::F16);
+    assert!(matches!("q8".parse::<KvCacheDtype>(), Err(ModelError::BadOption(_))));
+    m.set_kv_dtype(KvCacheDtype::F16);
+    assert_eq!(m.new_cache(2).dtype(), KvCacheDtype::F16);
+}

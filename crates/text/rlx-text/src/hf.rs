@@ -39,7 +39,10 @@ fn token_str(v: Option<&serde_json::Value>) -> Option<String> {
 
 impl HfTokenizer {
     pub fn from_file(path: &Path) -> Result<HfTokenizer, TextError> {
-        let tok = tokenizers::Tokenizer::from_file(path).map_err(|e| hf_err(path, e))?;
+        let mut tok = tokenizers::Tokenizer::from_file(path).map_err(|e| hf_err(path, e))?;
+        // `encode` returns one text's tokens: a `padding` section (sentence-transformers files
+        // pad to a fixed 128) is the batching caller's business, not the tokenizer's.
+        tok.with_padding(None);
         let raw: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).map_err(|e| hf_err(path, e))?)
             .map_err(|e| hf_err(path, e))?;
         let byte_level = raw.pointer("/decoder/type").and_then(|t| t.as_str()) == Some("ByteLevel");

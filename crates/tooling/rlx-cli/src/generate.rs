@@ -7,36 +7,72 @@
 //! generation speeds, and with `--json` the last stdout line is a JSON object with `tokens`,
 //! `text`, `prompt_tokens`, `prompt_tokens_per_s`, `gen_tokens_per_s`.
 
+use clap::{Args, ValueEnum};
 use rlx_gguf::GgufFile;
-use rlx_models::{GenerateOptions, Generator, LlamaModel};
+use rlx_models::{GenerateOptions, Generator, KvCacheDtype, LlamaModel};
 use rlx_runtime::CompileOptions;
 use rlx_text::{ChatMessage, Sampler, SamplerConfig, StreamDecoder, Tokenizer, apply_chat_template};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// Options of `rlx generate` (clap fills them in main.rs).
-#[derive(Clone, Debug)]
+/// Options of `rlx generate`.
+#[derive(Args, Clone, Debug)]
 pub struct GenerateArgs {
-    /// GGUF file; `None` = the default model in the cache.
+    /// GGUF model (default: SmolLM2-135M-Instruct from the cache; `tools/fetch.sh smollm2`)
+    #[arg(long)]
     pub model: Option<PathBuf>,
-    /// Prompt text.
+    /// Prompt text (tokenized as llama.cpp does; may be empty)
+    #[arg(long, default_value = "The capital of France is")]
     pub prompt: String,
-    /// Apply the GGUF's chat template.
+    /// Wrap the prompt in the model's chat template as one user message
+    #[arg(long)]
     pub chat: bool,
-    /// Most tokens to generate.
+    /// Most tokens to generate
+    #[arg(long, default_value_t = 64)]
     pub max_tokens: usize,
-    /// Sampling temperature (`<= 0` = greedy).
+    /// Sampling temperature; 0 = greedy
+    #[arg(long, default_value_t = 0.0)]
     pub temperature: f32,
-    /// Top-k (`<= 0` disables).
+    /// Top-k (0 disables)
+    #[arg(long, default_value_t = 40)]
     pub top_k: i32,
-    /// Top-p (`1.0` disables).
+    /// Top-p (1.0 disables)
+    #[arg(long, default_value_t = 0.95)]
     pub top_p: f32,
-    /// RNG seed.
+    /// RNG seed
+    #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Worker threads (`None` = all cores).
+    /// Worker threads (default: all cores)
+    #[arg(long)]
     pub threads: Option<usize>,
-    /// Keep generating past end-of-generation tokens (as llama.cpp's `--ignore-eos`).
+    /// Keep generating past end-of-generation tokens (as llama.cpp's --ignore-eos)
+    #[arg(long)]
     pub ignore_eos: bool,
+    /// Fast mode: Q8_0-quantized activations inside the quantized matmuls, as llama.cpp
+    /// (default: exact f32 activations, parity with the fp32 reference)
+    #[arg(long)]
+    pub fast: bool,
+    /// Element type of the KV cache (f16 halves its memory)
+    #[arg(long, value_enum, default_value_t = KvType::F32)]
+    pub kv_type: KvType,
+}
+
+/// `--kv-type` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum KvType {
+    /// f32 (exact)
+    F32,
+    /// f16 (half the memory)
+    F16,
+}
+
+impl From<KvType> for KvCacheDtype {
+    fn from(k: KvType) -> KvCacheDtype {
+        match k {
+            KvType::F32 => KvCacheDtype::F32,
+            KvType::F16 => KvCacheDtype::F16,
+        }
+    }
 }
 
 /// A failure, as one line.
@@ -93,11 +129,10 @@ fn prompt_ids(tok: &Tokenizer, args: &GenerateArgs) -> Result<Vec<u32>, Generate
 pub fn generate(args: &GenerateArgs, path: &Path, json: bool) -> Result<String, GenerateError> {
     let file = GgufFile::open(path)?;
     let tok = Tokenizer::from_gguf(&file)?;
-    let opts = match args.threads {
-        Some(n) => CompileOptions::default().with_threads(n),
-        None => CompileOptions::default(),
-    };
+    let mut opts = CompileOptions::default().with_quantized_activations(args.fast);
+    opts.threads = args.threads;
     let mut model = LlamaModel::from_gguf(&file, opts)?;
+    model.set_kv_dtype(args.kv_type.into());
     drop(file);
     let ids = prompt_ids(&tok, args)?;
     let cfg = SamplerConfig {
@@ -156,6 +191,8 @@ pub fn generate(args: &GenerateArgs, path: &Path, json: bool) -> Result<String, 
     }
     let j = serde_json::json!({
         "model": path.display().to_string(),
+        "mode": if args.fast { "fast" } else { "exact" },
+        "kv_type": if args.kv_type == KvType::F16 { "f16" } else { "f32" },
         "prompt_tokens": stats.prompt_tokens,
         "tokens": stats.tokens,
         "text": text,

@@ -7,6 +7,7 @@
 //! rlx run MODEL.onnx --input NAME=FILE.npy ... [--output OUT.npz] [--json]
 //! rlx check GRAPH.json [--json] static checks: shapes, dispatch, fusion hints, provable NaN
 //! rlx compile GRAPH.json [--dump] [--json]  pass summary (IR after each pass) and memory plan
+//! rlx embed --model DIR|F.onnx [--tokenizer T] SENTENCE...  sentence embeddings (mean pool + L2)
 //! rlx generate [--model F] --prompt T [--chat] [--max-tokens N] ...   stream generated text
 //! ```
 //!
@@ -20,6 +21,7 @@
 mod check;
 mod compile;
 mod convert;
+mod embed;
 mod generate;
 mod inspect;
 mod run;
@@ -95,37 +97,23 @@ enum Command {
     },
     /// Generate text with a Llama-family GGUF model, streaming tokens to stdout, then print
     /// prompt-processing and generation tokens/s (stderr; with --json a final JSON line).
-    Generate {
-        /// GGUF model (default: SmolLM2-135M-Instruct from the cache; `tools/fetch.sh smollm2`)
+    Generate(generate::GenerateArgs),
+    /// Sentence embeddings from a BERT-style encoder (a Hugging Face directory with
+    /// config.json + model.safetensors, or an .onnx file): tokenize, encode, mean-pool over
+    /// the attention mask, L2-normalize. One line of values per sentence.
+    Embed {
+        /// BERT directory (config.json + model.safetensors) or .onnx encoder
         #[arg(long)]
-        model: Option<PathBuf>,
-        /// Prompt text (tokenized as llama.cpp does; may be empty)
-        #[arg(long, default_value = "The capital of France is")]
-        prompt: String,
-        /// Wrap the prompt in the model's chat template as one user message
+        model: PathBuf,
+        /// tokenizer.json (default: the one next to the model)
         #[arg(long)]
-        chat: bool,
-        /// Most tokens to generate
-        #[arg(long, default_value_t = 64)]
-        max_tokens: usize,
-        /// Sampling temperature; 0 = greedy
-        #[arg(long, default_value_t = 0.0)]
-        temperature: f32,
-        /// Top-k (0 disables)
-        #[arg(long, default_value_t = 40)]
-        top_k: i32,
-        /// Top-p (1.0 disables)
-        #[arg(long, default_value_t = 0.95)]
-        top_p: f32,
-        /// RNG seed
-        #[arg(long, default_value_t = 0)]
-        seed: u64,
+        tokenizer: Option<PathBuf>,
         /// Worker threads (default: all cores)
         #[arg(long)]
         threads: Option<usize>,
-        /// Keep generating past end-of-generation tokens (as llama.cpp's --ignore-eos)
-        #[arg(long)]
-        ignore_eos: bool,
+        /// The sentences
+        #[arg(required = true)]
+        sentences: Vec<String>,
     },
 }
 
@@ -150,27 +138,13 @@ fn main() -> ExitCode {
         Command::Inspect { file } => {
             (file.clone(), inspect::inspect(file).map(|r| if cli.json { format!("{}\n", r.json()) } else { r.human() }))
         }
-        Command::Generate { model, prompt, chat, max_tokens, temperature, top_k, top_p, seed, threads, ignore_eos } => {
-            let args = generate::GenerateArgs {
-                model: model.clone(),
-                prompt: prompt.clone(),
-                chat: *chat,
-                max_tokens: *max_tokens,
-                temperature: *temperature,
-                top_k: *top_k,
-                top_p: *top_p,
-                seed: *seed,
-                threads: *threads,
-                ignore_eos: *ignore_eos,
-            };
-            match generate::model_path(&args) {
-                Ok(p) => {
-                    let r = generate::generate(&args, &p, cli.json).map_err(|e| inspect::InspectError(e.0));
-                    (p, r)
-                }
-                Err(e) => (PathBuf::from("generate"), Err(inspect::InspectError(e.0))),
+        Command::Generate(args) => match generate::model_path(args) {
+            Ok(p) => {
+                let r = generate::generate(args, &p, cli.json).map_err(|e| inspect::InspectError(e.0));
+                (p, r)
             }
-        }
+            Err(e) => (PathBuf::from("generate"), Err(inspect::InspectError(e.0))),
+        },
         Command::Convert { input, output, quant } => (
             input.clone(),
             convert::convert(input, output, quant)
@@ -179,6 +153,15 @@ fn main() -> ExitCode {
         ),
         Command::Run { model, inputs, output } => {
             (model.clone(), run::run(model, inputs, output.as_ref(), cli.json).map_err(|e| inspect::InspectError(e.0)))
+        }
+        Command::Embed { model, tokenizer, threads, sentences } => {
+            let a = embed::EmbedArgs {
+                model: model.clone(),
+                tokenizer: tokenizer.clone(),
+                sentences: sentences.clone(),
+                threads: *threads,
+            };
+            (model.clone(), embed::embed(&a, cli.json).map_err(|e| inspect::InspectError(e.0)))
         }
         Command::Check { file } => match check::check(file) {
             Ok(r) => {

@@ -16,13 +16,15 @@
 //! assert!(w[0] < 0.5);
 //! ```
 //!
-//! Updates run on the host (see the crate README for why), in f64 arithmetic over f32
-//! params and state.
+//! [`Optimizer::step`] updates on the host, in f64 arithmetic over f32 params and state (the
+//! reference). [`Trainer`] runs the same rule inside its compiled training step by default
+//! ([`UpdateMode`]; see the crate README for why).
 #![warn(missing_docs)]
 
 mod clip;
 pub mod data;
 mod error;
+mod in_graph;
 mod matrix;
 mod optim;
 mod presets;
@@ -38,4 +40,4 @@ pub use presets::{
 };
 pub use rule::Rule;
 pub use schedule::Schedule;
-pub use trainer::{Trainer, TrainerOptions};
+pub use trainer::{Trainer, TrainerOptions, UpdateMode};

@@ -26,6 +26,11 @@ pub trait Optimizer {
     fn state_dict(&self) -> StateDict;
     /// Replace the state by `sd`. Errors: slots that do not fit this optimizer's rule.
     fn load_state_dict(&mut self, sd: &StateDict) -> Result<()>;
+    /// The general optimizer behind this one, if it is one: [`crate::Trainer`] then runs its
+    /// rule inside the compiled training step (see the crate README). Default `None`.
+    fn as_optim_mut(&mut self) -> Option<&mut Optim> {
+        None
+    }
 }
 
 /// An optimizer's state: completed iterations, each param's shape and its slots (`m`, `v`,
@@ -75,9 +80,13 @@ impl StateDict {
     }
 }
 
+/// One param's state: its shape and its slots (f32 tensors of the slot shapes, in
+/// [`rule::slots`] order). Tensors rather than `Vec`s so the in-graph update of
+/// [`crate::Trainer`] can feed them to the compiled step and take the new values back
+/// without a copy.
 struct ParamState {
     shape: Vec<usize>,
-    slots: Vec<(&'static str, Vec<f32>)>,
+    slots: Vec<(&'static str, Tensor)>,
 }
 
 /// The general optimizer: [`Rule`] (the math), [`Schedule`] (the rate), and per-param state.
@@ -113,6 +122,38 @@ impl Optim {
     pub fn lr(&self) -> f64 {
         self.schedule.at(self.t)
     }
+
+    /// Create `name`'s state (slots at their initial values) unless it exists. Errors: it
+    /// exists for another shape ([`OptimError::ShapeChanged`]).
+    pub(crate) fn ensure_state(&mut self, name: &str, shape: &[usize]) -> Result<()> {
+        match self.state.get(name) {
+            Some(st) if st.shape != shape => {
+                Err(OptimError::ShapeChanged { name: name.into(), was: st.shape.clone(), now: shape.to_vec() })
+            }
+            Some(_) => Ok(()),
+            None => {
+                let slots = rule::slots(&self.rule, shape)
+                    .into_iter()
+                    .map(|(s, sh, init)| (s, Tensor::from_vec(vec![init; sh.iter().product()], &sh).expect("dims")))
+                    .collect();
+                self.state.insert(name.to_string(), ParamState { shape: shape.to_vec(), slots });
+                Ok(())
+            }
+        }
+    }
+
+    /// `name`'s slot tensors in [`rule::slots`] order (after [`Optim::ensure_state`]).
+    pub(crate) fn slot_tensors(&self, name: &str) -> impl Iterator<Item = &Tensor> {
+        self.state.get(name).into_iter().flat_map(|st| st.slots.iter().map(|(_, t)| t))
+    }
+
+    /// Replace `name`'s `k`-th slot by `t` (same shape and dtype, from the in-graph update).
+    pub(crate) fn set_slot(&mut self, name: &str, k: usize, t: Tensor) {
+        if let Some(slot) = self.state.get_mut(name).and_then(|st| st.slots.get_mut(k)) {
+            debug_assert_eq!(slot.1.shape(), t.shape());
+            slot.1 = t;
+        }
+    }
 }
 
 impl Optimizer for Optim {
@@ -127,24 +168,18 @@ impl Optimizer for Optim {
                 grad: grad.len(),
             });
         }
-        if !self.state.contains_key(name) {
-            let slots = rule::slots(&self.rule, shape);
-            let slots = slots.into_iter().map(|(s, sh, init)| (s, vec![init; sh.iter().product()])).collect();
-            self.state.insert(name.to_string(), ParamState { shape: shape.to_vec(), slots });
-        }
-        let st = self.state.get_mut(name).expect("inserted above");
-        if st.shape != shape {
-            return Err(OptimError::ShapeChanged { name: name.into(), was: st.shape.clone(), now: shape.to_vec() });
-        }
+        self.ensure_state(name, shape)?;
+        let st = self.state.get_mut(name).expect("ensured above");
         let mut views = Slots { m: None, v: None, v_row: None, v_col: None };
-        for (slot, buf) in st.slots.iter_mut() {
+        for (slot, t) in st.slots.iter_mut() {
+            let buf = t.as_mut_slice::<f32>().expect("slots are f32");
             let at = match *slot {
                 "m" => &mut views.m,
                 "v" => &mut views.v,
                 "v_row" => &mut views.v_row,
                 _ => &mut views.v_col,
             };
-            *at = Some(buf.as_mut_slice());
+            *at = Some(buf);
         }
         let lr = self.schedule.at(self.t);
         let r = rule::effective(&self.rule, shape);
@@ -156,14 +191,16 @@ impl Optimizer for Optim {
         self.t += 1;
     }
 
+    fn as_optim_mut(&mut self) -> Option<&mut Optim> {
+        Some(self)
+    }
+
     fn state_dict(&self) -> StateDict {
         let mut sd = StateDict { step: self.t, shapes: BTreeMap::new(), tensors: BTreeMap::new() };
         for (name, st) in &self.state {
             sd.shapes.insert(name.clone(), st.shape.clone());
-            for (slot, buf) in &st.slots {
-                let shape = rule::slots(&self.rule, &st.shape).into_iter().find(|s| s.0 == *slot).expect("own slot").1;
-                let t = Tensor::from_vec(buf.clone(), &shape).expect("slot length matches its shape");
-                sd.tensors.insert(format!("{name}.{slot}"), t);
+            for (slot, t) in &st.slots {
+                sd.tensors.insert(format!("{name}.{slot}"), t.clone());
             }
         }
         sd
@@ -177,14 +214,14 @@ impl Optimizer for Optim {
             for (slot, sh, _) in rule::slots(&self.rule, shape) {
                 let key = format!("{name}.{slot}");
                 let t = sd.tensors.get(&key).ok_or_else(|| OptimError::StateDict(format!("missing {key:?}")))?;
-                let v = t.as_slice::<f32>().filter(|_| t.shape() == sh.as_slice()).ok_or_else(|| {
+                t.as_slice::<f32>().filter(|_| t.shape() == sh.as_slice()).ok_or_else(|| {
                     OptimError::StateDict(format!(
                         "{key:?} is {:?} {:?}, this rule needs f32 {sh:?}",
                         t.dtype(),
                         t.shape()
                     ))
                 })?;
-                slots.push((slot, v.to_vec()));
+                slots.push((slot, t.clone()));
                 used += 1;
             }
             state.insert(name.clone(), ParamState { shape: shape.clone(), slots });

@@ -203,7 +203,7 @@ pub(crate) fn apply(
     d.clear();
     d.extend(grad.iter().zip(p.iter()).map(|(&g, &w)| g as f64 + rule.l2 as f64 * w as f64));
     let ti = t as i32;
-    let bc = |beta: f32, k: i32| if rule.bias_correction { 1.0 - (beta as f64).powi(k) } else { 1.0 };
+    let bc = |beta: f32, k: i32| bias_correction(rule, beta, k);
     // 2. momentum: `d` becomes the direction, `g` stays readable as `grad + l2·p` via `gi`.
     let gi = |i: usize, p: &[f32]| grad[i] as f64 + rule.l2 as f64 * p[i] as f64;
     match (&rule.momentum, s.m) {
@@ -245,15 +245,7 @@ pub(crate) fn apply(
                 Accum::Sum => 1.0,
             };
             if let (Some(thr), Accum::Ema { beta2 }) = (rectify, accum) {
-                let b2 = beta2 as f64;
-                let rho_inf = 2.0 / (1.0 - b2) - 1.0;
-                let b2t = b2.powi(ti);
-                let rho = rho_inf - 2.0 * t as f64 * b2t / (1.0 - b2t);
-                scale = if rho >= thr as f64 {
-                    ((rho - 4.0) * (rho - 2.0) * rho_inf / ((rho_inf - 4.0) * (rho_inf - 2.0) * rho)).sqrt()
-                } else {
-                    0.0 // unrectified: plain m̂ below
-                };
+                scale = rectification(beta2, thr, t); // 0: unrectified, plain m̂ below
             }
             for i in 0..n {
                 let g = gi(i, p);
@@ -311,6 +303,25 @@ pub(crate) fn apply(
     // 5. apply.
     for (w, &x) in p.iter_mut().zip(d.iter()) {
         *w = (*w as f64 - lr * x) as f32;
+    }
+}
+
+/// `1 − βᵏ` when the rule bias-corrects, else 1 (the divisor of a moving average at step `k`).
+pub(crate) fn bias_correction(rule: &Rule, beta: f32, k: i32) -> f64 {
+    if rule.bias_correction { 1.0 - (beta as f64).powi(k) } else { 1.0 }
+}
+
+/// RAdam's rectification factor `r_t` at the 1-based iteration `t` when `ρ_t ≥ threshold`,
+/// else 0 (the step is then the plain bias-corrected first moment).
+pub(crate) fn rectification(beta2: f32, threshold: f32, t: u64) -> f64 {
+    let b2 = beta2 as f64;
+    let rho_inf = 2.0 / (1.0 - b2) - 1.0;
+    let b2t = b2.powi(t as i32);
+    let rho = rho_inf - 2.0 * t as f64 * b2t / (1.0 - b2t);
+    if rho >= threshold as f64 {
+        ((rho - 4.0) * (rho - 2.0) * rho_inf / ((rho_inf - 4.0) * (rho_inf - 2.0) * rho)).sqrt()
+    } else {
+        0.0
     }
 }
 

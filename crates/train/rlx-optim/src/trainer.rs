@@ -1,78 +1,172 @@
-//! `Trainer`: forward graph + loss → `grad_with_loss` → compiled once → one call per
-//! mini-batch, with params held inside the compiled graph and updated there in place.
+//! `Trainer`: forward graph + loss → `value_and_grad` (+ the optimizer update, in-graph) →
+//! compiled once → one call per mini-batch, with params held inside the compiled graph.
 
+use crate::in_graph::{self, Emitter, Scalar};
+use crate::rule::{self, Rule};
 use crate::{OptimError, Optimizer, Result, clip_grad_norm};
-use rlx_ir::{DType, Elem, Graph, Tensor};
-use rlx_runtime::{CompileOptions, CompiledGraph, Device, Session};
+use rlx_ir::{DType, Elem, Graph, Shape, Tensor};
+use rlx_runtime::{CompileOptions, CompiledGraph, Device, Session, StepInfo};
+
+/// Where a [`Trainer`] runs the optimizer update.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum UpdateMode {
+    /// Inside the compiled training step when the optimizer is an [`crate::Optim`] (it exposes
+    /// [`Optimizer::as_optim_mut`]) whose rule runs in-graph for every param — all but
+    /// Adafactor's factored moments and Muon's Newton–Schulz; otherwise on the host.
+    #[default]
+    Auto,
+    /// On the host, through [`Optimizer::try_step`] (f64 arithmetic): the reference path.
+    Host,
+}
 
 /// Options of a [`Trainer`].
 #[derive(Clone, Debug, Default)]
 pub struct TrainerOptions {
     /// Clip the gradients to this global L2 norm before each update.
     pub clip_grad_norm: Option<f32>,
-    /// Compile options of the backward graph (threads, optimization).
+    /// Where the update runs (default: in-graph where the rule allows).
+    pub update: UpdateMode,
+    /// Compile options of the training step (threads, optimization).
     pub compile: CompileOptions,
+}
+
+/// What feeds one input of the compiled step.
+#[derive(Clone, Copy, Debug)]
+enum Feed {
+    /// A batch input of the forward graph: `Trainer::feeds[k]`.
+    Batch(usize),
+    /// A step scalar of the in-graph update: `InGraph::scalars[k]`.
+    Scalar(usize),
+    /// Slot `slot` of trained param `param`, read from the optimizer's state.
+    Slot { param: usize, slot: usize },
+}
+
+/// The in-graph update's bookkeeping.
+struct InGraph {
+    /// The rule every param uses (checked equal across params).
+    rule: Rule,
+    /// The step scalars and their (rank-0) input tensors.
+    scalars: Vec<(Scalar, Tensor)>,
+    /// Slots per trained param (outputs follow the new params in this order).
+    slots_per_param: Vec<usize>,
 }
 
 /// A compiled training step.
 ///
 /// `forward`'s first output must be a scalar f32 loss; every f32 param is trained. Inputs must
 /// have static shapes (a fixed batch size: feed full batches). Per step, the batch is written
-/// into buffers allocated once ([`Trainer::input_mut`]), the backward graph runs, and the
-/// optimizer updates each param in place inside the compiled graph (no param copy, no
-/// recompilation; the backend allocates only its outputs, the loss and the gradients).
+/// into buffers allocated once ([`Trainer::input_mut`]) and one compiled run computes the loss,
+/// the gradients and — in-graph, by default — the clipped gradients and the optimizer update,
+/// reading params from the compiled graph and the optimizer's slots from its state, and
+/// returning their new values, which replace the old ones without a copy. With
+/// [`UpdateMode::Host`] (or a rule that needs it) the run returns the gradients and the
+/// optimizer updates each param in place on the host. No recompilation either way.
 pub struct Trainer<O: Optimizer> {
     compiled: CompiledGraph,
     params: Vec<(String, Vec<usize>)>,
-    names: Vec<String>,
+    /// Input names of the compiled step, in declaration order, and what feeds each.
+    inputs: Vec<(String, Feed)>,
+    /// Batch input buffers (the forward graph's inputs).
     feeds: Vec<Tensor>,
     opt: O,
     opts: TrainerOptions,
+    fused: Option<InGraph>,
 }
 
 impl<O: Optimizer> Trainer<O> {
-    /// Differentiate `forward` with respect to all its f32 params and compile for the CPU.
-    /// Params start at zero; set them with [`Trainer::set_param`]. Errors: no params, a
-    /// non-static input, anything `grad_with_loss` or compile rejects.
-    pub fn new(forward: &Graph, opt: O, opts: TrainerOptions) -> Result<Trainer<O>> {
+    /// Differentiate `forward` with respect to all its f32 params, add the optimizer update
+    /// (see [`UpdateMode`]) and compile for the CPU. Params start at zero; set them with
+    /// [`Trainer::set_param`]. Errors: no params, a symbolic input or param, anything
+    /// `value_and_grad` or compile rejects.
+    pub fn new(forward: &Graph, mut opt: O, opts: TrainerOptions) -> Result<Trainer<O>> {
         let wrt: Vec<_> = forward.params().iter().copied().filter(|&p| forward.shape(p).dtype == DType::F32).collect();
         if wrt.is_empty() {
             return Err(OptimError::Trainer("the forward graph has no f32 params to train".into()));
         }
-        let name = |id| forward.source_name(id).unwrap_or("?").to_string();
+        let name = |g: &Graph, id| g.source_name(id).unwrap_or("?").to_string();
         let mut params = vec![];
         for &p in &wrt {
             let dims = forward
                 .shape(p)
                 .static_dims()
-                .ok_or_else(|| OptimError::Trainer(format!("param {} is symbolic", name(p))))?;
-            params.push((name(p), dims));
+                .ok_or_else(|| OptimError::Trainer(format!("param {} is symbolic", name(forward, p))))?;
+            params.push((name(forward, p), dims));
         }
-        let backward = rlx_autodiff::try_grad_with_loss(forward, &wrt)?;
-        let (mut names, mut feeds) = (vec![], vec![]);
-        for &i in backward.inputs() {
-            let s = backward.shape(i);
-            let dims = s
-                .static_dims()
-                .ok_or_else(|| OptimError::Trainer(format!("input {} has symbolic dims {s}", name(i))))?;
-            let n = backward.source_name(i).unwrap_or("?").to_string();
-            let mut t = Tensor::zeros(&dims, s.dtype);
-            if n == "d_output" {
-                t = Tensor::from_f64s(&dims, s.dtype, &[1.0]).map_err(|e| OptimError::Trainer(e.to_string()))?;
+        let mut step = rlx_autodiff::value_and_grad(forward, &wrt)?;
+        let rule = match (opts.update, opt.as_optim_mut()) {
+            (UpdateMode::Auto, Some(o)) => in_graph_rule(o.rule(), &params),
+            _ => None,
+        };
+        let mut slot_inputs = vec![];
+        let mut fused = None;
+        if let Some(rule) = rule {
+            let outs = step.outputs().to_vec();
+            let mut grads = outs[1..].to_vec();
+            if let Some(max) = opts.clip_grad_norm {
+                in_graph::clip(&mut step, &mut grads, max);
             }
-            names.push(n);
-            feeds.push(t);
+            let (mut em, mut new_params, mut new_slots, mut slots_per_param) =
+                (Emitter::default(), vec![], vec![], vec![]);
+            for (k, (pname, dims)) in params.iter().enumerate() {
+                let p = step.param_by_name(pname).expect("value_and_grad keeps every param");
+                let mut ids = vec![];
+                for (j, (slot, sh, _)) in rule::slots(&rule, dims).into_iter().enumerate() {
+                    let id = step.input(&format!("__optim.{pname}.{slot}"), Shape::new(&sh, DType::F32));
+                    slot_inputs.push((id, Feed::Slot { param: k, slot: j }));
+                    ids.push(id);
+                }
+                let (np, ns) = em.update(&mut step, &rule, p, grads[k], &ids);
+                slots_per_param.push(ns.len());
+                new_params.push(np);
+                new_slots.extend(ns);
+            }
+            let outputs = [outs[0]].into_iter().chain(new_params).chain(new_slots).collect();
+            step.set_outputs(outputs);
+            for (j, &(_, id)) in em.scalars.iter().enumerate() {
+                slot_inputs.push((id, Feed::Scalar(j)));
+            }
+            let scalars = em.scalars.iter().map(|&(s, _)| (s, Tensor::zeros(&[], DType::F32))).collect();
+            fused = Some(InGraph { rule, scalars, slots_per_param });
         }
-        let mut compiled = Session::try_new(Device::Cpu)?.try_compile_with(backward, &opts.compile)?;
+        let (mut inputs, mut feeds) = (vec![], vec![]);
+        for &i in step.inputs() {
+            let n = name(&step, i);
+            let feed = match slot_inputs.iter().find(|(id, _)| *id == i) {
+                Some(&(_, f)) => f,
+                None => {
+                    let s = step.shape(i);
+                    let dims = s
+                        .static_dims()
+                        .ok_or_else(|| OptimError::Trainer(format!("input {n} has symbolic dims {s}")))?;
+                    feeds.push(Tensor::zeros(&dims, s.dtype));
+                    Feed::Batch(feeds.len() - 1)
+                }
+            };
+            inputs.push((n, feed));
+        }
+        if let Some(g) = step.error() {
+            return Err(OptimError::Trainer(format!("building the training step: {g}")));
+        }
+        let mut compiled = Session::try_new(Device::Cpu)?.try_compile_with(step, &opts.compile)?;
         for (n, dims) in &params {
             compiled.set_param_tensor(n, Tensor::zeros(dims, DType::F32))?;
         }
-        Ok(Trainer { compiled, params, names, feeds, opt, opts })
+        Ok(Trainer { compiled, params, inputs, feeds, opt, opts, fused })
     }
 
     /// The trained params: `(name, dims)` in the forward graph's order.
     pub fn params(&self) -> &[(String, Vec<usize>)] {
         &self.params
+    }
+
+    /// Whether the optimizer update runs inside the compiled step (see [`UpdateMode`]).
+    pub fn in_graph(&self) -> bool {
+        self.fused.is_some()
+    }
+
+    /// The kernel of each step of the compiled training graph (for profiling).
+    pub fn steps(&self) -> Vec<StepInfo> {
+        self.compiled.steps()
     }
 
     /// Set a param's values. Errors: unknown name, wrong length.
@@ -88,7 +182,10 @@ impl<O: Optimizer> Trainer<O> {
     /// The batch buffer of input `name` (its declared dtype `T`), to fill before
     /// [`Trainer::step`]. Errors: unknown input, another dtype.
     pub fn input_mut<T: Elem>(&mut self, name: &str) -> Result<&mut [T]> {
-        let k = self.names.iter().position(|n| n == name && n != "d_output");
+        let k = self.inputs.iter().find_map(|(n, f)| match f {
+            Feed::Batch(k) if n == name => Some(*k),
+            _ => None,
+        });
         let t = k.map(|k| &mut self.feeds[k]).ok_or_else(|| OptimError::Trainer(format!("no input named {name:?}")))?;
         let dt = t.dtype();
         t.as_mut_slice::<T>().ok_or_else(|| OptimError::Trainer(format!("input {name:?} is {dt:?}")))
@@ -96,11 +193,23 @@ impl<O: Optimizer> Trainer<O> {
 
     /// One training step on the current input buffers: gradients, optional clipping, one
     /// optimizer step per param, `end_iteration`. Returns the loss (before the update).
+    /// Errors: the run fails, the optimizer rejects a param (e.g. a loaded state of another
+    /// shape).
     pub fn step(&mut self) -> Result<f32> {
-        let feeds: Vec<(&str, Tensor)> = self.names.iter().map(String::as_str).zip(self.feeds.drain(..)).collect();
-        let out = self.compiled.run_tensors(&feeds);
-        self.feeds.extend(feeds.into_iter().map(|(_, t)| t));
-        let mut out = out?;
+        if self.fused.is_some() {
+            return self.step_in_graph();
+        }
+        let mut out = {
+            let refs: Vec<(&str, &Tensor)> = self
+                .inputs
+                .iter()
+                .map(|(n, f)| match *f {
+                    Feed::Batch(k) => (n.as_str(), &self.feeds[k]),
+                    _ => unreachable!("host steps have batch inputs only"),
+                })
+                .collect();
+            self.compiled.run_refs(&refs)?
+        };
         let loss = out[0].to_f32_vec().first().copied().unwrap_or(f32::NAN);
         let mut grads: Vec<&mut [f32]> =
             out[1..].iter_mut().map(|t| t.as_mut_slice::<f32>().expect("f32 param has an f32 gradient")).collect();
@@ -115,6 +224,48 @@ impl<O: Optimizer> Trainer<O> {
         Ok(loss)
     }
 
+    fn step_in_graph(&mut self) -> Result<f32> {
+        let fused = self.fused.as_mut().expect("in-graph trainer");
+        let optim = self.opt.as_optim_mut().expect("in-graph trainers hold an Optim");
+        for (name, dims) in &self.params {
+            optim.ensure_state(name, dims)?;
+        }
+        let (t, lr) = (optim.iteration() + 1, optim.lr());
+        for (s, v) in fused.scalars.iter_mut() {
+            v.as_mut_slice::<f32>().expect("f32 scalar")[0] = s.value(&fused.rule, t, lr);
+        }
+        let mut out = {
+            let optim = &*optim;
+            let slots: Vec<Vec<&Tensor>> = self.params.iter().map(|(n, _)| optim.slot_tensors(n).collect()).collect();
+            let refs: Vec<(&str, &Tensor)> = self
+                .inputs
+                .iter()
+                .map(|(n, f)| {
+                    let t = match *f {
+                        Feed::Batch(k) => &self.feeds[k],
+                        Feed::Scalar(k) => &fused.scalars[k].1,
+                        Feed::Slot { param, slot } => slots[param][slot],
+                    };
+                    (n.as_str(), t)
+                })
+                .collect();
+            self.compiled.run_refs(&refs)?
+        }
+        .into_iter();
+        let loss = out.next().and_then(|t| t.to_f32_vec().first().copied()).unwrap_or(f32::NAN);
+        for (name, _) in &self.params {
+            let t = out.next().expect("one new value per param");
+            *self.compiled.param_mut(name).expect("params set at new") = t;
+        }
+        for ((name, _), &n) in self.params.iter().zip(&fused.slots_per_param) {
+            for k in 0..n {
+                optim.set_slot(name, k, out.next().expect("one new value per slot"));
+            }
+        }
+        optim.end_iteration();
+        Ok(loss)
+    }
+
     /// The optimizer (its state dict, its iteration).
     pub fn optimizer(&self) -> &O {
         &self.opt
@@ -124,4 +275,12 @@ impl<O: Optimizer> Trainer<O> {
     pub fn optimizer_mut(&mut self) -> &mut O {
         &mut self.opt
     }
+}
+
+/// The rule the in-graph update runs: `rule` as it applies to every param, when that is one
+/// rule and it runs in-graph ([`in_graph::supported`]); `None` sends the update to the host.
+fn in_graph_rule(rule: &Rule, params: &[(String, Vec<usize>)]) -> Option<Rule> {
+    let first = rule::effective(rule, &params.first()?.1);
+    let same = params.iter().all(|(_, d)| in_graph::supported(rule, d) && rule::effective(rule, d) == first);
+    same.then(|| first.clone())
 }

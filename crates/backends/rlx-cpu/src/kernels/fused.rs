@@ -29,6 +29,10 @@ use rlx_ir::{DType, IrError, Op, Tensor};
 pub const NAME: &str = "fused_elementwise";
 /// Elements per register block (4 KiB of f32).
 pub const BLOCK: usize = 1024;
+/// Distance between registers in the scratch: a block plus one cache line. Registers exactly
+/// 4 KiB apart made every load of one and store to another alias in the CPU's 4 KiB
+/// store-forwarding check (measured: 0.35 → 0.09 ns per element-op on a 20-op chain).
+const REG_STRIDE: usize = BLOCK + 16;
 /// Most tasks one run is cut into.
 const MAX_TASKS: usize = 64;
 /// Fewest elements per task.
@@ -340,9 +344,11 @@ pub fn select(c: &Composite, ins: &[(Vec<usize>, DType)], outs: &[(Vec<usize>, D
                 }
             }
         }
-        // Free registers whose value is dead after this node.
-        for x in &node.inputs {
+        // Free registers whose value is dead after this node, once per value: a repeated
+        // operand (`mul(t, t)`) freed twice would hand one register to two later values.
+        for (j, x) in node.inputs.iter().enumerate() {
             if last[x.index()] == i
+                && !node.inputs[..j].contains(x)
                 && !body.outputs().contains(x)
                 && let Some(Arg::Reg(r)) = val[x.index()]
             {
@@ -385,7 +391,7 @@ pub fn select(c: &Composite, ins: &[(Vec<usize>, DType)], outs: &[(Vec<usize>, D
         acc: vec![0.0; t * reds.len().max(1)],
         reds,
         outs: outs_k,
-        scratch: vec![0.0; t * b.regs.max(1) * BLOCK],
+        scratch: vec![0.0; t * b.regs.max(1) * REG_STRIDE],
         bounds,
     })
 }
@@ -495,7 +501,7 @@ pub fn run_range(
 pub fn run(k: &mut FusedKernel, ins: &[&Tensor], outs: &mut [Tensor]) -> Result<(), IrError> {
     let ptrs = out_ptrs(k, ins, outs)?;
     let nred = k.reds.len();
-    let stride = k.regs.max(1) * BLOCK;
+    let stride = k.regs.max(1) * REG_STRIDE;
     let rows = k.n / k.row.max(1);
     let mut scratch = std::mem::take(&mut k.scratch);
     let mut acc = std::mem::take(&mut k.acc);
@@ -546,11 +552,11 @@ fn run_task(
         if !k.reds.is_empty() && rows > 1 {
             len = len.min((s / k.row + 1) * k.row - s);
         }
-        // SAFETY: register `r` is `scr[r * BLOCK..][..BLOCK]`; an instruction's destination is
+        // SAFETY: register `r` is `scr[r * REG_STRIDE..][..BLOCK]`; an instruction's destination is
         // never one of its operands (registers are freed only after their last reader), so the
         // shared and mutable views below never overlap.
-        let reg = |r: usize| unsafe { std::slice::from_raw_parts(base.add(r * BLOCK), len) };
-        let reg_mut = |r: usize| unsafe { std::slice::from_raw_parts_mut(base.add(r * BLOCK), len) };
+        let reg = |r: usize| unsafe { std::slice::from_raw_parts(base.add(r * REG_STRIDE), len) };
+        let reg_mut = |r: usize| unsafe { std::slice::from_raw_parts_mut(base.add(r * REG_STRIDE), len) };
         // Gather the views that cannot be read in place.
         for v in &k.views {
             if let Some(r) = v.reg {

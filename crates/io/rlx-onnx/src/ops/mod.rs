@@ -3,12 +3,17 @@
 //! their operands, attributes and typed errors.
 
 mod attention;
+mod einsum;
 mod elementwise;
+mod grid_sample;
 mod loss;
 mod misc;
 mod nn;
 mod quant;
 mod reduce;
+mod resize;
+mod rnn;
+mod scatter;
 mod shape;
 
 use crate::error::{OnnxError, Result};
@@ -127,8 +132,13 @@ static TABLE: &[(&str, Handler)] = &[
     ("Constant", shape::constant), ("Range", shape::range), ("Pad", shape::pad),
     ("Gather", shape::gather), ("GatherElements", shape::gather_elements), ("GatherND", shape::gather_nd),
     ("DepthToSpace", shape::depth_to_space), ("SpaceToDepth", shape::space_to_depth),
+    ("ScatterND", scatter::scatter_nd), ("ScatterElements", scatter::scatter_elements),
+    ("Scatter", scatter::scatter_elements),
+    ("GridSample", grid_sample::grid_sample),
+    ("Resize", resize::resize), ("Upsample", resize::upsample),
     ("Trilu", misc::trilu), ("EyeLike", misc::eye_like), ("OneHot", misc::one_hot), ("TopK", misc::top_k),
     // Linear algebra and neural-network layers.
+    ("Einsum", einsum::einsum), ("RNN", rnn::rnn), ("GRU", rnn::gru), ("LSTM", rnn::lstm),
     ("MatMul", nn::matmul), ("Gemm", nn::gemm), ("Conv", nn::conv), ("ConvTranspose", nn::conv_transpose),
     ("MaxPool", |c| nn::pool(c, "Max")), ("AveragePool", |c| nn::pool(c, "Avg")), ("LpPool", |c| nn::pool(c, "Lp")),
     ("GlobalAveragePool", |c| nn::global_pool(c, R::Sum)), ("GlobalMaxPool", |c| nn::global_pool(c, R::Max)),

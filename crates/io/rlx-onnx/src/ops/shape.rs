@@ -393,7 +393,7 @@ pub(super) fn pad(c: &mut Ctx) -> Result<Vec<NodeId>> {
 }
 
 /// Indices with negative entries wrapped: `idx < 0 ? idx + n : idx` (`n` broadcasts).
-fn wrap_negative(c: &mut Ctx, idx: NodeId, n: NodeId) -> NodeId {
+pub(super) fn wrap_negative(c: &mut Ctx, idx: NodeId, n: NodeId) -> NodeId {
     let zero = c.scalar_like(0.0, idx);
     let neg = c.g.compare(C::Lt, idx, zero);
     let n = c.g.convert(n, c.dtype(idx));

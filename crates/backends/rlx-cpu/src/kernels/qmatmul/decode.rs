@@ -1,4 +1,4 @@
-//! Exact-mode decode (`M = 1`) for Q4_0, Q4_1, Q8_0 and Q4_K: `y[j] = Σ_i
+//! Exact-mode decode (`M = 1`) for Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K: `y[j] = Σ_i
 //! dequant(W[j])[i] · x[i]` in f32, written as `Σ_b d_b · (Σ_{i∈b} q_i · x_i) + m_b · Σ_{i∈b} x_i`
 //! (the dequantized weights are never formed; only the summation order differs from the
 //! reference, so results agree with it up to f32 rounding).
@@ -8,28 +8,31 @@
 //! bits of each lane, so no mask is needed), one multiply and two FMAs. The f16 scales of 16
 //! blocks are converted together (`vcvtph2ps`) and broadcast from memory; [`ROWS`] weight rows
 //! share each activation load; the horizontal sum happens once per row. The `m_b · Σx_b` term of
-//! Q4_1 and Q4_K (`m = -dmin · min_j` per 32-weight sub-block, `d = d · scale_j`) uses the
-//! per-block activation sums from [`block_sums`] (computed once per call).
+//! Q4_1, Q4_K and Q5_K (`m = -dmin · min_j` per 32-weight sub-block, `d = d · scale_j`) uses the
+//! per-block activation sums from [`block_sums`] (computed once per call). Q5_K adds its fifth
+//! bit as a masked `+ 16.0` on the looked-up values. Q6_K (`w = d sc_g (q - 32)`, sub-blocks of
+//! 16): the 6-bit `q` of 64 weights are assembled as bytes in one register, widened 16 at a
+//! time, and `-32 d sc_g Σx_g` uses per-16 activation sums.
 
 /// Weight rows processed together.
 const ROWS: usize = 4;
 /// Blocks whose scales are converted together.
 const GROUP: usize = 16;
 
-/// True when `ty` has a kernel here.
-pub(super) fn has_kernel(ty: rlx_gguf::GgmlType) -> bool {
-    use rlx_gguf::GgmlType as T;
-    matches!(ty, T::Q4_0 | T::Q4_1 | T::Q8_0 | T::Q4_K)
-}
-
 /// True when `ty`'s kernel reads [`block_sums`].
 pub(super) fn needs_block_sums(ty: rlx_gguf::GgmlType) -> bool {
-    matches!(ty, rlx_gguf::GgmlType::Q4_1 | rlx_gguf::GgmlType::Q4_K)
+    use rlx_gguf::GgmlType as T;
+    matches!(ty, T::Q4_1 | T::Q4_K | T::Q5_K | T::Q6_K)
 }
 
-/// `out[b] = Σ x[32 b .. 32 b + 32]` (`x.len() == 32 · out.len()`).
-pub(super) fn block_sums(x: &[f32], out: &mut [f32]) {
-    for (o, c) in out.iter_mut().zip(x.chunks_exact(32)) {
+/// Elements per [`block_sums`] entry for `ty`.
+pub(super) fn sum_len(ty: rlx_gguf::GgmlType) -> usize {
+    if ty == rlx_gguf::GgmlType::Q6_K { 16 } else { 32 }
+}
+
+/// `out[b] = Σ x[len b .. len b + len]` (`x.len() == len · out.len()`, `len` 16 or 32).
+pub(super) fn block_sums(x: &[f32], len: usize, out: &mut [f32]) {
+    for (o, c) in out.iter_mut().zip(x.chunks_exact(len)) {
         let mut acc = [0f32; 8];
         for q in c.chunks_exact(8) {
             for l in 0..8 {
@@ -44,6 +47,8 @@ pub(super) fn block_sums(x: &[f32], out: &mut [f32]) {
 pub(super) use avx512::dot_rows;
 
 #[cfg(target_arch = "x86_64")]
+// The kernels index several per-row arrays with one row index.
+#[allow(clippy::needless_range_loop)]
 mod avx512 {
     use super::{GROUP, ROWS};
     use rlx_gguf::GgmlType;
@@ -65,9 +70,9 @@ mod avx512 {
     ///
     /// # Safety
     /// AVX-512F/BW/VL, AVX2, FMA and F16C must be available; `ty` satisfies
-    /// [`super::has_kernel`]; `w.len() == y.len() · row_bytes` with `row_bytes` =
-    /// `x.len() / 32` blocks of `ty`; `xsum` holds [`super::block_sums`] of `x` when
-    /// [`super::needs_block_sums`].
+    /// `exact::has_decoder`; `w.len() == y.len() · row_bytes` with `row_bytes` =
+    /// `x.len() / 32` blocks of `ty`; `xsum` holds [`super::block_sums`] of `x` (blocks of
+    /// [`super::sum_len`]) when [`super::needs_block_sums`].
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
     pub(in super::super) unsafe fn dot_rows(
         ty: GgmlType,
@@ -78,11 +83,13 @@ mod avx512 {
         y: &mut [f32],
     ) {
         debug_assert_eq!(w.len(), y.len() * row_bytes);
-        debug_assert!(!super::needs_block_sums(ty) || xsum.len() == x.len() / 32);
+        debug_assert!(!super::needs_block_sums(ty) || xsum.len() == x.len() / super::sum_len(ty));
         let (dot, dot1): (RowsFn<ROWS>, RowsFn<1>) = match ty {
             GgmlType::Q4_0 => (rows_dot::<ROWS, Q4_0>, rows_dot::<1, Q4_0>),
             GgmlType::Q4_1 => (rows_dot::<ROWS, Q4_1>, rows_dot::<1, Q4_1>),
-            GgmlType::Q4_K => (rows_dot_q4k::<ROWS>, rows_dot_q4k::<1>),
+            GgmlType::Q4_K => (rows_dot_q4k::<ROWS, false>, rows_dot_q4k::<1, false>),
+            GgmlType::Q5_K => (rows_dot_q4k::<ROWS, true>, rows_dot_q4k::<1, true>),
+            GgmlType::Q6_K => (rows_dot_q6k::<ROWS>, rows_dot_q6k::<1>),
             _ => (rows_dot::<ROWS, Q8_0>, rows_dot::<1, Q8_0>),
         };
         let nb = x.len() / 32;
@@ -177,29 +184,32 @@ mod avx512 {
         std::array::from_fn(|r| _mm512_reduce_add_ps(_mm512_add_ps(acc[r], macc[r])))
     }
 
-    /// [`rows_dot`] for Q4_K (`nb32` 32-weight sub-blocks per row, `nb32 / 8` blocks).
+    /// [`rows_dot`] for Q4_K (`FIVE = false`, 144-byte blocks) and Q5_K (176) (`nb32` 32-weight
+    /// sub-blocks per row, `nb32 / 8` blocks).
     ///
     /// # Safety
     /// As [`rows_dot`].
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
     #[inline]
-    unsafe fn rows_dot_q4k<const R: usize>(
+    unsafe fn rows_dot_q4k<const R: usize, const FIVE: bool>(
         rows: [*const u8; R],
         nb32: usize,
         xp: *const f32,
         sp: *const f32,
     ) -> [f32; R] {
         let table = _mm512_setr_ps(0., 1., 2., 3., 4., 5., 6., 7., 8., 9., 10., 11., 12., 13., 14., 15.);
+        let (ts, qo) = if FIVE { (176, 48) } else { (144, 16) };
+        let sixteen = _mm512_set1_ps(16.0);
         let mut acc = [_mm512_setzero_ps(); R];
         let mut macc = [_mm256_setzero_ps(); R];
         let mut dl = [[0f32; 8]; R];
         // SAFETY (every pointer below): block `b < nb32 / 8` of row `r` spans 144 bytes from
-        // `rows[r] + 144 b`; `x` has `32 nb32` floats, `xsum` `nb32`.
+        // `rows[r] + ts b`; `x` has `32 nb32` floats, `xsum` `nb32`.
         unsafe {
             for b in 0..nb32 / 8 {
                 let s8 = _mm256_loadu_ps(sp.add(8 * b));
                 for r in 0..R {
-                    let p = rows[r].add(144 * b);
+                    let p = rows[r].add(ts * b);
                     let hd = _mm_cvtph_ps(_mm_cvtsi32_si128(p.cast::<i32>().read_unaligned()));
                     let scales = std::slice::from_raw_parts(p.add(4), 12);
                     let (mut sc, mut mn) = ([0u8; 8], [0u8; 8]);
@@ -218,19 +228,30 @@ mod avx512 {
                     let (x0, x1) = (_mm512_loadu_ps(xb), _mm512_loadu_ps(xb.add(16)));
                     let (x2, x3) = (_mm512_loadu_ps(xb.add(32)), _mm512_loadu_ps(xb.add(48)));
                     for r in 0..R {
-                        let q = rows[r].add(144 * b + 16 + 32 * pair);
+                        let q = rows[r].add(ts * b + qo + 32 * pair);
                         let v0 = _mm512_cvtepu8_epi32(_mm_loadu_si128(q.cast()));
                         let v1 = _mm512_cvtepu8_epi32(_mm_loadu_si128(q.add(16).cast()));
-                        let lo = _mm512_fmadd_ps(
+                        let mut w = [
+                            _mm512_permutexvar_ps(v0, table),
                             _mm512_permutexvar_ps(v1, table),
-                            x1,
-                            _mm512_mul_ps(_mm512_permutexvar_ps(v0, table), x0),
-                        );
-                        let hi = _mm512_fmadd_ps(
+                            _mm512_permutexvar_ps(_mm512_srli_epi32(v0, 4), table),
                             _mm512_permutexvar_ps(_mm512_srli_epi32(v1, 4), table),
-                            x3,
-                            _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v0, 4), table), x2),
-                        );
+                        ];
+                        if FIVE {
+                            // Bit `j` of qh[l] is the fifth bit of element l of sub-block j.
+                            let qh = rows[r].add(ts * b + 16);
+                            let h = [
+                                _mm512_cvtepu8_epi32(_mm_loadu_si128(qh.cast())),
+                                _mm512_cvtepu8_epi32(_mm_loadu_si128(qh.add(16).cast())),
+                            ];
+                            for (i, wi) in w.iter_mut().enumerate() {
+                                let bit = _mm512_set1_epi32(1 << (2 * pair + i / 2));
+                                let k = _mm512_test_epi32_mask(h[i % 2], bit);
+                                *wi = _mm512_mask_add_ps(*wi, k, *wi, sixteen);
+                            }
+                        }
+                        let lo = _mm512_fmadd_ps(w[1], x1, _mm512_mul_ps(w[0], x0));
+                        let hi = _mm512_fmadd_ps(w[3], x3, _mm512_mul_ps(w[2], x2));
                         acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(dl[r][2 * pair]), lo, acc[r]);
                         acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(dl[r][2 * pair + 1]), hi, acc[r]);
                     }
@@ -244,5 +265,74 @@ mod avx512 {
             let m1 = _mm_add_ss(m2, _mm_movehdup_ps(m2));
             _mm512_reduce_add_ps(acc[r]) - _mm_cvtss_f32(m1)
         })
+    }
+
+    /// [`rows_dot`] for Q6_K (`nb32 / 8` blocks of 210 bytes; `xsum`: per-16 sums of `x`).
+    ///
+    /// # Safety
+    /// As [`rows_dot`].
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+    #[inline]
+    unsafe fn rows_dot_q6k<const R: usize>(
+        rows: [*const u8; R],
+        nb32: usize,
+        xp: *const f32,
+        sp: *const f32,
+    ) -> [f32; R] {
+        let m4 = _mm512_set1_epi8(0x0f);
+        let m30 = _mm512_set1_epi8(0x30);
+        // qh bit pairs 0 / 1 (elements 0..32 / 32..64 of a half) moved to bits 4..6, and
+        // pairs 2 / 3 (elements 64..96 / 96..128).
+        let sh_lo = _mm512_setr_epi64(4, 4, 4, 4, 2, 2, 2, 2);
+        let sh_hi = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2);
+        let mut acc = [_mm512_setzero_ps(); R];
+        let mut macc = [_mm512_setzero_ps(); R];
+        let mut dl = [[0f32; 16]; R];
+        let mut qb = [[0u8; 128]; R];
+        // SAFETY (every pointer below): block `b < nb32 / 8` of row `r` spans 210 bytes from
+        // `rows[r] + 210 b`; `x` has `32 nb32` floats, `xsum` `2 nb32`.
+        unsafe {
+            for b in 0..nb32 / 8 {
+                let s16 = _mm512_loadu_ps(sp.add(16 * b));
+                for r in 0..R {
+                    let p = rows[r].add(210 * b);
+                    let d = _mm512_set1_ps(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(
+                        p.add(208).cast::<u16>().read_unaligned(),
+                    )))));
+                    let sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p.add(192).cast())));
+                    let dls = _mm512_mul_ps(d, sc);
+                    _mm512_storeu_ps(dl[r].as_mut_ptr(), dls);
+                    macc[r] = _mm512_fmadd_ps(dls, s16, macc[r]);
+                }
+                for h in 0..2 {
+                    for r in 0..R {
+                        let p = rows[r].add(210 * b);
+                        let a = _mm512_loadu_si512(p.add(64 * h).cast());
+                        let qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(p.add(128 + 32 * h).cast()));
+                        let q0 = _mm512_or_si512(
+                            _mm512_and_si512(a, m4),
+                            _mm512_and_si512(_mm512_sllv_epi64(qh, sh_lo), m30),
+                        );
+                        let q1 = _mm512_or_si512(
+                            _mm512_and_si512(_mm512_srli_epi16::<4>(a), m4),
+                            _mm512_and_si512(_mm512_srlv_epi64(qh, sh_hi), m30),
+                        );
+                        _mm512_storeu_si512(qb[r].as_mut_ptr().cast(), q0);
+                        _mm512_storeu_si512(qb[r].as_mut_ptr().add(64).cast(), q1);
+                    }
+                    for g in 0..8 {
+                        let xv = _mm512_loadu_ps(xp.add(256 * b + 128 * h + 16 * g));
+                        for r in 0..R {
+                            let q = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(
+                                qb[r].as_ptr().add(16 * g).cast(),
+                            )));
+                            let t = _mm512_mul_ps(q, xv);
+                            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(dl[r][8 * h + g]), t, acc[r]);
+                        }
+                    }
+                }
+            }
+        }
+        std::array::from_fn(|r| _mm512_reduce_add_ps(acc[r]) - 32.0 * _mm512_reduce_add_ps(macc[r]))
     }
 }

@@ -1,7 +1,7 @@
 //! Exact mode: weights dequantized inside AVX-512 registers, 16 at a time, bit-identical with
 //! `rlx_gguf::quants::dequantize_into` (same f32 operations in the same order, no fused
-//! multiply-add in the dequantization), then either multiplied by f32 activations with FMA
-//! ([`dot`], decode) or stored into a tile for `gemm` ([`decode_row`], prefill).
+//! multiply-add in the dequantization), stored into a tile for `gemm` ([`decode_row`],
+//! prefill; decode has its own kernels in `decode.rs`).
 //!
 //! Schemes with a decoder: [`has_decoder`]. Every decoder reads one weight row of `nb` blocks
 //! and calls `f(offset, w)` for each run of 16 consecutive weights `w` starting at element
@@ -15,7 +15,7 @@ pub(super) fn has_decoder(ty: GgmlType) -> bool {
 }
 
 #[cfg(target_arch = "x86_64")]
-pub(super) use avx512::{decode_row, dot};
+pub(super) use avx512::decode_row;
 
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
@@ -155,35 +155,11 @@ mod avx512 {
         _mm_cvtsi32_si128(n as i32)
     }
 
-    /// `Σ_i dequant(row)[i] · x[i]` in f32 (4 FMA accumulators, summed at the end).
-    ///
-    /// # Safety
-    /// The features of [`visit`] must be available; `row` holds `x.len() / block_size` whole
-    /// blocks of `ty` (a scheme with a decoder) and `x.len()` is a multiple of the block size.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-    pub(in super::super) unsafe fn dot(ty: GgmlType, row: &[u8], x: &[f32]) -> f32 {
-        let nb = x.len() / ty.block_size();
-        debug_assert_eq!(row.len(), nb * ty.type_size());
-        let xp = x.as_ptr();
-        let (mut a0, mut a1, mut a2, mut a3) =
-            (_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps());
-        // SAFETY: `row` has `nb` blocks; every offset + 16 <= x.len().
-        unsafe {
-            visit(ty, row.as_ptr(), nb, |o, w| {
-                let t = _mm512_fmadd_ps(w, _mm512_loadu_ps(xp.add(o)), a3);
-                a3 = a2;
-                a2 = a1;
-                a1 = a0;
-                a0 = t;
-            })
-        };
-        _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)))
-    }
-
     /// Dequantize one row into `out` (bit-identical with `rlx_gguf::quants::dequantize_into`).
     ///
     /// # Safety
-    /// As [`dot`], with `out` in place of `x`.
+    /// AVX-512F/BW/VL, AVX2, FMA and F16C must be available; `row` holds
+    /// `out.len() / block_size` whole blocks of `ty` (a scheme with a decoder).
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
     pub(in super::super) unsafe fn decode_row(ty: GgmlType, row: &[u8], out: &mut [f32]) {
         let nb = out.len() / ty.block_size();

@@ -1,15 +1,19 @@
-//! Fast mode (opt-in, `CpuOptions::quantized_activations`): integer dots against Q8_0-quantized
-//! activations for Q8_0, Q4_0 and Q4_1, as llama.cpp's `ggml_vec_dot_q*_q8_0`.
+//! Fast mode (opt-in, `CpuOptions::quantized_activations`): integer dots against quantized
+//! activations, as llama.cpp's `ggml_vec_dot_q*_q8_0` / `_q8_K`. This file: the legacy schemes
+//! Q8_0, Q4_0 and Q4_1 against Q8_0 activations, and the tile loop ([`tile`]) shared with the
+//! K-quant kernels of [`super::q8k`].
 //!
 //! Each activation row is quantized once per call to Q8_0 blocks (`d = amax / 127` rounded to
 //! f16, `q = round(x / d)`, exactly `quantize_row_q8_0_ref`) into scratch, together with
 //! `d · Σq` per block; then every weight row is a sum over blocks of `d_w · d_x · Σ q_w·q_x`
-//! (+ `m_w · d_x · Σq_x` for Q4_1) with the 32-term integer dot done by AVX-512 VNNI
-//! `vpdpbusd` (on 256-bit registers, one block each) where the CPU has `avx512vnni`, AVX2
-//! `vpmaddubsw` + `vpmaddwd` on other AVX-512 CPUs, and a scalar loop elsewhere or under
-//! `SimdLevel::Baseline`. Signed products use llama.cpp's `|x| · sign(w, x)` trick, which
-//! assumes weights in `-127..=127` (true of every quantizer; a stored Q8_0 value of -128 would
-//! be misread, as in llama.cpp).
+//! (+ `m_w · d_x · Σq_x` for Q4_1). With AVX-512 VNNI the 32-term integer dot is one 256-bit
+//! `vpdpbusd` of the weights as unsigned bytes (nibbles; Q8_0: `q + 128`, exact for every i8)
+//! against the activation bytes, the constant part (`-8`, `-128`) going into the `d_w · d_x Σq`
+//! term; f16 scales are converted 16 blocks at a time, and a kernel computes an `R × C` tile
+//! (weight rows × activation rows, see [`tile`]) with one horizontal sum per output. AVX-512
+//! CPUs without VNNI use AVX2 `vpmaddubsw` + `vpmaddwd` with llama.cpp's `|x| · sign(w, x)`
+//! trick (weights in `-127..=127`), one row at a time; elsewhere, or under
+//! `SimdLevel::Baseline`, a scalar loop.
 //!
 //! Accuracy: it computes `dequant(W) · dequant(quantize_q8_0(x))` exactly up to f32 rounding of
 //! the per-block sums, i.e. it differs from the f32 reference (the composite's body) by the
@@ -49,19 +53,31 @@ pub(super) fn simd_level(simd: bool) -> u8 {
     }
 }
 
-/// Quantize `x` (whole Q8_0 blocks) into `q` / `d` / `s` as `quantize_row_q8_0_ref`.
-pub(super) fn quantize_q8_0(x: &[f32], q: &mut [i8], d: &mut [f32], s: &mut [f32]) {
-    for (((xb, qb), db), sb) in x.chunks_exact(QK).zip(q.chunks_exact_mut(QK)).zip(d).zip(s) {
+/// Bytes of one quantized activation row of `k` values: `q i8[k] | d f32[k / 32] | s f32[k / 32]`
+/// (`d` the f16-rounded block scale, `s = d · Σ q` per block).
+pub(super) fn row_bytes_q8_0(k: usize) -> usize {
+    k + 8 * (k / QK)
+}
+
+/// Quantize `x` (whole Q8_0 blocks) into one activation row `out` (layout of
+/// [`row_bytes_q8_0`]) as `quantize_row_q8_0_ref`.
+pub(super) fn quantize_q8_0(x: &[f32], out: &mut [u8]) {
+    let nb = x.len() / QK;
+    let (q, ds) = out.split_at_mut(x.len());
+    let (d, s) = ds.split_at_mut(4 * nb);
+    for (b, (xb, qb)) in x.chunks_exact(QK).zip(q.chunks_exact_mut(QK)).enumerate() {
         let amax = xb.iter().fold(0.0f32, |a, v| a.max(v.abs()));
         let dd = amax / 127.0;
         let id = if dd != 0.0 { 1.0 / dd } else { 0.0 };
         let mut sum = 0i32;
         for (qv, &v) in qb.iter_mut().zip(xb) {
-            *qv = (v * id).round() as i8;
-            sum += i32::from(*qv);
+            let qi = (v * id).round() as i8;
+            *qv = qi as u8;
+            sum += i32::from(qi);
         }
-        *db = f16::from_f32(dd).to_f32();
-        *sb = *db * sum as f32;
+        let db = f16::from_f32(dd).to_f32();
+        d[4 * b..4 * b + 4].copy_from_slice(&db.to_le_bytes());
+        s[4 * b..4 * b + 4].copy_from_slice(&(db * sum as f32).to_le_bytes());
     }
 }
 
@@ -70,109 +86,347 @@ fn f16_at(b: &[u8], i: usize) -> f32 {
     f16::from_bits(u16::from_le_bytes([b[i], b[i + 1]])).to_f32()
 }
 
-/// One weight row (`w`, blocks of `ty`) against one Q8_0 activation row.
-#[inline]
-pub(super) fn dot_q8(ty: GgmlType, level: u8, w: &[u8], xq: &[i8], xd: &[f32], xs: &[f32]) -> f32 {
-    debug_assert_eq!(w.len(), xd.len() * ty.type_size());
-    #[cfg(target_arch = "x86_64")]
-    if level > 0 {
-        // SAFETY: level > 0 means the features were detected; lengths match (checked at run).
-        return unsafe { if level == 2 { avx::dot_vnni(ty, w, xq, xd, xs) } else { avx::dot_avx2(ty, w, xq, xd, xs) } };
-    }
-    let _ = level;
-    dot_q8_scalar(ty, w, xq, xd, xs)
+#[inline(always)]
+fn f32_at(b: &[u8], i: usize) -> f32 {
+    f32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
 }
 
-/// Portable form of [`dot_q8`].
-pub(crate) fn dot_q8_scalar(ty: GgmlType, w: &[u8], xq: &[i8], xd: &[f32], xs: &[f32]) -> f32 {
+/// An `R × C` tile of dots: weight rows `w` (`nb` blocks each) with quantized activation rows
+/// `x` (the scheme's activation layout), `out[r][c]`.
+pub(super) trait RowKernel {
+    /// # Safety
+    /// The kernel's CPU features must be available; every `w[r]` points to `nb` whole blocks,
+    /// every `x[c]` to one whole activation row of `nb` blocks.
+    unsafe fn rows<const R: usize, const C: usize>(w: [*const u8; R], x: [*const u8; C], nb: usize) -> [[f32; C]; R];
+}
+
+/// Weight rows per tile at M = 1.
+const R_DECODE: usize = 4;
+/// Activation rows per tile at M > 1 (one weight row per tile: larger tiles spill registers).
+const C_TILE: usize = 4;
+/// Weight rows that pass over one activation tile while it stays in L1 (M > 1): the tile is
+/// read from L1 by every row of the group instead of from L2 by every weight row.
+const R_GROUP: usize = 8;
+
+/// Every product of the weight rows `w` (`row_bytes` each, `nb` blocks) with the `m` activation
+/// rows `x` (`x_row` bytes each): `put(activation row, weight row, value)`.
+///
+/// # Safety
+/// `S`'s CPU features must be available; the lengths are whole rows.
+#[inline(always)]
+unsafe fn drive<S: RowKernel>(
+    w: &[u8],
+    row_bytes: usize,
+    x: &[u8],
+    x_row: usize,
+    m: usize,
+    nb: usize,
+    put: &mut dyn FnMut(usize, usize, f32),
+) {
+    let nr = w.len() / row_bytes;
+    // SAFETY: r < nr, mi < m: whole rows inside the slices; the kernel contract is ours.
+    unsafe {
+        let wp = |r: usize| w.as_ptr().add(r * row_bytes);
+        let xp = |mi: usize| x.as_ptr().add(mi * x_row);
+        if m == 1 {
+            let mut r = 0;
+            while r + R_DECODE <= nr {
+                let o = S::rows::<R_DECODE, 1>(std::array::from_fn(|i| wp(r + i)), [xp(0)], nb);
+                for (i, v) in o.iter().enumerate() {
+                    put(0, r + i, v[0]);
+                }
+                r += R_DECODE;
+            }
+            for r in r..nr {
+                put(0, r, S::rows::<1, 1>([wp(r)], [xp(0)], nb)[0][0]);
+            }
+            return;
+        }
+        for r0 in (0..nr).step_by(R_GROUP) {
+            let r1 = (r0 + R_GROUP).min(nr);
+            let mut mi = 0;
+            while mi + C_TILE <= m {
+                let xs = std::array::from_fn(|c| xp(mi + c));
+                for r in r0..r1 {
+                    for (c, &v) in S::rows::<1, C_TILE>([wp(r)], xs, nb)[0].iter().enumerate() {
+                        put(mi + c, r, v);
+                    }
+                }
+                mi += C_TILE;
+            }
+            for mi in mi..m {
+                for r in r0..r1 {
+                    put(mi, r, S::rows::<1, 1>([wp(r)], [xp(mi)], nb)[0][0]);
+                }
+            }
+        }
+    }
+}
+
+/// Bytes of one quantized activation row of `k` values for the weight scheme `ty`.
+pub(super) fn act_row_bytes(ty: GgmlType, k: usize) -> usize {
+    if super::q8k::has_q8_k_path(ty) { k / super::q8k::QK_K * super::q8k::Q8K_BYTES } else { row_bytes_q8_0(k) }
+}
+
+/// Quantize the activation rows `x` (`[m, k]`) for the weight scheme `ty` into `out`.
+pub(super) fn quantize_acts(ty: GgmlType, x: &[f32], k: usize, out: &mut [u8]) {
+    let xr = act_row_bytes(ty, k);
+    for (xrow, orow) in x.chunks_exact(k).zip(out.chunks_exact_mut(xr)) {
+        if super::q8k::has_q8_k_path(ty) { super::q8k::quantize_row(xrow, orow) } else { quantize_q8_0(xrow, orow) }
+    }
+}
+
+/// Every product of the weight rows `w` (blocks of `ty`, `row_bytes` each) with the `m`
+/// quantized activation rows `x` (from [`quantize_acts`]): `put(activation row, weight row, v)`.
+pub(super) fn tile(
+    ty: GgmlType,
+    level: u8,
+    w: &[u8],
+    row_bytes: usize,
+    x: &[u8],
+    m: usize,
+    put: &mut dyn FnMut(usize, usize, f32),
+) {
+    let x_row = x.len() / m.max(1);
+    let nb = row_bytes / ty.type_size();
+    #[cfg(target_arch = "x86_64")]
+    if level == 2 {
+        use super::q8k::{Q4K, Q5K, Q6K};
+        // SAFETY: level 2 means the VNNI features were detected; whole rows (checked at run).
+        unsafe {
+            match ty {
+                GgmlType::Q4_0 => drive::<avx::Legacy<Q4_0>>(w, row_bytes, x, x_row, m, nb, put),
+                GgmlType::Q4_1 => drive::<avx::Legacy<Q4_1>>(w, row_bytes, x, x_row, m, nb, put),
+                GgmlType::Q8_0 => drive::<avx::Legacy<Q8_0>>(w, row_bytes, x, x_row, m, nb, put),
+                GgmlType::Q4_K => drive::<Q4K>(w, row_bytes, x, x_row, m, nb, put),
+                GgmlType::Q5_K => drive::<Q5K>(w, row_bytes, x, x_row, m, nb, put),
+                _ => drive::<Q6K>(w, row_bytes, x, x_row, m, nb, put),
+            }
+        }
+        return;
+    }
+    for (r, wr) in w.chunks_exact(row_bytes).enumerate() {
+        for (mi, xr) in x.chunks_exact(x_row).enumerate() {
+            let v = if super::q8k::has_q8_k_path(ty) {
+                super::q8k::dot_scalar(ty, wr, xr)
+            } else {
+                #[cfg(target_arch = "x86_64")]
+                if level == 1 {
+                    // SAFETY: level 1 means AVX-512BW/VL, AVX2, FMA and F16C were detected.
+                    put(mi, r, unsafe { avx::dot_avx2(ty, wr, xr) });
+                    continue;
+                }
+                dot_q8_scalar(ty, wr, xr)
+            };
+            put(mi, r, v);
+        }
+    }
+}
+
+/// Legacy block layouts (const parameters of the kernels).
+/// `d f16, 16 bytes of nibble pairs`, `w = d (q - 8)`.
+const Q4_0: u8 = 0;
+/// `d f16, m f16, 16 bytes`, `w = d q + m`.
+const Q4_1: u8 = 1;
+/// `d f16, 32 i8`, `w = d q`.
+const Q8_0: u8 = 2;
+
+/// Portable dot of one legacy weight row `w` with one quantized activation row `x`.
+pub(crate) fn dot_q8_scalar(ty: GgmlType, w: &[u8], x: &[u8]) -> f32 {
     let ts = ty.type_size();
+    let nb = w.len() / ts;
     let mut sum = 0f32;
     for (b, blk) in w.chunks_exact(ts).enumerate() {
-        let q = &xq[b * QK..(b + 1) * QK];
+        let q = &x[b * QK..(b + 1) * QK];
+        let (xd, xs) = (f32_at(x, nb * QK + 4 * b), f32_at(x, nb * QK + 4 * nb + 4 * b));
         let d = f16_at(blk, 0);
         let (isum, extra) = match ty {
-            GgmlType::Q8_0 => (blk[2..34].iter().zip(q).map(|(&w, &x)| i32::from(w as i8) * i32::from(x)).sum(), 0.0),
+            GgmlType::Q8_0 => {
+                (blk[2..34].iter().zip(q).map(|(&w, &x)| i32::from(w as i8) * i32::from(x as i8)).sum(), 0.0)
+            }
             GgmlType::Q4_0 => (nib_dot(&blk[2..18], q, 8), 0.0),
-            _ => (nib_dot(&blk[4..20], q, 0), f16_at(blk, 2) * xs[b]),
+            _ => (nib_dot(&blk[4..20], q, 0), f16_at(blk, 2) * xs),
         };
-        sum += d * xd[b] * isum as f32 + extra;
+        sum += d * xd * isum as f32 + extra;
     }
     sum
 }
 
-/// `Σ (nibble - off) · q` for 16 packed bytes (low nibbles first, then high).
-fn nib_dot(qs: &[u8], q: &[i8], off: i32) -> i32 {
+/// `Σ (nibble - off) · q` for 16 packed bytes (low nibbles first, then high); `q` holds i8.
+fn nib_dot(qs: &[u8], q: &[u8], off: i32) -> i32 {
     let mut s = 0i32;
     for j in 0..16 {
-        s += (i32::from(qs[j] & 15) - off) * i32::from(q[j]);
-        s += (i32::from(qs[j] >> 4) - off) * i32::from(q[j + 16]);
+        s += (i32::from(qs[j] & 15) - off) * i32::from(q[j] as i8);
+        s += (i32::from(qs[j] >> 4) - off) * i32::from(q[j + 16] as i8);
     }
     s
 }
 
 #[cfg(target_arch = "x86_64")]
+// The kernels index several per-row / per-column arrays with one tile index.
+#[allow(clippy::needless_range_loop)]
 mod avx {
-    use super::QK;
+    use super::{Q4_0, Q4_1, Q8_0, QK, RowKernel, f32_at};
     use rlx_gguf::GgmlType;
     use std::arch::x86_64::*;
 
-    macro_rules! legacy_dot {
-        ($name:ident, $feat:literal, $dp:expr) => {
-            /// One weight row against one Q8_0 activation row (see [`super::dot_q8_scalar`]).
-            ///
-            /// # Safety
-            /// The features named must be available; `w` holds `xd.len()` blocks of `ty`, `xq`
-            /// `32 · xd.len()` values, `xs` `xd.len()`.
-            #[target_feature(enable = $feat)]
-            pub unsafe fn $name(ty: GgmlType, w: &[u8], xq: &[i8], xd: &[f32], xs: &[f32]) -> f32 {
-                let nb = xd.len();
-                let ts = ty.type_size();
-                let mut acc = _mm256_setzero_ps();
-                let mut corr = 0f32;
-                let mask = _mm256_set1_epi8(0x0f);
-                let eight = _mm256_set1_epi8(8);
-                let dp = $dp;
-                let (wp, xp) = (w.as_ptr(), xq.as_ptr());
-                for b in 0..nb {
-                    // SAFETY: b < nb blocks of `ts` bytes in `w`, of 32 values in `xq`.
-                    let (p, dw) = unsafe {
-                        let blk = wp.add(b * ts);
-                        let xv = _mm256_loadu_si256(xp.add(b * QK) as *const __m256i);
-                        let nibbles = |at: usize| {
-                            let v = _mm_loadu_si128(blk.add(at) as *const __m128i);
-                            _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), mask)
-                        };
-                        let signed = |wv: __m256i| dp(_mm256_sign_epi8(xv, xv), _mm256_sign_epi8(wv, xv));
-                        match ty {
-                            GgmlType::Q8_0 => (signed(_mm256_loadu_si256(blk.add(2) as *const __m256i)), 0),
-                            GgmlType::Q4_0 => (signed(_mm256_sub_epi8(nibbles(2), eight)), 0),
-                            _ => (dp(nibbles(4), xv), 1),
-                        }
-                    };
-                    let wb = &w[b * ts..];
-                    // F16C conversion (half's portable one is several times slower here).
-                    let h = |i: usize| {
-                        let bits = i32::from(u16::from_le_bytes([wb[i], wb[i + 1]]));
-                        _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits)))
-                    };
-                    if dw == 1 {
-                        corr += h(2) * xs[b];
-                    }
-                    let s = _mm256_set1_ps(h(0) * xd[b]);
-                    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc);
-                }
-                let h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-                let h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-                let h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
-                _mm_cvtss_f32(h) + corr
-            }
-        };
+    /// Blocks whose scales are converted together.
+    const GROUP: usize = 16;
+
+    /// The VNNI kernels of legacy scheme `K`.
+    pub struct Legacy<const K: u8>;
+
+    impl<const K: u8> RowKernel for Legacy<K> {
+        #[inline(always)]
+        unsafe fn rows<const R: usize, const C: usize>(
+            w: [*const u8; R],
+            x: [*const u8; C],
+            nb: usize,
+        ) -> [[f32; C]; R] {
+            // SAFETY: the trait's contract.
+            unsafe { rows_legacy::<R, C, K>(w, x, nb) }
+        }
     }
 
-    legacy_dot!(dot_vnni, "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni", |u: __m256i, s: __m256i| {
-        _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s)
-    });
-    legacy_dot!(dot_avx2, "avx2,fma,f16c,avx512f,avx512vl,avx512bw", |u: __m256i, s: __m256i| {
-        _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1))
-    });
+    /// `Σ` of the 8 lanes.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    #[inline]
+    fn hsum256(v: __m256) -> f32 {
+        let h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+        let h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+        _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)))
+    }
+
+    /// The `R × C` dots of legacy weight rows `w` (scheme `K`, `nb` blocks) with quantized
+    /// activation rows `x` (layout of [`super::row_bytes_q8_0`]).
+    ///
+    /// Per block: the weights as unsigned bytes `u` (Q4_0/Q4_1: the nibbles, low then high;
+    /// Q8_0: `q + 128`), one 256-bit `vpdpbusd` against the activation bytes, then `+= d_w d_x ·
+    /// Σ u q` in f32 lanes; the offset (`-8 d_w`, `-128 d_w` or `m_w` times `d_x Σ q`) and the
+    /// f16 scales go 16 blocks at a time.
+    ///
+    /// # Safety
+    /// AVX-512F/BW/VL + VNNI, AVX2, FMA, F16C; every `w[r]` points to `nb` blocks, every `x[c]`
+    /// to one activation row of `nb` blocks.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    unsafe fn rows_legacy<const R: usize, const C: usize, const K: u8>(
+        w: [*const u8; R],
+        x: [*const u8; C],
+        nb: usize,
+    ) -> [[f32; C]; R] {
+        let (ts, qo): (usize, usize) = match K {
+            Q4_0 => (18, 2),
+            Q4_1 => (20, 4),
+            _ => (34, 2),
+        };
+        let off = match K {
+            Q4_0 => -8.0,
+            Q4_1 => 1.0,
+            _ => -128.0,
+        };
+        let m4 = _mm256_set1_epi8(0x0f);
+        let flip = _mm256_set1_epi8(-128);
+        let offs = _mm512_mullo_epi32(
+            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+            _mm512_set1_epi32(ts as i32),
+        );
+        let mut acc = [[_mm256_setzero_ps(); C]; R];
+        let mut macc = [[_mm512_setzero_ps(); C]; R];
+        let mut sc = [[[0f32; GROUP]; C]; R];
+        let mut g0 = 0;
+        // SAFETY (every pointer below): block `b < nb` of row `r` spans `ts` bytes from
+        // `w[r] + b ts`; activation row `c` has `32 nb` bytes, then `nb` d and `nb` s floats.
+        unsafe {
+            while g0 < nb {
+                let gn = GROUP.min(nb - g0);
+                let lanes: __mmask16 = if gn == GROUP { 0xffff } else { (1u16 << gn) - 1 };
+                for r in 0..R {
+                    let base = w[r].add(g0 * ts);
+                    let h = _mm512_mask_i32gather_epi32::<1>(_mm512_setzero_si512(), lanes, offs, base.cast());
+                    let dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));
+                    let o = if K == Q4_1 {
+                        _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(h)))
+                    } else {
+                        _mm512_mul_ps(dw, _mm512_set1_ps(off))
+                    };
+                    for c in 0..C {
+                        let xd = x[c].add(QK * nb + 4 * g0).cast::<f32>();
+                        let xs = x[c].add(QK * nb + 4 * (nb + g0)).cast::<f32>();
+                        _mm512_storeu_ps(sc[r][c].as_mut_ptr(), _mm512_mul_ps(dw, _mm512_maskz_loadu_ps(lanes, xd)));
+                        macc[r][c] = _mm512_fmadd_ps(o, _mm512_maskz_loadu_ps(lanes, xs), macc[r][c]);
+                    }
+                }
+                for i in 0..gn {
+                    let b = g0 + i;
+                    let xv: [__m256i; C] = std::array::from_fn(|c| _mm256_loadu_si256(x[c].add(QK * b).cast()));
+                    for r in 0..R {
+                        let p = w[r].add(b * ts + qo);
+                        let u = if K == Q8_0 {
+                            _mm256_xor_si256(_mm256_loadu_si256(p.cast()), flip)
+                        } else {
+                            let v = _mm_loadu_si128(p.cast());
+                            _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(v), v), m4)
+                        };
+                        for c in 0..C {
+                            let dot = _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, xv[c]);
+                            let s = _mm256_broadcast_ss(&sc[r][c][i]);
+                            acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), s, acc[r][c]);
+                        }
+                    }
+                }
+                g0 += gn;
+            }
+        }
+        std::array::from_fn(|r| std::array::from_fn(|c| hsum256(acc[r][c]) + _mm512_reduce_add_ps(macc[r][c])))
+    }
+
+    /// One legacy weight row against one quantized activation row with AVX2 integer ops (CPUs
+    /// with AVX-512 but no VNNI; see [`super::dot_q8_scalar`]).
+    ///
+    /// # Safety
+    /// AVX-512F/BW/VL, AVX2, FMA and F16C must be available; `w` holds whole blocks of `ty`, `x`
+    /// one activation row of as many blocks.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw")]
+    pub unsafe fn dot_avx2(ty: GgmlType, w: &[u8], x: &[u8]) -> f32 {
+        let ts = ty.type_size();
+        let nb = w.len() / ts;
+        let mut acc = _mm256_setzero_ps();
+        let mut corr = 0f32;
+        let mask = _mm256_set1_epi8(0x0f);
+        let eight = _mm256_set1_epi8(8);
+        let dp = |u: __m256i, s: __m256i| _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+        let (wp, xp) = (w.as_ptr(), x.as_ptr());
+        for b in 0..nb {
+            // SAFETY: b < nb blocks of `ts` bytes in `w`, of 32 bytes in `x`.
+            let (p, dw) = unsafe {
+                let blk = wp.add(b * ts);
+                let xv = _mm256_loadu_si256(xp.add(b * QK) as *const __m256i);
+                let nibbles = |at: usize| {
+                    let v = _mm_loadu_si128(blk.add(at) as *const __m128i);
+                    _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), mask)
+                };
+                let signed = |wv: __m256i| dp(_mm256_sign_epi8(xv, xv), _mm256_sign_epi8(wv, xv));
+                match ty {
+                    GgmlType::Q8_0 => (signed(_mm256_loadu_si256(blk.add(2) as *const __m256i)), 0),
+                    GgmlType::Q4_0 => (signed(_mm256_sub_epi8(nibbles(2), eight)), 0),
+                    _ => (dp(nibbles(4), xv), 1),
+                }
+            };
+            let wb = &w[b * ts..];
+            // F16C conversion (half's portable one is several times slower here).
+            let h = |i: usize| {
+                let bits = i32::from(u16::from_le_bytes([wb[i], wb[i + 1]]));
+                _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits)))
+            };
+            let (xd, xs) = (f32_at(x, nb * QK + 4 * b), f32_at(x, nb * QK + 4 * nb + 4 * b));
+            if dw == 1 {
+                corr += h(2) * xs;
+            }
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(h(0) * xd), acc);
+        }
+        let h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+        let h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+        let h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
+        _mm_cvtss_f32(h) + corr
+    }
 }

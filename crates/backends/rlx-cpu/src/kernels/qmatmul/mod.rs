@@ -8,19 +8,18 @@
 //!   are bit-identical with `rlx_gguf::quants::dequantize_into` where they are formed; the
 //!   summation order differs from the composite's f32 body). Paths:
 //!   - `fused` (M = 1, AVX-512, Q8_0/Q4_0/Q4_1/Q4_K/Q5_K/Q6_K): no dequantized weights in
-//!     memory. Q4_0/Q4_1/Q8_0: `Σ_b d_b · (Σ q · x) + m_b · Σx_b` over 4 weight rows at a time
-//!     ([`decode::dot_rows`], per-block `Σx` computed once per call into scratch); the K-quants:
-//!     each weight row is dequantized 16 values at a time inside registers and FMA'd against
-//!     the f32 activations ([`exact::dot`]).
+//!     memory: `Σ_b d_b · (Σ q · x) + m_b · Σx_b` over 4 weight rows at a time sharing the
+//!     activation loads ([`decode::dot_rows`], per-(sub-)block `Σx` computed once per call).
 //!   - `tile` (M > 1): a tile of weight rows (at most [`TILE_BYTES`] of f32, so it stays in L2)
 //!     is dequantized once into per-thread scratch (in registers for the schemes above, with
 //!     `dequantize_into` for the others) and multiplied with all M activation rows by `gemm`,
 //!     so each weight is dequantized once per call, not once per activation row.
 //!   - `rowwise` (M = 1 otherwise: other schemes, or no AVX-512): one weight row at a time is
 //!     dequantized into scratch by `dequantize_into` and dotted in f32.
-//! - **Fast** (opt-in): integer dots against quantized activations, as llama.cpp (see
-//!   [`int8`]); Q8_0, Q4_0 and Q4_1 only, other schemes run exact. Results differ from the f32
-//!   reference by the activation quantization error.
+//! - **Fast** (opt-in): integer dots against quantized activations, as llama.cpp: Q8_0, Q4_0
+//!   and Q4_1 against Q8_0 activations ([`int8`]), Q4_K, Q5_K and Q6_K against Q8_K ([`q8k`]),
+//!   in `R × C` register tiles (weight rows × activation rows); other schemes run exact.
+//!   Results differ from the f32 reference by the activation quantization error.
 //!
 //! Work split: output columns (weight rows) in chunks across rayon threads when `M · N · K` is
 //! large; in the `tile` path one contiguous range of rows per thread. All scratch is allocated
@@ -29,6 +28,7 @@
 mod decode;
 mod exact;
 mod int8;
+mod q8k;
 
 use crate::CpuOptions;
 use rayon::prelude::*;
@@ -75,15 +75,11 @@ pub struct QMatmulKernel {
     tile: usize,
     /// The AVX-512 decoders of [`exact`] may run.
     simd: bool,
-    /// Quantized activations `[m, k]` (fast mode).
-    xq: Vec<i8>,
-    /// Activation block scales `[m, k / 32]` (the f16-rounded `d`).
-    xd: Vec<f32>,
-    /// `d · Σ q` per activation block.
-    xs: Vec<f32>,
+    /// Quantized activation rows (fast mode; [`int8::quantize_acts`]).
+    xq: Vec<u8>,
     /// Dequantized weights: one row of `k` per chunk (`rowwise`) or one tile per thread (`tile`).
     scratch: Vec<f32>,
-    /// `Σ x` per 32-element block (`fused` path, schemes with [`decode::needs_block_sums`]).
+    /// `Σ x` per 32- (16-) element block (`fused` path, schemes with [`decode::needs_block_sums`]).
     xblk: Vec<f32>,
 }
 
@@ -132,7 +128,7 @@ pub fn select(
     }
     let m: usize = xd[..xd.len() - 1].iter().product();
     let simd = avx512_decoders(opts);
-    let path = if opts.quantized_activations && int8::has_q8_0_path(ty) {
+    let path = if opts.quantized_activations && (int8::has_q8_0_path(ty) || q8k::has_q8_k_path(ty)) {
         Path::Q8(int8::simd_level(opts.simd.avx512()))
     } else if m <= 1 {
         if simd && exact::has_decoder(ty) { Path::Fused } else { Path::Rowwise }
@@ -154,7 +150,7 @@ pub fn select(
             (chunk, 0, if path == Path::Rowwise { n.div_ceil(chunk) * k } else { 0 })
         }
     };
-    let q8 = if matches!(path, Path::Q8(_)) { m * k } else { 0 };
+    let q8 = if matches!(path, Path::Q8(_)) { m * int8::act_row_bytes(ty, k) } else { 0 };
     Some(QMatmulKernel {
         ty,
         path,
@@ -166,10 +162,8 @@ pub fn select(
         tile,
         simd,
         xq: vec![0; q8],
-        xd: vec![0.0; q8 / int8::QK],
-        xs: vec![0.0; q8 / int8::QK],
         scratch: vec![0.0; scratch],
-        xblk: vec![0.0; if path == Path::Fused && decode::needs_block_sums(ty) { k / 32 } else { 0 }],
+        xblk: vec![0.0; if path == Path::Fused && decode::needs_block_sums(ty) { k / decode::sum_len(ty) } else { 0 }],
     })
 }
 
@@ -208,16 +202,17 @@ pub fn run(k: &mut QMatmulKernel, x: &Tensor, w: &Tensor, out: &mut Tensor) -> R
         run_tile(k, xs, wb, y);
         return Ok(());
     }
-    if let Path::Q8(_) = k.path {
-        int8::quantize_q8_0(xs, &mut k.xq, &mut k.xd, &mut k.xs);
+    if let Path::Q8(level) = k.path {
+        int8::quantize_acts(k.ty, xs, kk, &mut k.xq);
+        run_q8(k, level, wb, y);
+        return Ok(());
     }
-    if k.path == Path::Fused && decode::has_kernel(k.ty) {
+    if k.path == Path::Fused {
         run_decode(k, xs, wb, y);
         return Ok(());
     }
     let yp = OutPtr(y.as_mut_ptr());
     let (chunk, row_bytes, ty, path) = (k.chunk, k.row_bytes, k.ty, k.path);
-    let (xq, xd, xsum) = (&k.xq[..], &k.xd[..], &k.xs[..]);
     let body = |c: usize, scratch: &mut [f32]| {
         let j1 = ((c + 1) * chunk).min(n);
         for j in c * chunk..j1 {
@@ -228,15 +223,7 @@ pub fn run(k: &mut QMatmulKernel, x: &Tensor, w: &Tensor, out: &mut Tensor) -> R
             }
             for mi in 0..m {
                 let xr = &xs[mi * kk..(mi + 1) * kk];
-                let v = match path {
-                    Path::Q8(level) => {
-                        let nb = kk / int8::QK;
-                        let r = mi * nb;
-                        int8::dot_q8(ty, level, wrow, &xq[mi * kk..(mi + 1) * kk], &xd[r..r + nb], &xsum[r..r + nb])
-                    }
-                    Path::Fused => fused_dot(ty, wrow, xr),
-                    _ => dot_f32(scratch, xr),
-                };
+                let v = dot_f32(scratch, xr);
                 // SAFETY: mi < m, j < n: inside `y`; no other chunk writes column j.
                 unsafe { *yp.get().add(mi * n + j) = v };
             }
@@ -258,10 +245,30 @@ pub fn run(k: &mut QMatmulKernel, x: &Tensor, w: &Tensor, out: &mut Tensor) -> R
     Ok(())
 }
 
+/// The fast path: chunks of weight rows across threads, each through [`int8::tile`].
+fn run_q8(k: &QMatmulKernel, level: u8, wb: &[u8], y: &mut [f32]) {
+    let (m, n, chunk, row_bytes, ty, xq) = (k.m, k.n, k.chunk, k.row_bytes, k.ty, &k.xq[..]);
+    let yp = OutPtr(y.as_mut_ptr());
+    let body = |c: usize| {
+        let j0 = c * chunk;
+        let j1 = ((c + 1) * chunk).min(n);
+        int8::tile(ty, level, &wb[j0 * row_bytes..j1 * row_bytes], row_bytes, xq, m, &mut |mi, r, v| {
+            // SAFETY: mi < m, j0 + r < j1 <= n: inside `y`; no other chunk writes these columns.
+            unsafe { *yp.get().add(mi * n + j0 + r) = v };
+        });
+    };
+    let nchunks = n.div_ceil(chunk);
+    if nchunks > 1 {
+        (0..nchunks).into_par_iter().for_each(body);
+    } else {
+        body(0);
+    }
+}
+
 /// The `fused` path for the schemes of [`decode`] (M = 1): chunks of rows across threads.
 fn run_decode(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32]) {
     if !k.xblk.is_empty() {
-        decode::block_sums(xs, &mut k.xblk);
+        decode::block_sums(xs, decode::sum_len(k.ty), &mut k.xblk);
     }
     let (chunk, row_bytes, ty, xblk) = (k.chunk, k.row_bytes, k.ty, &k.xblk[..]);
     let body = |c: usize, yc: &mut [f32]| {
@@ -342,18 +349,6 @@ fn run_tile(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32]) {
     } else {
         part(0, &mut k.scratch);
     }
-}
-
-/// [`exact::dot`] (the `fused` path is planned only where it can run).
-#[cfg(target_arch = "x86_64")]
-fn fused_dot(ty: GgmlType, w: &[u8], x: &[f32]) -> f32 {
-    // SAFETY: `Path::Fused` is planned only when the features were detected; lengths checked.
-    unsafe { exact::dot(ty, w, x) }
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn fused_dot(_: GgmlType, _: &[u8], _: &[f32]) -> f32 {
-    unreachable!("the fused path is planned only on x86_64")
 }
 
 /// [`exact::decode_row`] (used only where it can run).

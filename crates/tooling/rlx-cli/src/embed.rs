@@ -1,0 +1,147 @@
+//! `rlx embed --model DIR_OR_ONNX [--tokenizer tokenizer.json] SENTENCE... [--json]`: sentence
+//! embeddings from a BERT-style encoder.
+//!
+//! Sentences are tokenized with the model's `tokenizer.json` (rlx-text, `[CLS] … [SEP]`),
+//! padded with id 0 to the longest and run as one batch through either
+//! - a Hugging Face BERT directory (`config.json` + `model.safetensors`, built by
+//!   `rlx_models::BertModel`), or
+//! - an `.onnx` encoder with inputs among `input_ids`, `attention_mask`, `token_type_ids`
+//!   (int64 `[batch, seq]`), whose first `[batch, seq, H]` output is the last hidden state;
+//!
+//! then mean-pooled over the attention mask and L2-normalized
+//! (`rlx_models::bert::mean_pool_normalize`). Prints one line per sentence (`H` values), or
+//! with `--json` one object `{"model", "dim", "tokens", "embeddings"}`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use rlx_ir::Tensor;
+use rlx_models::BertModel;
+use rlx_models::bert::mean_pool_normalize;
+use rlx_onnx::{ImportOptions, import_file};
+use rlx_runtime::{CompileOptions, Device, Session};
+use serde_json::json;
+
+/// Why the embeddings could not be computed (one line of text).
+#[derive(Debug)]
+pub struct EmbedError(pub String);
+
+impl<E: std::error::Error> From<E> for EmbedError {
+    fn from(e: E) -> Self {
+        EmbedError(e.to_string())
+    }
+}
+
+/// What `rlx embed` was asked for.
+pub struct EmbedArgs {
+    /// A BERT directory (config.json + model.safetensors) or an `.onnx` file.
+    pub model: PathBuf,
+    /// `tokenizer.json`; default: the one in the model's directory.
+    pub tokenizer: Option<PathBuf>,
+    /// The sentences.
+    pub sentences: Vec<String>,
+    /// Worker threads (default: all cores).
+    pub threads: Option<usize>,
+}
+
+fn tokenizer_path(a: &EmbedArgs) -> Result<PathBuf, EmbedError> {
+    if let Some(t) = &a.tokenizer {
+        return Ok(t.clone());
+    }
+    let dir = if a.model.is_dir() { a.model.as_path() } else { a.model.parent().unwrap_or(Path::new(".")) };
+    let p = dir.join("tokenizer.json");
+    if p.exists() {
+        Ok(p)
+    } else {
+        Err(EmbedError(format!(
+            "no tokenizer.json next to the model: pass --tokenizer PATH (looked for {})",
+            p.display()
+        )))
+    }
+}
+
+/// Run an ONNX encoder on padded ids / mask `[b, s]`; returns its last hidden state.
+fn onnx_hidden(
+    a: &EmbedArgs,
+    opts: &CompileOptions,
+    ids: &[i64],
+    mask: &[i64],
+    b: usize,
+) -> Result<Tensor, EmbedError> {
+    let s = ids.len() / b;
+    let m = rlx_onnx::load(&a.model)?;
+    let names: Vec<String> =
+        m.graph.as_ref().map(|g| g.input.iter().map(|i| i.name().to_string()).collect()).unwrap_or_default();
+    let inits: Vec<String> =
+        m.graph.as_ref().map(|g| g.initializer.iter().map(|i| i.name().to_string()).collect()).unwrap_or_default();
+    let mut feeds: Vec<(String, Tensor)> = vec![];
+    for n in names.iter().filter(|n| !inits.contains(n)) {
+        let v = match n.as_str() {
+            "input_ids" => ids.to_vec(),
+            "attention_mask" => mask.to_vec(),
+            "token_type_ids" => vec![0; b * s],
+            other => {
+                return Err(EmbedError(format!(
+                    "model input {other:?} is none of input_ids, attention_mask, token_type_ids"
+                )));
+            }
+        };
+        feeds.push((n.clone(), Tensor::from_vec(v, &[b, s])?));
+    }
+    let shapes: HashMap<String, Vec<usize>> = feeds.iter().map(|(n, _)| (n.clone(), vec![b, s])).collect();
+    let (_, im) = import_file(&a.model, ImportOptions { input_shapes: shapes, ..Default::default() })?;
+    let mut compiled = Session::try_new(Device::Cpu)?.try_compile_with(im.graph, opts)?;
+    let refs: Vec<(&str, Tensor)> = feeds.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
+    let outs = compiled.run_tensors(&refs)?;
+    let k = outs
+        .iter()
+        .position(|t| t.shape().len() == 3 && t.shape()[..2] == [b, s])
+        .ok_or_else(|| EmbedError(format!("no output of shape [{b}, {s}, H] (outputs: {})", im.outputs.join(", "))))?;
+    Ok(outs[k].cast(rlx_ir::DType::F32))
+}
+
+/// Compute the embeddings; returns the text to print.
+pub fn embed(a: &EmbedArgs, json_out: bool) -> Result<String, EmbedError> {
+    if a.sentences.is_empty() {
+        return Err(EmbedError("no sentences given".into()));
+    }
+    if !a.model.exists() {
+        return Err(EmbedError("no such file or directory".into()));
+    }
+    let tok = rlx_text::Tokenizer::from_tokenizer_json(&tokenizer_path(a)?)?;
+    let toks = a.sentences.iter().map(|s| tok.encode(s, true)).collect::<Result<Vec<_>, _>>()?;
+    let mut opts = CompileOptions::default();
+    if let Some(t) = a.threads {
+        opts = opts.with_threads(t);
+    }
+    let vectors = if a.model.is_dir() {
+        BertModel::from_hf_dir(&a.model, opts)?.embed(&toks)?
+    } else {
+        let (b, s) = (toks.len(), toks.iter().map(Vec::len).max().unwrap_or(0));
+        let (mut ids, mut mask) = (vec![0i64; b * s], vec![0i64; b * s]);
+        for (i, t) in toks.iter().enumerate() {
+            for (j, &id) in t.iter().enumerate() {
+                ids[i * s + j] = id as i64;
+                mask[i * s + j] = 1;
+            }
+        }
+        mean_pool_normalize(&onnx_hidden(a, &opts, &ids, &mask, b)?, &mask)?
+    };
+    let dim = vectors.first().map_or(0, Vec::len);
+    if json_out {
+        let obj = json!({
+            "model": a.model.display().to_string(),
+            "dim": dim,
+            "tokens": toks.iter().map(Vec::len).collect::<Vec<_>>(),
+            "embeddings": vectors,
+        });
+        return Ok(format!("{obj}\n"));
+    }
+    let mut out = String::new();
+    for v in &vectors {
+        let row: Vec<String> = v.iter().map(|x| format!("{x:.6}")).collect();
+        out += &row.join(" ");
+        out.push('\n');
+    }
+    Ok(out)
+}
