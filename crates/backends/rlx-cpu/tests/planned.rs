@@ -1,7 +1,7 @@
 //! Memory planning end to end: random graphs (elementwise with broadcasting, reshape chains,
 //! prefix and middle slices, reductions, matmul, a tuple op, several consumers, outputs in the
-//! middle) run through the planned executor agree with the reference interpreter, and with the
-//! unplanned executor bit for bit; the plan really reuses buffers, runs in place and aliases.
+//! middle) run through the planned executor agree with the reference interpreter and with the
+//! unplanned executor (to f32 rounding); the plan really reuses buffers, runs in place and aliases.
 
 mod common;
 
@@ -11,7 +11,11 @@ use rlx_cpu::{CpuExecutable, CpuOptions, LirOptions};
 use rlx_ir::{DType, Graph, NodeId, Shape, Tensor};
 use std::collections::HashMap;
 
-const TOL: Tol = Tol { abs: 1e-5, rel: 1e-5 };
+/// Random chains of up to 30 steps square and multiply computed values (outputs reach 1e27),
+/// and every product adds its operands' relative errors, so two legal f32 evaluation orders
+/// (in-place vs fresh kernels, the f32 reference interpreter) drift to a few 1e-5 on such
+/// outputs (seen: 2.7e-5 at 4e27); 1e-4 relative keeps a wrong value (≥ 1e-2 off) caught.
+const TOL: Tol = Tol { abs: 1e-5, rel: 1e-4 };
 
 fn random_graph(steps: &[(u8, usize, usize)], outs: &[usize]) -> Graph {
     let mut g = Graph::new("random");

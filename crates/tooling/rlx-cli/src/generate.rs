@@ -176,6 +176,10 @@ pub fn generate(args: &GenerateArgs, path: &Path, json: bool) -> Result<String, 
         let _ = out.write_all(rest.as_bytes());
     }
     if let Some(e) = io_err {
+        // A closed stdout (`rlx generate | head`) ends quietly, as every other subcommand.
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            return Ok(String::new());
+        }
         return Err(e.into());
     }
     let _ = writeln!(out);

@@ -97,7 +97,7 @@ fn detect(path: &Path) -> Result<Kind, InspectError> {
         return Ok(Kind::Safetensors);
     }
     Err(InspectError(format!(
-        "unrecognized file format: no GGUF magic (first bytes {:02x?}) and not a safetensors file (.safetensors, \
+        "unrecognized file format: no GGUF magic (first bytes {:02x?}), not .onnx, and not a safetensors file (.safetensors, \
          or an 8-byte header length followed by '{{')",
         &head[..n.min(4)]
     )))

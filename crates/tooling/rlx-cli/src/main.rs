@@ -47,7 +47,7 @@ struct Cli {
 enum Command {
     /// Show a model file's format, metadata, tensors (name, dtype, shape, bytes) and totals.
     ///
-    /// Reads GGUF (v1-v3) and safetensors files, and sharded safetensors checkpoints given by
+    /// Reads GGUF (v1-v3), ONNX and safetensors files, and sharded safetensors checkpoints given by
     /// their `model.safetensors.index.json`. Long metadata arrays (a tokenizer's vocabulary)
     /// are summarized as element type, length and the first few elements.
     Inspect {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use npyz::WriterBuilder;
 use rlx_ir::{DType, Tensor};
-use rlx_onnx::{ImportOptions, import_file};
+use rlx_onnx::ImportOptions;
 use rlx_runtime::{Device, Session};
 use serde_json::{Value, json};
 
@@ -99,8 +99,20 @@ pub fn run(model: &Path, inputs: &[String], output: Option<&PathBuf>, json_out: 
             spec.split_once('=').ok_or_else(|| RunError(format!("--input {spec:?} is not NAME=FILE.npy")))?;
         feeds.push((name.to_string(), read_npy(Path::new(file))?));
     }
+    // Name a missing input before importing: shape inference of a dynamic model needs every
+    // input's value, and would otherwise fail on some Shape node far from the cause.
+    let proto = rlx_onnx::load(model)?;
+    if let Some(g) = &proto.graph {
+        let inits: Vec<&str> = g.initializer.iter().map(|t| t.name.as_deref().unwrap_or_default()).collect();
+        let declared: Vec<&str> =
+            g.input.iter().map(|i| i.name.as_deref().unwrap_or_default()).filter(|n| !inits.contains(n)).collect();
+        if let Some(missing) = declared.iter().find(|n| !feeds.iter().any(|(f, _)| f == *n)) {
+            return Err(RunError(format!("no --input for model input {missing:?} (inputs: {})", declared.join(", "))));
+        }
+    }
     let values: HashMap<String, Tensor> = feeds.iter().cloned().collect();
-    let (_, im) = import_file(model, ImportOptions { input_values: values, ..Default::default() })?;
+    let base_dir = model.parent().map(Path::to_path_buf);
+    let im = rlx_onnx::import(&proto, &ImportOptions { input_values: values, base_dir, ..Default::default() })?;
     for name in &im.inputs {
         if !feeds.iter().any(|(n, _)| n == name) {
             return Err(RunError(format!("no --input for model input {name:?} (inputs: {})", im.inputs.join(", "))));

@@ -1,0 +1,98 @@
+//! `rlx run` as a process on real ONNX files from the ONNX node suite (`tools/fetch.sh
+//! onnx-node`) and paraphrase-MiniLM-L3-v2 (`tools/fetch.sh minilm-onnx`): a run with `.npy`
+//! inputs gives the element-wise sum, a missing input is named before import (a dynamic model
+//! would otherwise fail on some Shape node), and a truncated file is a one-line error with
+//! status 1. Without the files the checks print SKIP.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn rlx(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rlx")).args(args).output().unwrap()
+}
+
+fn cache() -> PathBuf {
+    std::env::var_os("RLX_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/rlx"))
+}
+
+/// Write an f32 C-order `.npy` (format 1.0: magic, header length, dict padded to 64 bytes).
+fn write_npy(path: &Path, shape: &[usize], data: &[f32]) {
+    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({},), }}", dims.join(", "));
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(header.as_bytes());
+    for v in data {
+        bytes.extend_from_slice(&v.to_le_bytes());
+    }
+    std::fs::write(path, bytes).unwrap();
+}
+
+fn stderr_line(o: &Output) -> String {
+    let e = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(e.trim_end().lines().count(), 1, "one line on stderr: {e}");
+    assert!(!e.contains("panicked"), "{e}");
+    e
+}
+
+#[test]
+fn run_add_with_npy_inputs_and_name_a_missing_input() {
+    let model = cache().join("onnx-node/node/test_add/model.onnx");
+    if !model.exists() {
+        eprintln!("SKIP run: {} is absent (run tools/fetch.sh onnx-node)", model.display());
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("rlx-run-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let x: Vec<f32> = (0..60).map(|i| i as f32 * 0.5).collect();
+    let y: Vec<f32> = (0..60).map(|i| 1.0 - i as f32).collect();
+    write_npy(&dir.join("x.npy"), &[3, 4, 5], &x);
+    write_npy(&dir.join("y.npy"), &[3, 4, 5], &y);
+    let m = model.to_string_lossy();
+    let (xa, ya) = (format!("x={}", dir.join("x.npy").display()), format!("y={}", dir.join("y.npy").display()));
+
+    let o = rlx(&["run", &m, "--input", &xa, "--input", &ya, "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let v: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    let out = &v["outputs"][0];
+    assert_eq!(out["shape"], serde_json::json!([3, 4, 5]));
+    for (i, got) in out["values"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(got.as_f64().unwrap() as f32, x[i] + y[i], "element {i}");
+    }
+
+    let o = rlx(&["run", &m, "--input", &xa]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr_line(&o);
+    assert!(e.contains("no --input for model input \"y\""), "{e}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn dynamic_model_without_inputs_names_the_missing_input_and_truncated_file_is_an_error() {
+    let model = cache().join("minilm-onnx/paraphrase-MiniLM-L3-v2.onnx");
+    if !model.exists() {
+        eprintln!("SKIP run: {} is absent (run tools/fetch.sh minilm-onnx)", model.display());
+        return;
+    }
+    let o = rlx(&["run", &model.to_string_lossy()]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr_line(&o);
+    assert!(e.contains("no --input for model input \"input_ids\""), "{e}");
+
+    let bytes = std::fs::read(&model).unwrap();
+    let cut = std::env::temp_dir().join(format!("rlx-run-truncated-{}.onnx", std::process::id()));
+    std::fs::write(&cut, &bytes[..1000]).unwrap();
+    let o = rlx(&["run", &cut.to_string_lossy()]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr_line(&o);
+    assert!(e.contains("malformed ONNX"), "{e}");
+    std::fs::remove_file(&cut).ok();
+}
