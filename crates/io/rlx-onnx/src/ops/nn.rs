@@ -66,16 +66,24 @@ fn spatial_attr(c: &Ctx, name: &str, n: usize) -> Vec<usize> {
 }
 
 /// Add a `[C]` bias along axis 1 of an `[N, C, ...]` value.
-fn add_channel_bias(c: &mut Ctx, y: NodeId, b: NodeId) -> NodeId {
-    let r = c.rank(y);
+pub(super) fn add_channel_bias(c: &mut Ctx, y: NodeId, b: NodeId) -> NodeId {
     let dims = c.sdims(y);
     let bb = c.g.broadcast_in_dim(b, dims, &[1]);
-    let _ = r;
     c.g.add(y, bb)
 }
 
 pub(super) fn conv(c: &mut Ctx) -> Result<Vec<NodeId>> {
     let (x, w) = (c.x(0)?, c.x(1)?);
+    let mut y = conv_with_attrs(c, x, w)?;
+    if let Some(b) = c.opt(2) {
+        y = add_channel_bias(c, y, b);
+    }
+    Ok(vec![y])
+}
+
+/// `x` convolved with `w` as the node's `strides`, `dilations`, `pads` / `auto_pad` and
+/// `group` say (shared by Conv, ConvInteger and QLinearConv).
+pub(super) fn conv_with_attrs(c: &mut Ctx, x: NodeId, w: NodeId) -> Result<NodeId> {
     let (xd, wd) = (c.dims(x)?, c.dims(w)?);
     if xd.len() < 3 || wd.len() != xd.len() {
         return Err(c.err(format!("input {xd:?} and weight {wd:?} must be [N, C, *] and [O, C/g, *]")));
@@ -92,11 +100,7 @@ pub(super) fn conv(c: &mut Ctx) -> Result<Vec<NodeId>> {
         rhs_dilation: d,
         feature_group_count: c.ai("group", 1).max(1) as usize,
     };
-    let mut y = c.g.conv_general_dilated(x, w, p);
-    if let Some(b) = c.opt(2) {
-        y = add_channel_bias(c, y, b);
-    }
-    Ok(vec![y])
+    Ok(c.g.conv_general_dilated(x, w, p))
 }
 
 /// `ConvTranspose` as a convolution over the stride-dilated input with the flipped,
@@ -299,21 +303,44 @@ pub(super) fn rms_norm(c: &mut Ctx) -> Result<Vec<NodeId>> {
 }
 
 pub(super) fn batch_norm(c: &mut Ctx) -> Result<Vec<NodeId>> {
-    let (x, sc, b, m, v) = (c.x(0)?, c.x(1)?, c.x(2)?, c.x(3)?, c.x(4)?);
-    if c.ai("training_mode", 0) != 0 {
-        return Err(c.err("training_mode (batch statistics, running-mean outputs) is not supported"));
-    }
+    let (x, sc, b, m0, v0) = (c.x(0)?, c.x(1)?, c.x(2)?, c.x(3)?, c.x(4)?);
     let eps = c.af("epsilon", 1e-5) as f64;
     let dims = c.sdims(x);
+    // training_mode: normalize by the batch statistics (population variance over every axis
+    // but 1) and also return the running statistics `running · momentum + batch · (1 −
+    // momentum)`, as the ONNX reference.
+    let training = c.ai("training_mode", 0) != 0;
+    let (m, v) = if training {
+        let axes: Vec<i64> = (0..dims.len() as i64).filter(|&a| a != 1).collect();
+        let bm = c.g.mean(x, &axes, false);
+        let bmb = c.g.broadcast_in_dim(bm, dims.clone(), &[1]);
+        let d = c.g.sub(x, bmb);
+        let d2 = c.g.mul(d, d);
+        (bm, c.g.mean(d2, &axes, false))
+    } else {
+        (m0, v0)
+    };
     let bc = |c: &mut Ctx, t: NodeId| c.g.broadcast_in_dim(t, dims.clone(), &[1]);
-    let (sc, b, m, v) = (bc(c, sc), bc(c, b), bc(c, m), bc(c, v));
-    let e = c.scalar_like(eps, v);
-    let ve = c.g.add(v, e);
+    let (scb, bb, mb, vb) = (bc(c, sc), bc(c, b), bc(c, m), bc(c, v));
+    let e = c.scalar_like(eps, vb);
+    let ve = c.g.add(vb, e);
     let inv = c.g.rsqrt(ve);
-    let dx = c.g.sub(x, m);
+    let dx = c.g.sub(x, mb);
     let y = c.g.mul(dx, inv);
-    let y = c.g.mul(y, sc);
-    Ok(vec![c.g.add(y, b)])
+    let y = c.g.mul(y, scb);
+    let y = c.g.add(y, bb);
+    if !training {
+        return Ok(vec![y]);
+    }
+    let mom = c.af("momentum", 0.9) as f64;
+    let run = |c: &mut Ctx, old: NodeId, batch: NodeId| {
+        let (k, k1) = (c.scalar_like(mom, old), c.scalar_like(1.0 - mom, batch));
+        let a = c.g.mul(old, k);
+        let b = c.g.mul(batch, k1);
+        c.g.add(a, b)
+    };
+    let (rm, rv) = (run(c, m0, m), run(c, v0, v));
+    Ok(vec![y, rm, rv])
 }
 
 pub(super) fn instance_norm(c: &mut Ctx) -> Result<Vec<NodeId>> {

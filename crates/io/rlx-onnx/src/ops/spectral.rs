@@ -1,0 +1,117 @@
+//! Signal ops: `DFT` as two real matrix products with cosine / sine tables (forward, inverse,
+//! one-sided forward `rfft` and one-sided inverse `irfft`, `dft_length` padding or
+//! truncating as `numpy.fft`), and the `HannWindow` / `HammingWindow` / `BlackmanWindow`
+//! tables, built at import time from a known `size`.
+
+use super::Ctx;
+use crate::error::Result;
+use rlx_ir::ops::DotGeneral;
+use rlx_ir::{DType, NodeId, Tensor};
+use std::f64::consts::PI;
+
+/// `[rows, cols]` table `f(row, col)` as a constant of `dt`.
+fn table(c: &mut Ctx, rows: usize, cols: usize, dt: DType, f: impl Fn(usize, usize) -> f64) -> Result<NodeId> {
+    let v: Vec<f64> = (0..rows * cols).map(|i| f(i / cols, i % cols)).collect();
+    let t = Tensor::from_vec(v, &[rows, cols]).map_err(|e| c.err(e.to_string()))?;
+    Ok(c.g.constant(t.cast(dt)))
+}
+
+/// `x` (rank R) times `w [n, K]` along axis `a`, the K axis put back at `a`.
+fn along(c: &mut Ctx, x: NodeId, w: NodeId, a: usize) -> NodeId {
+    let r = c.rank(x);
+    let y = c.g.dot_general(x, w, DotGeneral::contract(&[a], &[0]));
+    let perm: Vec<usize> = (0..a).chain(std::iter::once(r - 1)).chain(a..r - 1).collect();
+    c.g.transpose(y, &perm)
+}
+
+/// ONNX `DFT` (opsets 17 and 20): `input [..., N, ..., 1 | 2]` (real, or real/imaginary
+/// pairs), `dft_length` (input 1), the axis (attribute `axis`, default 1, before opset 20;
+/// input 2, default -2, from 20), `inverse` (scaled by 1/L), `onesided`. Result `[..., K,
+/// ..., 2]` (`K = L` or `L/2 + 1` one-sided), or `[..., L, ..., 1]` for the one-sided
+/// inverse (Hermitian input, real output), in the input dtype.
+pub(super) fn dft(c: &mut Ctx) -> Result<Vec<NodeId>> {
+    let x = c.x(0)?;
+    let dims = c.dims(x)?;
+    let r = dims.len();
+    if r < 2 {
+        return Err(c.err(format!("input {dims:?} needs rank >= 2")));
+    }
+    let axis =
+        if c.opset >= 20 { c.opt_ints_in(2)?.and_then(|v| v.first().copied()).unwrap_or(-2) } else { c.ai("axis", 1) };
+    let a = axis.rem_euclid(r as i64) as usize;
+    let comp = *dims.last().unwrap_or(&0);
+    if a >= r - 1 || !(comp == 1 || comp == 2) {
+        return Err(c.err(format!("input {dims:?} needs a last dim of 1 or 2 and axis {axis} before it")));
+    }
+    let (inverse, onesided) = (c.ai("inverse", 0) != 0, c.ai("onesided", 0) != 0);
+    let n_in = dims[a];
+    let len = match c.opt_ints_in(1)?.and_then(|v| v.first().copied()) {
+        Some(l) if l > 0 => l as usize,
+        Some(l) => return Err(c.err(format!("dft_length {l} must be positive"))),
+        None if inverse && onesided => 2 * n_in.saturating_sub(1),
+        None => n_in,
+    };
+    if len == 0 {
+        return Err(c.err("the transform length is 0"));
+    }
+    let dt = c.dtype(x);
+    let part = |c: &mut Ctx, k: usize| {
+        let s = c.g.slice_in_dim(x, k, k + 1, (r - 1) as i64);
+        c.g.squeeze(s, &[(r - 1) as i64])
+    };
+    let re = part(c, 0);
+    let im = if comp == 2 { Some(part(c, 1)) } else { None };
+    let lf = len as f64;
+    let ang = move |n: usize, k: usize| 2.0 * PI * ((n * k) % len) as f64 / lf;
+    if inverse && onesided {
+        // y[n] = 1/L Σ_k w_k (Re X_k cos θ − Im X_k sin θ), w_k = 1 at DC and Nyquist, else 2.
+        let m = n_in.min(len / 2 + 1);
+        let wk = move |k: usize| if k == 0 || 2 * k == len { 1.0 } else { 2.0 } / lf;
+        let cre = table(c, m, len, dt, |k, n| wk(k) * ang(k, n).cos())?;
+        let re = c.g.slice_in_dim(re, 0, m, a as i64);
+        let mut y = along(c, re, cre, a);
+        if let Some(im) = im {
+            let cim = table(c, m, len, dt, |k, n| -wk(k) * ang(k, n).sin())?;
+            let im = c.g.slice_in_dim(im, 0, m, a as i64);
+            let t = along(c, im, cim, a);
+            y = c.g.add(y, t);
+        }
+        return Ok(vec![c.g.expand_dims(y, (r - 1) as i64)]);
+    }
+    let m = n_in.min(len);
+    let k_out = if onesided { len / 2 + 1 } else { len };
+    let (sign, scale) = if inverse { (1.0, 1.0 / lf) } else { (-1.0, 1.0) };
+    let wre = table(c, m, k_out, dt, |n, k| scale * ang(n, k).cos())?;
+    let wim = table(c, m, k_out, dt, |n, k| sign * scale * ang(n, k).sin())?;
+    let re = c.g.slice_in_dim(re, 0, m, a as i64);
+    let (mut yre, mut yim) = (along(c, re, wre, a), along(c, re, wim, a));
+    if let Some(im) = im {
+        let im = c.g.slice_in_dim(im, 0, m, a as i64);
+        let (a1, a2) = (along(c, im, wim, a), along(c, im, wre, a));
+        yre = c.g.sub(yre, a1);
+        yim = c.g.add(yim, a2);
+    }
+    let (yre, yim) = (c.g.expand_dims(yre, (r - 1) as i64), c.g.expand_dims(yim, (r - 1) as i64));
+    Ok(vec![c.g.concatenate(&[yre, yim], (r - 1) as i64)])
+}
+
+/// `HannWindow` / `HammingWindow` / `BlackmanWindow` (opset 17): `size` (known at import
+/// time) values of the window, `periodic` (default 1: denominator `size`, else `size − 1`),
+/// in `output_datatype` (default float), as the ONNX reference.
+pub(super) fn window(c: &mut Ctx, kind: &str) -> Result<Vec<NodeId>> {
+    let size = c.ints_in(0)?.first().copied().unwrap_or(0).max(0) as usize;
+    let dt = c.adtype("output_datatype", DType::F32)?;
+    let n = if c.ai("periodic", 1) != 0 { size as f64 } else { size as f64 - 1.0 };
+    let v: Vec<f64> = (0..size)
+        .map(|i| {
+            let t = i as f64 / n;
+            match kind {
+                "Hann" => (PI * t).sin().powi(2),
+                "Hamming" => 25.0 / 46.0 - (1.0 - 25.0 / 46.0) * (2.0 * PI * t).cos(),
+                _ => 0.42 - 0.5 * (2.0 * PI * t).cos() + 0.08 * (4.0 * PI * t).cos(),
+            }
+        })
+        .collect();
+    let t = Tensor::from_vec(v, &[size]).map_err(|e| c.err(e.to_string()))?;
+    Ok(vec![c.g.constant(t.cast(dt))])
+}
