@@ -3,6 +3,7 @@
 //! their operands, attributes and typed errors.
 
 mod attention;
+mod col2im;
 pub(crate) mod control;
 mod einsum;
 mod elementwise;
@@ -153,10 +154,10 @@ static TABLE: &[(&str, Handler)] = &[
     ("ScatterND", scatter::scatter_nd), ("ScatterElements", scatter::scatter_elements),
     ("Scatter", scatter::scatter_elements), ("TensorScatter", scatter::tensor_scatter),
     ("GridSample", grid_sample::grid_sample), ("AffineGrid", grid_sample::affine_grid),
-    ("CenterCropPad", shape::center_crop_pad), ("Compress", shape::compress),
+    ("CenterCropPad", shape::center_crop_pad), ("Col2Im", col2im::col2im), ("Compress", shape::compress),
     ("ReverseSequence", shape::reverse_sequence),
     ("Resize", resize::resize), ("Upsample", resize::upsample),
-    ("DFT", spectral::dft), ("HannWindow", |c| spectral::window(c, "Hann")),
+    ("DFT", spectral::dft), ("STFT", spectral::stft), ("HannWindow", |c| spectral::window(c, "Hann")),
     ("HammingWindow", |c| spectral::window(c, "Hamming")), ("BlackmanWindow", |c| spectral::window(c, "Blackman")),
     ("Trilu", misc::trilu), ("EyeLike", misc::eye_like), ("OneHot", misc::one_hot), ("TopK", misc::top_k),
     // Linear algebra and neural-network layers.

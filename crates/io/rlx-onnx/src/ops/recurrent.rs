@@ -142,7 +142,8 @@ pub(super) fn linear_attention(c: &mut Ctx) -> Result<Vec<NodeId>> {
     if let Some(e) = c.g.error() {
         return Err(c.err(e.to_string()));
     }
-    let [s_fin, ys] = <[NodeId; 2]>::try_from(res).map_err(|_| c.err("the scan did not build"))?; // ys [T, B, Hkv, G, dv]
+    // ys: [T, B, Hkv, G, dv].
+    let [s_fin, ys] = <[NodeId; 2]>::try_from(res).map_err(|_| c.err("the scan did not build"))?;
     let ys = c.g.transpose(ys, &[1, 0, 2, 3, 4]);
     let ys = c.g.reshape(ys, [b, t, hq * dv]);
     Ok(vec![c.g.convert(ys, out_dt), c.g.convert(s_fin, state_dt)])

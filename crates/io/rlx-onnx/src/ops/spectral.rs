@@ -1,4 +1,4 @@
-//! Signal ops: `DFT` as two real matrix products with cosine / sine tables (forward, inverse,
+//! Signal ops: `DFT` (and `STFT` over framed, windowed signals) as two real matrix products with cosine / sine tables (forward, inverse,
 //! one-sided forward `rfft` and one-sided inverse `irfft`, `dft_length` padding or
 //! truncating as `numpy.fft`), and the `HannWindow` / `HammingWindow` / `BlackmanWindow`
 //! tables, built at import time from a known `size`.
@@ -51,6 +51,14 @@ pub(super) fn dft(c: &mut Ctx) -> Result<Vec<NodeId>> {
         None if inverse && onesided => 2 * n_in.saturating_sub(1),
         None => n_in,
     };
+    Ok(vec![transform(c, x, a, len, inverse, onesided)?])
+}
+
+/// The DFT of `x` (`[..., N, ..., 1 | 2]`, validated by the caller) along axis `a` with
+/// length `len`.
+fn transform(c: &mut Ctx, x: NodeId, a: usize, len: usize, inverse: bool, onesided: bool) -> Result<NodeId> {
+    let dims = c.dims(x)?;
+    let (r, n_in, comp) = (dims.len(), dims[a], dims[dims.len() - 1]);
     if len == 0 {
         return Err(c.err("the transform length is 0"));
     }
@@ -76,7 +84,7 @@ pub(super) fn dft(c: &mut Ctx) -> Result<Vec<NodeId>> {
             let t = along(c, im, cim, a);
             y = c.g.add(y, t);
         }
-        return Ok(vec![c.g.expand_dims(y, (r - 1) as i64)]);
+        return Ok(c.g.expand_dims(y, (r - 1) as i64));
     }
     let m = n_in.min(len);
     let k_out = if onesided { len / 2 + 1 } else { len };
@@ -92,7 +100,42 @@ pub(super) fn dft(c: &mut Ctx) -> Result<Vec<NodeId>> {
         yim = c.g.add(yim, a2);
     }
     let (yre, yim) = (c.g.expand_dims(yre, (r - 1) as i64), c.g.expand_dims(yim, (r - 1) as i64));
-    Ok(vec![c.g.concatenate(&[yre, yim], (r - 1) as i64)])
+    Ok(c.g.concatenate(&[yre, yim], (r - 1) as i64))
+}
+
+/// ONNX `STFT` (opset 17): `signal [B, L, 1 | 2]`, `frame_step`, optional `window [W]` and
+/// `frame_length` (at least one of them; a missing window is all ones), `onesided` (default
+/// 1). Frames `f·step … f·step + W` for `f < 1 + (L − W) / step`, weighted by the window and
+/// transformed with length `frame_length`: `[B, frames, K, 2]`.
+pub(super) fn stft(c: &mut Ctx) -> Result<Vec<NodeId>> {
+    let x = c.x(0)?;
+    let d = c.dims(x)?;
+    let step = c.ints_in(1)?.first().copied().unwrap_or(0);
+    let flen = c.opt_ints_in(3)?.and_then(|v| v.first().copied());
+    let w = match (c.opt(2), flen) {
+        (Some(win), _) => c.dims(win)?.first().copied().unwrap_or(0),
+        (None, Some(f)) => f.max(0) as usize,
+        (None, None) => return Err(c.err("needs a window or a frame_length")),
+    };
+    if d.len() != 3 || !(d[2] == 1 || d[2] == 2) || step <= 0 || w == 0 || w > d[1] {
+        return Err(c.err(format!("signal {d:?} with frame_step {step} and window length {w} do not fit")));
+    }
+    let step = step as usize;
+    let frames: Vec<NodeId> = (0..1 + (d[1] - w) / step)
+        .map(|f| {
+            let s = c.g.slice_in_dim(x, f * step, f * step + w, 1);
+            c.g.expand_dims(s, 1)
+        })
+        .collect();
+    let mut fr = if frames.len() == 1 { frames[0] } else { c.g.concatenate(&frames, 1) };
+    if let Some(win) = c.opt(2) {
+        let win = c.g.convert(win, c.dtype(x));
+        let nf = frames.len();
+        let wb = c.g.broadcast_in_dim(win, [d[0], nf, w, d[2]], &[2]);
+        fr = c.g.mul(fr, wb);
+    }
+    let len = flen.map_or(w, |f| f.max(1) as usize);
+    Ok(vec![transform(c, fr, 2, len, false, c.ai("onesided", 1) != 0)?])
 }
 
 /// `HannWindow` / `HammingWindow` / `BlackmanWindow` (opset 17): `size` (known at import
