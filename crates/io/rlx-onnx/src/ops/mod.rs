@@ -21,6 +21,7 @@ mod rotary;
 mod scatter;
 mod shape;
 mod spectral;
+mod tfidf;
 mod training;
 
 use crate::error::{OnnxError, Result};
@@ -159,7 +160,7 @@ static TABLE: &[(&str, Handler)] = &[
     ("Resize", resize::resize), ("Upsample", resize::upsample),
     ("DFT", spectral::dft), ("STFT", spectral::stft), ("HannWindow", |c| spectral::window(c, "Hann")),
     ("HammingWindow", |c| spectral::window(c, "Hamming")), ("BlackmanWindow", |c| spectral::window(c, "Blackman")),
-    ("Trilu", misc::trilu), ("EyeLike", misc::eye_like), ("OneHot", misc::one_hot), ("TopK", misc::top_k),
+    ("TfIdfVectorizer", tfidf::tfidf_vectorizer), ("Trilu", misc::trilu), ("EyeLike", misc::eye_like), ("OneHot", misc::one_hot), ("TopK", misc::top_k),
     // Linear algebra and neural-network layers.
     ("Einsum", einsum::einsum), ("RNN", rnn::rnn), ("GRU", rnn::gru), ("LSTM", rnn::lstm),
     ("MatMul", nn::matmul), ("Gemm", nn::gemm), ("Conv", nn::conv), ("ConvTranspose", nn::conv_transpose),
