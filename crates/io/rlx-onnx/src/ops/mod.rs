@@ -158,7 +158,7 @@ static TABLE: &[(&str, Handler)] = &[
     ("CenterCropPad", shape::center_crop_pad), ("Col2Im", col2im::col2im), ("Compress", shape::compress),
     ("ReverseSequence", shape::reverse_sequence),
     ("Resize", resize::resize), ("Upsample", resize::upsample),
-    ("DFT", spectral::dft), ("STFT", spectral::stft), ("HannWindow", |c| spectral::window(c, "Hann")),
+    ("DFT", spectral::dft), ("STFT", spectral::stft), ("MelWeightMatrix", spectral::mel_weight_matrix), ("HannWindow", |c| spectral::window(c, "Hann")),
     ("HammingWindow", |c| spectral::window(c, "Hamming")), ("BlackmanWindow", |c| spectral::window(c, "Blackman")),
     ("TfIdfVectorizer", tfidf::tfidf_vectorizer), ("Trilu", misc::trilu), ("EyeLike", misc::eye_like), ("OneHot", misc::one_hot), ("TopK", misc::top_k),
     // Linear algebra and neural-network layers.

@@ -158,3 +158,53 @@ pub(super) fn window(c: &mut Ctx, kind: &str) -> Result<Vec<NodeId>> {
     let t = Tensor::from_vec(v, &[size]).map_err(|e| c.err(e.to_string()))?;
     Ok(vec![c.g.constant(t.cast(dt))])
 }
+
+/// `MelWeightMatrix` (opset 17): `[dft_length/2 + 1, num_mel_bins]` triangular filters
+/// between `lower_edge_hertz` and `upper_edge_hertz` (all inputs known at import time), in
+/// `output_datatype` (default float). As the ONNX reference, the mel edges are computed in
+/// f32 and the bin edges in f64, floored to spectrogram bins.
+pub(super) fn mel_weight_matrix(c: &mut Ctx) -> Result<Vec<NodeId>> {
+    let first = |c: &Ctx, i: usize| c.floats_in(i).map(|v| v.first().copied().unwrap_or(0.0));
+    let (mels, dft, rate) = (first(c, 0)? as i64, first(c, 1)? as i64, first(c, 2)? as i64);
+    let (lo, hi) = (first(c, 3)? as f32, first(c, 4)? as f32);
+    if mels <= 0 || dft <= 0 || rate <= 0 {
+        return Err(c.err(format!("num_mel_bins {mels}, dft_length {dft}, sample_rate {rate} must be positive")));
+    }
+    let (mels, bins) = (mels as usize, (dft / 2 + 1) as usize);
+    let to_mel = |f: f32| 2595f32 * (1f32 + f / 700f32).log10();
+    let (lm, hm) = (to_mel(lo), to_mel(hi));
+    let step = (hm - lm) / (mels + 2) as f32;
+    let edge: Vec<i64> = (0..mels + 2)
+        .map(|i| {
+            let m = i as f64 * step as f64 + lm as f64;
+            let f = 700.0 * (10f64.powf(m / 2595.0) - 1.0);
+            (((dft + 1) as f64 * f) / rate as f64).floor() as i64
+        })
+        .collect();
+    let mut out = vec![0f64; bins * mels];
+    let mut set = |j: i64, i: usize, v: f64| {
+        if let Ok(j) = usize::try_from(j)
+            && j < bins
+        {
+            out[j * mels + i] = v;
+        }
+    };
+    for i in 0..mels {
+        let (l, m, h) = (edge[i], edge[i + 1], edge[i + 2]);
+        if m == l {
+            set(m, i, 1.0);
+        } else {
+            for j in l..=m {
+                set(j, i, (j - l) as f64 / (m - l) as f64);
+            }
+        }
+        if h > m {
+            for j in m..h {
+                set(j, i, (h - j) as f64 / (h - m) as f64);
+            }
+        }
+    }
+    let dt = c.adtype("output_datatype", DType::F32)?;
+    let t = Tensor::from_vec(out, &[bins, mels]).map_err(|e| c.err(e.to_string()))?;
+    Ok(vec![c.g.constant(t.cast(dt))])
+}
