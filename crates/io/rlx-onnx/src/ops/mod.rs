@@ -154,6 +154,7 @@ static TABLE: &[(&str, Handler)] = &[
     ("DepthToSpace", shape::depth_to_space), ("SpaceToDepth", shape::space_to_depth),
     ("ScatterND", scatter::scatter_nd), ("ScatterElements", scatter::scatter_elements),
     ("Scatter", scatter::scatter_elements), ("TensorScatter", scatter::tensor_scatter),
+    ("MaxUnpool", scatter::max_unpool), ("Det", misc::det),
     ("GridSample", grid_sample::grid_sample), ("AffineGrid", grid_sample::affine_grid),
     ("CenterCropPad", shape::center_crop_pad), ("Col2Im", col2im::col2im), ("Compress", shape::compress),
     ("ReverseSequence", shape::reverse_sequence),

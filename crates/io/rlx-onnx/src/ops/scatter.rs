@@ -229,3 +229,44 @@ pub(super) fn tensor_scatter(c: &mut Ctx) -> Result<Vec<NodeId>> {
     let got = rlx_ir::ops::sort::take_along_axis(c.g, upd, jc, ax);
     Ok(vec![c.g.select(valid, got, past)])
 }
+
+/// ONNX `MaxUnpool` (opset 11): `X [N, C, *S]` written at the flat positions `I` (as MaxPool
+/// returns them) of a zero tensor of the inferred shape `(S − 1)·stride − pads + kernel`;
+/// with `output_shape`, that result is zero-padded at the end of each dim to it (as the ONNX
+/// reference).
+pub(super) fn max_unpool(c: &mut Ctx) -> Result<Vec<NodeId>> {
+    let (x, i) = (c.x(0)?, c.x(1)?);
+    let xd = c.dims(x)?;
+    let nsp = xd.len().saturating_sub(2);
+    let k = c.aints("kernel_shape").ok_or_else(|| c.err("kernel_shape is required"))?;
+    let s = c.aints("strides").unwrap_or(vec![1; nsp]);
+    let p = c.aints("pads").unwrap_or(vec![0; 2 * nsp]);
+    if nsp == 0 || k.len() != nsp || s.len() != nsp || p.len() != 2 * nsp || c.dims(i)? != xd {
+        return Err(c.err(format!("X {xd:?}, indices, kernel_shape {k:?}, strides {s:?}, pads {p:?} do not fit")));
+    }
+    let mut inferred = xd[..2].to_vec();
+    for d in 0..nsp {
+        let v = (xd[d + 2] as i64 - 1) * s[d] - (p[d] + p[nsp + d]) + k[d];
+        inferred.push(usize::try_from(v).map_err(|_| c.err(format!("spatial dim {d} would be {v}")))?);
+    }
+    let total: usize = inferred.iter().product();
+    let n: usize = xd.iter().product();
+    let zero = zeros(c, &[total], c.dtype(x));
+    let idx = c.g.reshape(i, [n, 1]);
+    let idx = c.g.convert(idx, DType::I64);
+    let upd = c.g.reshape(x, [n]);
+    let dims1 = ScatterDims {
+        update_window_dims: vec![],
+        inserted_window_dims: vec![0],
+        scatter_dims_to_operand_dims: vec![0],
+    };
+    let y = scatter(c, zero, idx, upd, dims1)?;
+    let y = c.g.reshape(y, inferred.clone());
+    let Some(out) = c.opt_ints_in(2)? else { return Ok(vec![y]) };
+    if out.len() != inferred.len() || out.iter().zip(&inferred).any(|(&o, &f)| o < f as i64) {
+        return Err(c.err(format!("output_shape {out:?} is smaller than the unpooled shape {inferred:?}")));
+    }
+    let high: Vec<i64> = out.iter().zip(&inferred).map(|(&o, &f)| o - f as i64).collect();
+    let z = c.scalar_like(0.0, x);
+    Ok(vec![c.g.pad(y, z, &vec![0; high.len()], &high, &vec![0; high.len()])])
+}
