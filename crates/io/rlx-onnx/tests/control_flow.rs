@@ -334,3 +334,65 @@ fn malformed_bodies_are_typed_errors_naming_the_node() {
     let e = import(&model(g, vec![]), &ImportOptions::default()).unwrap_err();
     assert!(e.to_string().contains("body") && e.to_string().contains("Scan_s"), "{e}");
 }
+
+/// A model with a `Loop` (scan form) whose body holds an `If`, for the mutation test.
+fn nested_model() -> ModelProto {
+    let then_g = graph("then", vec![node("Add", &["v", "w"], &["t"], vec![])], vec![], &["t"]);
+    let else_g = graph("else", vec![node("Sub", &["v", "w"], &["e"], vec![])], vec![], &["e"]);
+    let body = graph(
+        "body",
+        vec![node("If", &["p"], &["v2"], vec![g_attr("then_branch", then_g), g_attr("else_branch", else_g)])],
+        vec![vi("i", I64, &[]), vi("c", BOOL, &[]), vi("v", F32, &[2])],
+        &["c", "v2"],
+    );
+    let g = graph(
+        "loop",
+        vec![node("Loop", &["M", "", "v0"], &["v"], vec![g_attr("body", body)])],
+        vec![vi("p", BOOL, &[]), vi("v0", F32, &[2]), vi("w", F32, &[2])],
+        &["v"],
+    );
+    model(g, vec![("M", Tensor::from_vec(vec![3i64], &[]).unwrap())])
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+    /// Mutated and truncated bytes of models with sub-graphs never panic the parser or the
+    /// importer (every failure is a typed error).
+    #[test]
+    fn mutated_control_flow_models_never_panic(
+        which in 0usize..3,
+        flips in proptest::collection::vec((proptest::prelude::any::<usize>(), proptest::prelude::any::<u8>()), 1..8),
+        cut in proptest::prelude::any::<usize>(),
+    ) {
+        use prost::Message;
+        let m = match which {
+            0 => if_model(),
+            1 => nested_model(),
+            _ => {
+                let body = graph(
+                    "body",
+                    vec![node("Add", &["s", "x"], &["s2"], vec![])],
+                    vec![vi("s", F32, &[2]), vi("x", F32, &[2])],
+                    &["s2", "s2"],
+                );
+                let g = graph(
+                    "scan",
+                    vec![node("Scan", &["s0", "x"], &["s", "y"], vec![g_attr("body", body), int_attr("num_scan_inputs", 1)])],
+                    vec![vi("s0", F32, &[2]), vi("x", F32, &[3, 2])],
+                    &["s", "y"],
+                );
+                model(g, vec![])
+            }
+        };
+        let mut bytes = m.encode_to_vec();
+        for (i, b) in flips {
+            let n = bytes.len();
+            bytes[i % n] ^= b;
+        }
+        let n = bytes.len();
+        bytes.truncate(cut % (n + 1));
+        if let Ok(m) = rlx_onnx::parse(&bytes) {
+            let _ = import(&m, &ImportOptions::default());
+        }
+    }
+}
