@@ -30,6 +30,7 @@ mod exact;
 mod int8;
 mod q8k;
 
+use super::simd::threads;
 use crate::CpuOptions;
 use rayon::prelude::*;
 use rlx_gguf::GgmlType;
@@ -232,15 +233,15 @@ pub fn run(k: &mut QMatmulKernel, x: &Tensor, w: &Tensor, out: &mut Tensor) -> R
     let nchunks = n.div_ceil(chunk);
     if path == Path::Rowwise {
         let rows = &mut k.scratch[..nchunks * kk];
-        if nchunks > 1 {
+        if nchunks > 1 && threads() > 1 {
             rows.par_chunks_mut(kk).enumerate().for_each(|(c, s)| body(c, s));
         } else {
-            body(0, rows);
+            rows.chunks_mut(kk).enumerate().for_each(|(c, s)| body(c, s));
         }
-    } else if nchunks > 1 {
+    } else if nchunks > 1 && threads() > 1 {
         (0..nchunks).into_par_iter().for_each(|c| body(c, &mut []));
     } else {
-        body(0, &mut []);
+        (0..nchunks).for_each(|c| body(c, &mut []));
     }
     Ok(())
 }
@@ -258,10 +259,10 @@ fn run_q8(k: &QMatmulKernel, level: u8, wb: &[u8], y: &mut [f32]) {
         });
     };
     let nchunks = n.div_ceil(chunk);
-    if nchunks > 1 {
+    if nchunks > 1 && threads() > 1 {
         (0..nchunks).into_par_iter().for_each(body);
     } else {
-        body(0);
+        (0..nchunks).for_each(body);
     }
 }
 
@@ -275,10 +276,10 @@ fn run_decode(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32]) {
         let w = &wb[c * chunk * row_bytes..(c * chunk + yc.len()) * row_bytes];
         decode_dot_rows(ty, w, row_bytes, xs, xblk, yc);
     };
-    if y.len() > chunk {
+    if y.len() > chunk && threads() > 1 {
         y.par_chunks_mut(chunk).enumerate().for_each(|(c, yc)| body(c, yc));
     } else {
-        body(0, y);
+        y.chunks_mut(chunk.max(1)).enumerate().for_each(|(c, yc)| body(c, yc));
     }
 }
 
@@ -344,8 +345,10 @@ fn run_tile(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32]) {
         }
     };
     let per = tile * kk;
-    if k.scratch.len() > per {
+    if k.scratch.len() > per && threads() > 1 {
         k.scratch.par_chunks_mut(per).enumerate().for_each(|(p, s)| part(p, s));
+    } else if k.scratch.len() > per {
+        k.scratch.chunks_mut(per).enumerate().for_each(|(p, s)| part(p, s));
     } else {
         part(0, &mut k.scratch);
     }
