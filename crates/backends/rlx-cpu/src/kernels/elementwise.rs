@@ -389,7 +389,7 @@ pub(crate) fn binary_block(b: BinaryOp, x: Src<'_, f32>, y: Src<'_, f32>, o: &mu
     }
 }
 
-fn compare<T: Copy + PartialOrd>(c: CompareOp, p: &Bcast, x: &[T], y: &[T], o: &mut [bool]) {
+fn compare<T: Copy + PartialOrd + Sync>(c: CompareOp, p: &Bcast, x: &[T], y: &[T], o: &mut [bool]) {
     let (ax, ay) = (p.access[0], p.access[1]);
     macro_rules! go {
         ($f:expr) => {
