@@ -205,7 +205,7 @@ impl<O: Optimizer> Trainer<O> {
     /// One training step on the current input buffers: gradients, optional clipping, one
     /// optimizer step per param, `end_iteration`. Returns the loss (before the update).
     ///
-    /// Allocation-free once warm (from the third step on; `tests/no_alloc.rs`): the compiled
+    /// Allocates nothing of its own once warm (from the third step on; `tests/no_alloc.rs`): the compiled
     /// run writes into output tensors the trainer keeps ([`CompiledGraph::run_into`]), and the
     /// in-graph update's new params and slots are swapped with the old ones, which go back to
     /// the compiled step as its buffers for the next run. (The `gemm` crate still allocates its
