@@ -3,15 +3,15 @@
 batch 256, f32, 1 thread, in one run on one machine.
 
 RLX: the `grad_bench` example of the rlx crate (release): `rlx_autodiff::value_and_grad` of the
-forward graph, compiled for the CPU and run repeatedly (RAYON_NUM_THREADS=1, pinned with
-`taskset -c 0` when available). JAX: `jax.jit(jax.value_and_grad(loss, argnums=params))` on the
+forward graph, compiled for the CPU and run repeatedly into a reused output vector
+(`CompiledGraph::run_into`; RLX_NUM_THREADS=1, pinned with `taskset -c 0` when available). JAX: `jax.jit(jax.value_and_grad(loss, argnums=params))` on the
 CPU with XLA limited to one thread. Each side does a warm-up, then at least 5 reps and 2 s, and
 reports its median; rounds alternate the two.
 
 Ends with `RATIO mlp_grad <jax ms / rlx ms>` (> 1: RLX faster).
 
 Usage: python3 bench/compare_grad.py [--rounds N]
-Needs: cargo, python3 with jax[cpu] (`pip install -r tools/refgen/requirements-autodiff.txt`).
+Needs: cargo, python3 with jax[cpu] 0.10.2 (`pip install -r tools/refgen/requirements-autodiff.txt`).
 """
 
 import argparse
@@ -68,11 +68,15 @@ def median_ms(text, who):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--prebuilt", help="run this release build of the grad_bench example instead of building one")
     args = ap.parse_args()
-    run(["cargo", "build", "--release", "-q", "-p", "rlx", "--example", "grad_bench"], {})
-    exe = os.path.join(ROOT, "target", "release", "examples", "grad_bench")
+    if args.prebuilt:
+        exe = os.path.abspath(args.prebuilt)
+    else:
+        run(["cargo", "build", "--release", "-q", "-p", "rlx", "--example", "grad_bench"], {})
+        exe = os.path.join(ROOT, "target", "release", "examples", "grad_bench")
     pin = ["taskset", "-c", "0"] if shutil.which("taskset") else []
-    one = {"RAYON_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    one = {"RAYON_NUM_THREADS": "1", "RLX_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
     rlx, jax = [], []
     for k in range(args.rounds):
         r = run(pin + [exe], one)

@@ -82,9 +82,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--epochs", type=int, default=5)
+    ap.add_argument("--prebuilt", help="run this release build of the rlx binary instead of building one")
     args = ap.parse_args()
-    run(["cargo", "build", "--release", "-q", "-p", "rlx-cli"], {})
-    exe = os.path.join(ROOT, "target", "release", "rlx")
+    if args.prebuilt:
+        exe = os.path.abspath(args.prebuilt)
+    else:
+        run(["cargo", "build", "--release", "-q", "-p", "rlx-cli"], {})
+        exe = os.path.join(ROOT, "target", "release", "rlx")
     pin = ["taskset", "-c", "0"] if shutil.which("taskset") else []
     one = {"RAYON_NUM_THREADS": "1", "RLX_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
     rlx, jax = [], []

@@ -300,10 +300,14 @@ fn roundtrip(g: &Graph, feeds: &HashMap<String, Tensor>) -> Result<Vec<Tensor>, 
 }
 
 /// The CPU runtime through the public API (`Session` inlines the composites the backend has no
-/// kernel for, specializes and compiles).
+/// kernel for, specializes and compiles). With IEEE subnormals (`flush_denormals: false`): the
+/// fixtures are IEEE 754 results (numpy / JAX on float64), and the elementwise cases feed
+/// subnormal operands on purpose (e.g. `eq_f32`, `max_f32`, `add_f32`), which the default
+/// flush-to-zero mode reads as zero (`RLX_FLUSH_DENORMALS=1` overrides this to see them fail).
 fn run_cpu(g: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>, String> {
+    let ieee = rlx_runtime::CompileOptions::default().with_flush_denormals(false);
     let mut compiled = rlx_runtime::Session::new(rlx_runtime::Device::Cpu)
-        .try_compile(g.clone())
+        .try_compile_with(g.clone(), &ieee)
         .map_err(|e| format!("cpu compile: {e}"))?;
     let feeds: Vec<(String, Tensor)> = inputs.iter().enumerate().map(|(k, t)| (format!("in{k}"), t.clone())).collect();
     let feeds: Vec<(&str, Tensor)> = feeds.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();

@@ -1,5 +1,6 @@
 //! Buffer planning and the step loop.
 
+use crate::fpenv;
 use crate::inplace::{self, InPlaceKernel};
 use crate::kernels::simd::SimdLevel;
 use crate::kernels::spin::Team;
@@ -49,9 +50,11 @@ pub enum CpuError {
 }
 
 /// Options of the CPU backend.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct CpuOptions {
-    /// Worker threads for parallel kernels; `None` = rayon's global pool.
+    /// Worker threads for parallel kernels; `None` = rayon's global pool (or, with
+    /// `flush_denormals`, an RLX pool of the same size); `Some(1)` runs every kernel on the
+    /// calling thread, with no pool.
     pub threads: Option<usize>,
     /// Fast mode of `dequant_matmul`: quantize the activations (Q8_0 blocks) and use integer
     /// dot products, as llama.cpp does, for the schemes that have such a kernel. Results then
@@ -60,6 +63,22 @@ pub struct CpuOptions {
     pub quantized_activations: bool,
     /// Explicit SIMD code the kernels may use (default: the best the CPU has).
     pub simd: SimdLevel,
+    /// Flush subnormal f32/f64 values to zero while kernels run: FTZ (subnormal results become
+    /// ±0) and DAZ (subnormal operands read as ±0), as XLA/JAX and oneDNN do on the CPU.
+    /// Default `true`. Set on the calling thread for the duration of each run (its previous
+    /// floating-point control register is restored afterwards) and on the worker threads
+    /// (the executable's own pool when `threads` is set, else one process-wide RLX pool of
+    /// rayon's default size, not rayon's global pool). `false` keeps IEEE 754 gradual
+    /// underflow, slow on x86 (each subnormal operand costs a microcode assist). Values
+    /// computed at compile time (constant folding, constants) are IEEE either way. x86-64
+    /// (MXCSR) and AArch64 (FPCR.FZ) only; elsewhere a no-op.
+    pub flush_denormals: bool,
+}
+
+impl Default for CpuOptions {
+    fn default() -> CpuOptions {
+        CpuOptions { threads: None, quantized_activations: false, simd: SimdLevel::default(), flush_denormals: true }
+    }
 }
 
 impl CpuOptions {
@@ -78,6 +97,23 @@ impl CpuOptions {
         self.simd = simd;
         self
     }
+    /// Flush denormals to zero while kernels run (default) or keep IEEE subnormals.
+    pub fn with_flush_denormals(mut self, on: bool) -> CpuOptions {
+        self.flush_denormals = on;
+        self
+    }
+}
+
+/// The threads a [`CpuExecutable`]'s kernels run on.
+enum Pool {
+    /// Its own pool of `CpuOptions::threads` threads.
+    Own(rayon::ThreadPool),
+    /// The process-wide denormal-flushing pool ([`fpenv::shared_pool`]).
+    Shared(&'static rayon::ThreadPool),
+    /// No pool: `threads: Some(1)` runs every kernel on the calling thread.
+    Serial,
+    /// Rayon's global pool (the calling thread runs the steps).
+    Global,
 }
 
 /// What one step runs, for reports.
@@ -145,7 +181,8 @@ pub struct CpuExecutable {
     bufs: Vec<Vec<Tensor>>,
     fixed: Vec<Vec<Tensor>>,
     lir: LirModule,
-    pool: Option<rayon::ThreadPool>,
+    pool: Pool,
+    flush: bool,
     /// The spinning team of this executable's thread count (`None` for one thread).
     team: Option<&'static Team>,
     out_modes: Vec<OutMode>,
@@ -234,14 +271,18 @@ impl CpuExecutable {
         for st in &steps {
             lir.set_kernel(NodeId(st.node as u32), kernel_name(&st.how));
         }
-        let pool = match opts.threads {
-            Some(t) => Some(
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(t.max(1))
-                    .build()
-                    .map_err(|e| IrError::Invalid(format!("thread pool: {e}")))?,
-            ),
-            None => None,
+        let pool_err = |e: String| IrError::Invalid(format!("thread pool: {e}"));
+        let pool = match (opts.threads, opts.flush_denormals) {
+            (Some(0 | 1), _) => Pool::Serial,
+            (Some(t), flush) => {
+                let mut b = rayon::ThreadPoolBuilder::new().num_threads(t.max(1));
+                if flush {
+                    b = b.start_handler(|_| fpenv::flush_this_thread());
+                }
+                Pool::Own(b.build().map_err(|e| pool_err(e.to_string()))?)
+            }
+            (None, true) => Pool::Shared(fpenv::shared_pool().map_err(pool_err)?),
+            (None, false) => Pool::Global,
         };
         let team = Team::shared(opts.threads.unwrap_or_else(rayon::current_num_threads));
         let mut seen = vec![false; bufs.len()];
@@ -253,7 +294,20 @@ impl CpuExecutable {
                 _ => OutMode::Copy,
             })
             .collect();
-        Ok(CpuExecutable { graph: g.clone(), steps, locs, dims, bufs, fixed, lir, pool, team, out_modes, max_rank })
+        Ok(CpuExecutable {
+            graph: g.clone(),
+            steps,
+            locs,
+            dims,
+            bufs,
+            fixed,
+            lir,
+            pool,
+            flush: opts.flush_denormals,
+            team,
+            out_modes,
+            max_rank,
+        })
     }
 
     /// The compiled (static) graph.
@@ -336,21 +390,32 @@ impl CpuExecutable {
         Ok(())
     }
 
-    /// Run `f` inside this executable's rayon pool (if it has one) with its spinning team
-    /// entered (if any), so kernels see both.
+    /// Run `f` where the kernels run: in the executable's pool (the pool's threads flush
+    /// denormals when the option is on), with the calling thread flushing too for the duration,
+    /// and with its spinning team entered (if any; its helpers copy the caller's flush state per
+    /// job), so kernels see both.
     fn in_pool<R: Send>(&mut self, f: impl FnOnce(&mut Self) -> R + Send) -> R {
+        let _flush = fpenv::FlushGuard::new(self.flush);
         let team = self.team;
         let f = move |e: &mut Self| match team {
             Some(t) => t.enter(|| f(e)),
             None => f(e),
         };
-        match self.pool.take() {
-            Some(pool) => {
+        match std::mem::replace(&mut self.pool, Pool::Global) {
+            Pool::Own(pool) => {
                 let r = pool.install(|| f(self));
-                self.pool = Some(pool);
+                self.pool = Pool::Own(pool);
                 r
             }
-            None => f(self),
+            Pool::Shared(pool) => {
+                self.pool = Pool::Shared(pool);
+                pool.install(|| f(self))
+            }
+            Pool::Serial => {
+                self.pool = Pool::Serial;
+                kernels::simd::serial(|| f(self))
+            }
+            Pool::Global => f(self),
         }
     }
 

@@ -56,10 +56,15 @@ pub(crate) fn run(k: InPlaceKernel, acc: &mut Tensor, other: Option<&Tensor>) ->
 }
 
 fn map(a: &mut [f32], f: impl Fn(usize, f32) -> f32 + Sync) {
-    a.par_chunks_mut(CHUNK).enumerate().for_each(|(c, ch)| {
+    let chunk = |(c, ch): (usize, &mut [f32])| {
         let base = c * CHUNK;
         ch.iter_mut().enumerate().for_each(|(j, v)| *v = f(base + j, *v));
-    });
+    };
+    if a.len() > CHUNK && crate::kernels::simd::threads() > 1 {
+        a.par_chunks_mut(CHUNK).enumerate().for_each(chunk);
+    } else {
+        a.chunks_mut(CHUNK).enumerate().for_each(chunk);
+    }
 }
 
 fn unary(u: UnaryOp, a: &mut [f32]) {

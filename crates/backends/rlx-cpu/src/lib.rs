@@ -8,10 +8,12 @@
 #![warn(missing_docs)]
 
 mod executor;
+mod fpenv;
 mod inplace;
 pub mod kernels;
 
 pub use executor::{CpuError, CpuExecutable, CpuOptions, StepInfo};
+pub use fpenv::flushes_denormals;
 pub use kernels::simd::{SimdLevel, advise_huge_pages};
 pub use rlx_compile::lir::{LirModule, LirOptions};
 

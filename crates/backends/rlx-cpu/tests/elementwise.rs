@@ -106,6 +106,26 @@ fn compare_f32() {
 }
 
 #[test]
+fn compare_int() {
+    for dt in [DType::I32, DType::I64, DType::U8] {
+        for &c in &CompareOp::ALL {
+            for (i, &(a, b, fast)) in BCASTS.iter().enumerate() {
+                let mut g = Graph::new("c");
+                let x = g.input("a", Shape::new(a, dt));
+                let y = g.input("b", Shape::new(b, dt));
+                let z = g.compare(c, x, y);
+                g.set_outputs(vec![z]);
+                // Few distinct values so equality is common.
+                let xa = rand_tensor(a, DType::F32, i as u64, 0.0, 4.0).cast(dt);
+                let xb = rand_tensor(b, DType::F32, 50 + i as u64, 0.0, 4.0).cast(dt);
+                let ks = check_graph(&g, &[("a", xa), ("b", xb)], None, EXACT, c.name());
+                assert_eq!(ks, vec![if fast { "ew_compare_int" } else { "reference" }], "{dt:?}");
+            }
+        }
+    }
+}
+
+#[test]
 fn select_any_dtype() {
     let cases: &[(&[usize], &[usize], &[usize])] = &[
         (&[4, 5], &[4, 5], &[4, 5]),

@@ -199,7 +199,7 @@ fn fast_mode_matches_llama_formula() {
     let shapes: &[(&[usize], usize, usize)] =
         &[(&[1], 256, 67), (&[7], 256, 45), (&[1, 7], 1024, 37), (&[9], 1024, 45), (&[1], 4096, 67)];
     for simd in [SimdLevel::Native, SimdLevel::Baseline] {
-        let opts = CpuOptions { threads: Some(2), quantized_activations: true, simd };
+        let opts = CpuOptions { threads: Some(2), quantized_activations: true, simd, ..Default::default() };
         let mut seed = 100;
         for &ty in Q8_PATH {
             for &(lead, k, n) in shapes {

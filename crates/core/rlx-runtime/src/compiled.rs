@@ -3,9 +3,14 @@
 use crate::cache::{CompileCache, fingerprint};
 use crate::{Backend, CompileOptions, Error, Executable, Result, StepInfo, Support};
 use rlx_ir::{Dim, Graph, NodeId, Op, Tensor, bind_symbols, specialize};
+use smallvec::SmallVec;
 use std::collections::BTreeSet;
 use std::collections::HashMap;
 use std::sync::Arc;
+
+/// Inputs or params passed to a run without a heap allocation for the list of references.
+const INLINE_REFS: usize = 32;
+type Refs<'a> = SmallVec<[&'a Tensor; INLINE_REFS]>;
 
 /// A graph compiled for one backend: holds params, caches one executable per set of input
 /// dims, and runs.
@@ -15,6 +20,8 @@ pub struct CompiledGraph {
     opts: CompileOptions,
     params: Vec<Option<Tensor>>,
     cache: HashMap<Vec<Vec<usize>>, Box<dyn Executable>>,
+    /// The input dims of the previous run (its key in `cache`).
+    last_dims: Option<Vec<Vec<usize>>>,
     report: Option<rlx_compile::CompileReport>,
     dispatch: Option<rlx_compile::DispatchReport>,
     compile_cache: Arc<CompileCache>,
@@ -34,6 +41,7 @@ impl CompiledGraph {
             opts,
             params,
             cache: HashMap::new(),
+            last_dims: None,
             report: None,
             dispatch: None,
             compile_cache,
@@ -138,14 +146,16 @@ impl CompiledGraph {
     }
 
     /// Resolve feeds by name, store any params given, build the specialization for the input
-    /// dims if needed, and return it with inputs and params in declaration order.
+    /// dims if needed, and return it with inputs and params in declaration order. A warm call
+    /// (the same input dims as the previous one, at most [`INLINE_REFS`] inputs and params)
+    /// allocates nothing.
     #[allow(clippy::type_complexity)]
     fn prepare<'a>(
         &'a mut self,
         feeds: &[(&str, &'a Tensor)],
-    ) -> Result<(&'a mut Box<dyn Executable>, Vec<&'a Tensor>, Vec<&'a Tensor>)> {
+    ) -> Result<(&'a mut Box<dyn Executable>, Refs<'a>, Refs<'a>)> {
         let n_in = self.graph.inputs().len();
-        let mut inputs: Vec<Option<&Tensor>> = vec![None; n_in];
+        let mut inputs: SmallVec<[Option<&Tensor>; INLINE_REFS]> = smallvec::smallvec![None; n_in];
         for (pos, &(name, t)) in feeds.iter().enumerate() {
             // Feeds in declaration order (the common case for long input lists) skip the search.
             let in_order = self.graph.inputs().get(pos).copied().filter(|&i| self.graph.source_name(i) == Some(name));
@@ -162,21 +172,28 @@ impl CompiledGraph {
                 self.params[k] = Some(t.clone());
             }
         }
-        let mut ins = Vec::with_capacity(n_in);
+        let mut ins = Refs::with_capacity(n_in);
         for (k, t) in inputs.into_iter().enumerate() {
             let name = self.graph.source_name(self.graph.inputs()[k]).unwrap_or("?");
             ins.push(t.ok_or_else(|| Error::MissingInput(name.to_string()))?);
         }
-        let dims: Vec<Vec<usize>> = ins.iter().map(|t| t.shape().to_vec()).collect();
-        if !self.cache.contains_key(&dims) {
-            self.build(&dims)?;
+        let same = self.last_dims.as_ref().is_some_and(|last| {
+            last.len() == ins.len() && last.iter().zip(&ins).all(|(d, t)| d.as_slice() == t.shape())
+        });
+        if !same {
+            let dims: Vec<Vec<usize>> = ins.iter().map(|t| t.shape().to_vec()).collect();
+            if !self.cache.contains_key(&dims) {
+                self.build(&dims)?;
+            }
+            self.last_dims = Some(dims);
         }
-        let mut params = Vec::with_capacity(self.params.len());
+        let mut params = Refs::with_capacity(self.params.len());
         for (k, p) in self.params.iter().enumerate() {
             let name = self.graph.source_name(self.graph.params()[k]).unwrap_or("?");
             params.push(p.as_ref().ok_or_else(|| Error::MissingParam(name.to_string()))?);
         }
-        let exe = self.cache.get_mut(&dims).expect("built above");
+        let key = self.last_dims.as_ref().expect("set above");
+        let exe = self.cache.get_mut(key).expect("built above");
         Ok((exe, ins, params))
     }
 

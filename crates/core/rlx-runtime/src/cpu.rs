@@ -28,6 +28,7 @@ impl Backend for CpuBackend {
         let cpu = CpuOptions {
             threads: opts.threads,
             quantized_activations: opts.quantized_activations,
+            flush_denormals: opts.flush_denormals,
             ..Default::default()
         };
         let exe = CpuExecutable::compile(g, &cpu).map_err(err)?;

@@ -22,6 +22,12 @@ pub struct CompileOptions {
     /// Default `false` (exact: `x · dequant(W)ᵀ` up to f32 rounding).
     /// Override: `RLX_QUANTIZED_ACTIVATIONS=1`.
     pub quantized_activations: bool,
+    /// Flush subnormal floats to zero while CPU kernels run (FTZ + DAZ), as XLA/JAX do on the
+    /// CPU: faster when values underflow (e.g. Adam moments of dead units), and results differ
+    /// from IEEE 754 only where a value or operand is below f32's smallest normal (1.18e-38).
+    /// Default `true`; `false` keeps IEEE gradual underflow. See `rlx_cpu::CpuOptions::
+    /// flush_denormals`. Override: `RLX_FLUSH_DENORMALS=0` or `=1`.
+    pub flush_denormals: bool,
 }
 
 impl Default for CompileOptions {
@@ -32,6 +38,7 @@ impl Default for CompileOptions {
             optimize: true,
             dump_ir: false,
             quantized_activations: false,
+            flush_denormals: true,
         }
     }
 }
@@ -61,6 +68,11 @@ impl CompileOptions {
         self.quantized_activations = on;
         self
     }
+    /// Flush denormals to zero while kernels run (default) or keep IEEE subnormals.
+    pub fn with_flush_denormals(mut self, on: bool) -> CompileOptions {
+        self.flush_denormals = on;
+        self
+    }
     /// These options with the environment overrides applied.
     pub fn with_env_overrides(mut self) -> CompileOptions {
         if let Some(n) = std::env::var("RLX_NUM_THREADS").ok().and_then(|v| v.parse().ok()) {
@@ -74,6 +86,11 @@ impl CompileOptions {
         }
         if std::env::var("RLX_QUANTIZED_ACTIVATIONS").is_ok_and(|v| v == "1") {
             self.quantized_activations = true;
+        }
+        match std::env::var("RLX_FLUSH_DENORMALS").as_deref() {
+            Ok("1") => self.flush_denormals = true,
+            Ok("0") => self.flush_denormals = false,
+            _ => {}
         }
         self
     }

@@ -1,13 +1,33 @@
 //! Time `Trainer::step` on the digits MLP of `rlx train` (64-128-10, relu, softmax
-//! cross-entropy, Adam, batch 32): prints `train_step median <µs> us reps=<n>`, and with
-//! `--steps` the kernel of every step of the compiled training graph. For profiling
+//! cross-entropy, Adam, batch 32): prints `train_step median <µs> us reps=<n>
+//! allocs_per_step=<a>` (heap allocations per timed step, counted by a global allocator), and
+//! with `--steps` the kernel of every step of the compiled training graph. For profiling
 //! (`perf record ... target/release/examples/train_step`), not a pass/fail check.
 //!
 //! `RLX_NUM_THREADS=1 cargo run --release -p rlx-optim --example train_step [-- --steps] [-- --host]`
 use rlx_ir::{DType, Graph, Shape};
 use rlx_optim::data::{self, epoch_order};
 use rlx_optim::{Adam, Trainer, TrainerOptions, UpdateMode};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
+
+struct Counting;
+static ALLOCS: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: forwards to the system allocator; only counts calls.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        unsafe { System.dealloc(p, l) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -39,11 +59,14 @@ fn main() {
         }
     }
     println!("in-graph update: {}", tr.in_graph());
-    let mut ts = vec![];
+    let mut ts = Vec::with_capacity(1 << 20);
     let start = Instant::now();
     let mut epoch = 0;
+    let mut allocs = 0;
     while ts.len() < 200 || start.elapsed().as_secs_f64() < 2.0 {
-        for batch in epoch_order(ds.train.len(), 0, epoch).chunks_exact(b) {
+        let order = epoch_order(ds.train.len(), 0, epoch);
+        for batch in order.chunks_exact(b) {
+            let a0 = ALLOCS.load(Ordering::Relaxed);
             let t0 = Instant::now();
             let x = tr.input_mut::<f32>("x").expect("x");
             for (k, &i) in batch.iter().enumerate() {
@@ -55,9 +78,13 @@ fn main() {
             }
             std::hint::black_box(tr.step().expect("step"));
             ts.push(t0.elapsed().as_secs_f64() * 1e6);
+            if ts.len() > 3 {
+                allocs += ALLOCS.load(Ordering::Relaxed) - a0;
+            }
         }
         epoch += 1;
     }
     ts.sort_by(|a, b| a.total_cmp(b));
-    println!("train_step median {:.1} us reps={}", ts[ts.len() / 2], ts.len());
+    let per_step = allocs as f64 / (ts.len() - 3) as f64;
+    println!("train_step median {:.1} us reps={} allocs_per_step={per_step:.2}", ts[ts.len() / 2], ts.len());
 }

@@ -142,17 +142,15 @@ impl Optim {
         }
     }
 
-    /// `name`'s slot tensors in [`rule::slots`] order (after [`Optim::ensure_state`]).
-    pub(crate) fn slot_tensors(&self, name: &str) -> impl Iterator<Item = &Tensor> {
-        self.state.get(name).into_iter().flat_map(|st| st.slots.iter().map(|(_, t)| t))
+    /// `name`'s `k`-th slot tensor in [`rule::slots`] order (after [`Optim::ensure_state`]).
+    pub(crate) fn slot(&self, name: &str, k: usize) -> Option<&Tensor> {
+        self.state.get(name)?.slots.get(k).map(|(_, t)| t)
     }
 
-    /// Replace `name`'s `k`-th slot by `t` (same shape and dtype, from the in-graph update).
-    pub(crate) fn set_slot(&mut self, name: &str, k: usize, t: Tensor) {
-        if let Some(slot) = self.state.get_mut(name).and_then(|st| st.slots.get_mut(k)) {
-            debug_assert_eq!(slot.1.shape(), t.shape());
-            slot.1 = t;
-        }
+    /// `name`'s `k`-th slot, mutably: the in-graph update swaps the new value in (same shape
+    /// and dtype) and hands the old tensor back to the compiled step as an output buffer.
+    pub(crate) fn slot_mut(&mut self, name: &str, k: usize) -> Option<&mut Tensor> {
+        self.state.get_mut(name)?.slots.get_mut(k).map(|(_, t)| t)
     }
 }
 

@@ -6,6 +6,7 @@ use crate::rule::{self, Rule};
 use crate::{OptimError, Optimizer, Result, clip_grad_norm};
 use rlx_ir::{DType, Elem, Graph, Shape, Tensor};
 use rlx_runtime::{CompileOptions, CompiledGraph, Device, Session, StepInfo};
+use smallvec::SmallVec;
 
 /// Where a [`Trainer`] runs the optimizer update.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -41,6 +42,14 @@ enum Feed {
     Slot { param: usize, slot: usize },
 }
 
+/// The named feeds of one run (on the stack for up to 32 inputs).
+type Feeds<'a> = SmallVec<[(&'a str, &'a Tensor); 32]>;
+
+/// The loss: the first element of the step's first output (NaN if it is not f32).
+fn scalar(t: &Tensor) -> f32 {
+    t.as_slice::<f32>().and_then(|s| s.first().copied()).unwrap_or(f32::NAN)
+}
+
 /// The in-graph update's bookkeeping.
 struct InGraph {
     /// The rule every param uses (checked equal across params).
@@ -68,6 +77,8 @@ pub struct Trainer<O: Optimizer> {
     inputs: Vec<(String, Feed)>,
     /// Batch input buffers (the forward graph's inputs).
     feeds: Vec<Tensor>,
+    /// The compiled step's outputs, reused from step to step (`CompiledGraph::run_into`).
+    outputs: Vec<Tensor>,
     opt: O,
     opts: TrainerOptions,
     fused: Option<InGraph>,
@@ -151,7 +162,7 @@ impl<O: Optimizer> Trainer<O> {
         for (n, dims) in &params {
             compiled.set_param_tensor(n, Tensor::zeros(dims, DType::F32))?;
         }
-        Ok(Trainer { compiled, params, inputs, feeds, opt, opts, fused })
+        Ok(Trainer { compiled, params, inputs, feeds, outputs: vec![], opt, opts, fused })
     }
 
     /// The trained params: `(name, dims)` in the forward graph's order.
@@ -193,14 +204,21 @@ impl<O: Optimizer> Trainer<O> {
 
     /// One training step on the current input buffers: gradients, optional clipping, one
     /// optimizer step per param, `end_iteration`. Returns the loss (before the update).
+    ///
+    /// Allocates nothing of its own once warm (from the third step on; `tests/no_alloc.rs`): the compiled
+    /// run writes into output tensors the trainer keeps ([`CompiledGraph::run_into`]), and the
+    /// in-graph update's new params and slots are swapped with the old ones, which go back to
+    /// the compiled step as its buffers for the next run. (The `gemm` crate still allocates its
+    /// packing workspace inside large matrix products.)
+    ///
     /// Errors: the run fails, the optimizer rejects a param (e.g. a loaded state of another
     /// shape).
     pub fn step(&mut self) -> Result<f32> {
         if self.fused.is_some() {
             return self.step_in_graph();
         }
-        let mut out = {
-            let refs: Vec<(&str, &Tensor)> = self
+        {
+            let refs: Feeds<'_> = self
                 .inputs
                 .iter()
                 .map(|(n, f)| match *f {
@@ -208,11 +226,13 @@ impl<O: Optimizer> Trainer<O> {
                     _ => unreachable!("host steps have batch inputs only"),
                 })
                 .collect();
-            self.compiled.run_refs(&refs)?
-        };
-        let loss = out[0].to_f32_vec().first().copied().unwrap_or(f32::NAN);
-        let mut grads: Vec<&mut [f32]> =
-            out[1..].iter_mut().map(|t| t.as_mut_slice::<f32>().expect("f32 param has an f32 gradient")).collect();
+            self.compiled.run_into(&refs, &mut self.outputs)?;
+        }
+        let loss = scalar(&self.outputs[0]);
+        let mut grads: SmallVec<[&mut [f32]; 16]> = self.outputs[1..]
+            .iter_mut()
+            .map(|t| t.as_mut_slice::<f32>().expect("f32 param has an f32 gradient"))
+            .collect();
         if let Some(max) = self.opts.clip_grad_norm {
             clip_grad_norm(&mut grads, max);
         }
@@ -234,32 +254,36 @@ impl<O: Optimizer> Trainer<O> {
         for (s, v) in fused.scalars.iter_mut() {
             v.as_mut_slice::<f32>().expect("f32 scalar")[0] = s.value(&fused.rule, t, lr);
         }
-        let mut out = {
-            let optim = &*optim;
-            let slots: Vec<Vec<&Tensor>> = self.params.iter().map(|(n, _)| optim.slot_tensors(n).collect()).collect();
-            let refs: Vec<(&str, &Tensor)> = self
+        {
+            let (optim, fused) = (&*optim, &*fused);
+            let refs: Feeds<'_> = self
                 .inputs
                 .iter()
                 .map(|(n, f)| {
                     let t = match *f {
                         Feed::Batch(k) => &self.feeds[k],
                         Feed::Scalar(k) => &fused.scalars[k].1,
-                        Feed::Slot { param, slot } => slots[param][slot],
+                        Feed::Slot { param, slot } => {
+                            optim.slot(&self.params[param].0, slot).expect("state ensured above")
+                        }
                     };
                     (n.as_str(), t)
                 })
                 .collect();
-            self.compiled.run_refs(&refs)?
+            self.compiled.run_into(&refs, &mut self.outputs)?;
         }
-        .into_iter();
-        let loss = out.next().and_then(|t| t.to_f32_vec().first().copied()).unwrap_or(f32::NAN);
+        let loss = scalar(&self.outputs[0]);
+        // Outputs: loss, the new params, then each param's new slots. Swap them in; the old
+        // tensors become the step's output buffers on the next run.
+        let mut out = self.outputs[1..].iter_mut();
         for (name, _) in &self.params {
-            let t = out.next().expect("one new value per param");
-            *self.compiled.param_mut(name).expect("params set at new") = t;
+            let new = out.next().expect("one new value per param");
+            std::mem::swap(self.compiled.param_mut(name).expect("params set at new"), new);
         }
         for ((name, _), &n) in self.params.iter().zip(&fused.slots_per_param) {
             for k in 0..n {
-                optim.set_slot(name, k, out.next().expect("one new value per slot"));
+                let new = out.next().expect("one new value per slot");
+                std::mem::swap(optim.slot_mut(name, k).expect("state ensured above"), new);
             }
         }
         optim.end_iteration();

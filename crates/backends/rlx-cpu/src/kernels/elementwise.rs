@@ -144,6 +144,9 @@ pub enum EwKernel {
     Binary(BinaryOp, Bcast),
     /// f32 comparison with the given broadcast plan.
     Compare(CompareOp, Bcast),
+    /// Integer comparison (any int dtype; e.g. labels against an iota in cross-entropy's one-hot)
+    /// with the given broadcast plan.
+    CompareInt(CompareOp, Bcast),
     /// `select` of any dtype with the given broadcast plan (pred, on_true, on_false).
     Select(Bcast),
     /// Contiguous same-dtype copy (`reshape`, `stop_gradient`, identity convert).
@@ -160,6 +163,7 @@ impl EwKernel {
             EwKernel::Unary(_) => "ew_unary_f32",
             EwKernel::Binary(..) => "ew_binary_f32",
             EwKernel::Compare(..) => "ew_compare_f32",
+            EwKernel::CompareInt(..) => "ew_compare_int",
             EwKernel::Select(_) => "ew_select",
             EwKernel::Copy => "copy",
             EwKernel::Convert => "convert",
@@ -176,6 +180,7 @@ pub fn select(op: &Op, ins: &[(Vec<usize>, DType)], out: &(Vec<usize>, DType)) -
             Some(EwKernel::Binary(*b, plan_bcast(&out.0, &dims)?))
         }
         Op::Compare(c) if ins[0].1 == DType::F32 => Some(EwKernel::Compare(*c, plan_bcast(&out.0, &dims)?)),
+        Op::Compare(c) if ins[0].1.is_int() => Some(EwKernel::CompareInt(*c, plan_bcast(&out.0, &dims)?)),
         Op::Select => Some(EwKernel::Select(plan_bcast(&out.0, &dims)?)),
         Op::ConvertElementType(d) if *d == ins[0].1 => Some(EwKernel::Copy),
         Op::ConvertElementType(_) => Some(EwKernel::Convert),
@@ -219,6 +224,16 @@ pub fn run(k: &EwKernel, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrErro
             let (x, y) = (f32s(k, ins[0])?, f32s(k, ins[1])?);
             let o = out.as_mut_slice::<bool>().ok_or_else(|| bad(c.name(), "expected bool output"))?;
             compare(*c, p, x, y, o);
+        }
+        EwKernel::CompareInt(c, p) => {
+            let o = out.as_mut_slice::<bool>().ok_or_else(|| bad(c.name(), "expected bool output"))?;
+            let dt = ins[0].dtype();
+            if !dt.is_int() || ins[1].dtype() != dt {
+                return Err(bad(k.name(), "expected integer operands of one dtype"));
+            }
+            with_dtype!(dt, T, {
+                compare::<T>(*c, p, ins[0].as_slice::<T>().unwrap(), ins[1].as_slice::<T>().unwrap(), o)
+            });
         }
         EwKernel::Select(p) => {
             let pred = ins[0].as_slice::<bool>().ok_or_else(|| bad("select", "predicate must be bool"))?;
@@ -374,7 +389,7 @@ pub(crate) fn binary_block(b: BinaryOp, x: Src<'_, f32>, y: Src<'_, f32>, o: &mu
     }
 }
 
-fn compare(c: CompareOp, p: &Bcast, x: &[f32], y: &[f32], o: &mut [bool]) {
+fn compare<T: Copy + PartialOrd + Sync>(c: CompareOp, p: &Bcast, x: &[T], y: &[T], o: &mut [bool]) {
     let (ax, ay) = (p.access[0], p.access[1]);
     macro_rules! go {
         ($f:expr) => {
@@ -388,12 +403,12 @@ fn compare(c: CompareOp, p: &Bcast, x: &[f32], y: &[f32], o: &mut [bool]) {
         };
     }
     match c {
-        CompareOp::Eq => go!(|a: f32, b: f32| a == b),
-        CompareOp::Ne => go!(|a: f32, b: f32| a != b),
-        CompareOp::Lt => go!(|a: f32, b: f32| a < b),
-        CompareOp::Le => go!(|a: f32, b: f32| a <= b),
-        CompareOp::Gt => go!(|a: f32, b: f32| a > b),
-        CompareOp::Ge => go!(|a: f32, b: f32| a >= b),
+        CompareOp::Eq => go!(|a: T, b: T| a == b),
+        CompareOp::Ne => go!(|a: T, b: T| a != b),
+        CompareOp::Lt => go!(|a: T, b: T| a < b),
+        CompareOp::Le => go!(|a: T, b: T| a <= b),
+        CompareOp::Gt => go!(|a: T, b: T| a > b),
+        CompareOp::Ge => go!(|a: T, b: T| a >= b),
     }
 }
 

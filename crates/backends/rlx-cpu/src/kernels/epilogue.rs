@@ -106,9 +106,7 @@ fn run_with(k: &mut EpilogueKernel, ins: &[&Tensor], outs: &mut [Tensor], acc: &
     let blocked = threads() == 1 && p.batch == 1 && matches!(k.dot.path, Path::Gemm);
     if !blocked {
         dot::run(&mut k.dot, ins[0], ins[1], acc)?;
-        let mut rins: Vec<&Tensor> = vec![&*acc];
-        rins.extend(&ins[2..]);
-        return fused::run(&mut k.region, &rins, outs);
+        return fused::run(&mut k.region, &region_ins(acc, ins), outs);
     }
     let bad = || IrError::Eval { op: NAME.into(), msg: "operand dtype differs from the plan".into() };
     let (a, b) = (ins[0].as_slice::<f32>().ok_or_else(bad)?, ins[1].as_slice::<f32>().ok_or_else(bad)?);
@@ -118,10 +116,14 @@ fn run_with(k: &mut EpilogueKernel, ins: &[&Tensor], outs: &mut [Tensor], acc: &
     while r0 < m {
         let r1 = (r0 + rows).min(m);
         dot::gemm_rows_f32(p, a, b, acc.as_mut_slice::<f32>().ok_or_else(bad)?, r0, r1)?;
-        let mut rins: Vec<&Tensor> = vec![&*acc];
-        rins.extend(&ins[2..]);
-        fused::run_range(&mut k.region, &rins, outs, r0 * n, r1 * n)?;
+        fused::run_range(&mut k.region, &region_ins(acc, ins), outs, r0 * n, r1 * n)?;
         r0 = r1;
     }
     Ok(())
+}
+
+/// The region's operands: the product, then the composite's operands after lhs and rhs (on the
+/// stack: `run` allocates nothing).
+fn region_ins<'a>(acc: &'a Tensor, ins: &[&'a Tensor]) -> smallvec::SmallVec<[&'a Tensor; 8]> {
+    std::iter::once(acc).chain(ins[2..].iter().copied()).collect()
 }

@@ -20,7 +20,7 @@
 //! `run` allocates nothing: the scratch registers and reduction accumulators are planned here.
 
 use super::elementwise::{Src, binary_block, unary_block};
-use super::simd::dispatch;
+use super::simd::{dispatch, threads};
 use rayon::prelude::*;
 use rlx_ir::ops::{BinaryOp, CompareOp, Composite, ReduceOp, UnaryOp};
 use rlx_ir::{DType, IrError, Op, Tensor};
@@ -512,8 +512,10 @@ pub fn run(k: &mut FusedKernel, ins: &[&Tensor], outs: &mut [Tensor]) -> Result<
             run_task(kk, ins, ptrs, (kk.bounds[t], kk.bounds[t + 1]), scr, acc, rows);
         };
         let tasks = kk.bounds.len() - 1;
-        if tasks > 1 {
+        if tasks > 1 && threads() > 1 {
             scratch.par_chunks_mut(stride).zip(acc.par_chunks_mut(nred.max(1))).enumerate().for_each(work);
+        } else if tasks > 1 {
+            scratch.chunks_mut(stride).zip(acc.chunks_mut(nred.max(1))).enumerate().for_each(work);
         } else {
             work((0, (&mut scratch[..], &mut acc[..])));
         }

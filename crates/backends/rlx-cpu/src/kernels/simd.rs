@@ -51,9 +51,29 @@ pub fn has_avx512() -> bool {
     })
 }
 
-/// Worker threads available to the calling kernel (the executor's pool when it installed one).
+thread_local! {
+    /// Set while an executable with `threads: Some(1)` runs its steps on the calling thread.
+    static SERIAL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Worker threads available to the calling kernel: 1 inside [`serial`], else the rayon pool's
+/// (the executor's pool when it installed one). Kernels only use rayon when this is above 1.
 pub(crate) fn threads() -> usize {
-    rayon::current_num_threads()
+    if SERIAL.get() { 1 } else { rayon::current_num_threads() }
+}
+
+/// Run `f` with every kernel on the calling thread ([`threads`] is 1, no rayon call): a
+/// one-thread executable runs this way instead of handing each run to a one-thread pool and
+/// waiting for it (two context switches per run, ~10 µs on a small training step).
+pub(crate) fn serial<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            SERIAL.set(self.0);
+        }
+    }
+    let _restore = Restore(SERIAL.replace(true));
+    f()
 }
 
 /// Run `f` compiled for AVX-512 when the CPU has it, else for the baseline target.

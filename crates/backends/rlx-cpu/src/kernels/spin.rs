@@ -50,6 +50,8 @@ struct Shared {
     sleepers: AtomicUsize,
     /// A helper's task panicked.
     panicked: AtomicBool,
+    /// The caller of the current job flushes denormals: helpers run its tasks the same way.
+    flush: AtomicBool,
     quit: AtomicBool,
     job: Mutex<Option<Job>>,
     lock: Mutex<()>,
@@ -94,6 +96,7 @@ impl Team {
             tasks: AtomicUsize::new(0),
             sleepers: AtomicUsize::new(0),
             panicked: AtomicBool::new(false),
+            flush: AtomicBool::new(false),
             quit: AtomicBool::new(false),
             job: Mutex::new(None),
             lock: Mutex::new(()),
@@ -130,6 +133,7 @@ impl Team {
         *s.job.lock().unwrap_or_else(|e| e.into_inner()) = Some(job);
         s.tasks.store(n, Relaxed);
         s.next.store(0, Relaxed);
+        s.flush.store(crate::fpenv::flushes_denormals(), Relaxed);
         let epoch = (s.state.load(Relaxed) >> EPOCH_SHIFT).wrapping_add(1);
         s.state.store(epoch << EPOCH_SHIFT, SeqCst);
         if s.sleepers.load(SeqCst) > 0 {
@@ -210,6 +214,8 @@ fn helper(s: &Shared) {
         if let Some(Job(f)) = job {
             // SAFETY: see `Team::run`: the job outlives this use.
             let f = unsafe { &*f };
+            // The caller's MXCSR flush bits for this job only (restored when the guard drops).
+            let _flush = crate::fpenv::FlushGuard::new(s.flush.load(Relaxed));
             if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(s, f))).is_err() {
                 s.panicked.store(true, Relaxed);
             }
@@ -243,7 +249,8 @@ impl<T> SyncPtr<T> {
 }
 
 /// `f(i)` for every `i < n`, in parallel where it pays: on the team entered by the running
-/// executor, else on rayon's current pool; inline for `n <= 1` or inside another task.
+/// executor, else on rayon's current pool; inline for `n <= 1`, inside another task, or in a
+/// one-thread run ([`super::simd::serial`]).
 pub fn for_each(n: usize, f: impl Fn(usize) + Sync) {
     if n <= 1 || IN_TASK.with(Cell::get) {
         (0..n).for_each(f);
@@ -251,7 +258,7 @@ pub fn for_each(n: usize, f: impl Fn(usize) + Sync) {
     }
     match CURRENT.with(Cell::get) {
         Some(team) => team.run(n, &f),
-        None if rayon::current_num_threads() == 1 => (0..n).for_each(f),
+        None if super::simd::threads() == 1 => (0..n).for_each(f),
         None => {
             use rayon::prelude::*;
             (0..n).into_par_iter().for_each(&f)

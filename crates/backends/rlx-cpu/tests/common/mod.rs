@@ -46,9 +46,11 @@ pub fn assert_close(got: &Tensor, want: &Tensor, tol: Tol, what: &str) {
 }
 
 /// Compile `g` (optionally with a thread count), run it on `feeds`, and compare every output
-/// with the reference interpreter. Returns the kernel names of the steps.
+/// with the reference interpreter. Returns the kernel names of the steps. Kernels run with IEEE
+/// subnormals (`flush_denormals: false`), as the reference computes: some cases check
+/// subnormal results on purpose (`tests/denormals.rs` covers the flushing default).
 pub fn check_graph(g: &Graph, feeds: &[(&str, Tensor)], threads: Option<usize>, tol: Tol, what: &str) -> Vec<String> {
-    let mut exe = CpuExecutable::compile(g, &CpuOptions { threads, ..Default::default() })
+    let mut exe = CpuExecutable::compile(g, &CpuOptions { threads, flush_denormals: false, ..Default::default() })
         .unwrap_or_else(|e| panic!("{what}: {e}"));
     let map: HashMap<String, Tensor> = feeds.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
     let by_id = |id| &map[g.source_name(id).unwrap()];

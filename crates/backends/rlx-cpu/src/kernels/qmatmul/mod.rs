@@ -319,7 +319,7 @@ fn run_tile(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32]) {
         }
     };
     let per = tile * kk;
-    if k.scratch.len() > per {
+    if k.scratch.len() > per && super::simd::threads() > 1 {
         k.scratch.par_chunks_mut(per).enumerate().for_each(|(p, s)| part(p, s));
     } else {
         part(0, &mut k.scratch);
