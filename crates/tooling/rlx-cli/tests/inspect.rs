@@ -179,11 +179,11 @@ fn unreadable_files_are_one_line_errors() {
 
 #[test]
 fn usage_errors_are_clap_errors() {
-    let o = rlx(&["inspect".as_ref()]);
+    let o = rlx(&["inspect"]);
     assert_eq!(o.status.code(), Some(2));
-    let o = rlx(&["frobnicate".as_ref()]);
+    let o = rlx(&["frobnicate"]);
     assert_eq!(o.status.code(), Some(2));
-    let o = rlx(&["--help".as_ref()]);
+    let o = rlx(&["--help"]);
     assert!(o.status.success() && stdout(&o).contains("inspect"));
 }
 
