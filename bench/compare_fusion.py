@@ -25,19 +25,17 @@ with a message when onnxruntime is missing).
 """
 
 import argparse
-import os
-import re
 import statistics
-import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from _common import build, load, median_ms, peer_cmd, pin, print_ratios, run
+
 BYTES = {"chain": 2 * 64 * 2**20, "softmax": 2 * 64 * 2**20, "layer_norm": 2 * 64 * 2**20}
 # Matmul FLOPs of one encoder layer: 4 projections, QK^T and PV, the two FFN matmuls.
 FLOPS = {"encoder": 2 * 128 * (4 * 384 * 384 + 2 * 128 * 384 + 2 * 384 * 1536)}
 
 NUMPY = r"""
-import sys, time, numpy as np
+import sys, numpy as np
 n = 1 << 24
 r = np.random.default_rng(0)
 x = r.uniform(-3, 3, n).astype(np.float32)
@@ -47,14 +45,12 @@ def f(x):
     z = x * np.float32(1.25) + np.float32(0.5)
     g = h * z * (one + np.tanh(c0 * (z + k * z * z * z)))
     return g * (one / (one + np.exp(-x))) - np.float32(0.25)
-f(x); ts = []; st = time.perf_counter()
-while len(ts) < 5 or time.perf_counter() - st < 1.0:
-    t0 = time.perf_counter(); f(x); ts.append(time.perf_counter() - t0)
-print(f"numpy chain median {sorted(ts)[len(ts)//2]*1e3:.4f} ms reps={len(ts)}")
+ms, reps = timed_ms(lambda: f(x))
+print(f"numpy chain median {ms:.4f} ms reps={reps}")
 """
 
 ORT = r"""
-import sys, time, numpy as np, onnx, onnxruntime as ort
+import sys, numpy as np, onnx, onnxruntime as ort
 from onnx import helper, TensorProto
 w = sys.argv[1]
 x = np.random.default_rng(0).uniform(-3, 3, (4096, 4096)).astype(np.float32)
@@ -71,14 +67,12 @@ m = helper.make_model(helper.make_graph([node], w, [X], [Y], inits), opset_impor
 o = ort.SessionOptions(); o.intra_op_num_threads = 1; o.inter_op_num_threads = 1
 o.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
 s = ort.InferenceSession(m.SerializeToString(), o, providers=["CPUExecutionProvider"])
-s.run(None, {"x": x}); ts = []; st = time.perf_counter()
-while len(ts) < 5 or time.perf_counter() - st < 1.0:
-    t0 = time.perf_counter(); s.run(None, {"x": x}); ts.append(time.perf_counter() - t0)
-print(f"ort {w} median {sorted(ts)[len(ts)//2]*1e3:.4f} ms reps={len(ts)} ort={ort.__version__}")
+ms, reps = timed_ms(lambda: s.run(None, {"x": x}))
+print(f"ort {w} median {ms:.4f} ms reps={reps} ort={ort.__version__}")
 """
 
 ORT_ENCODER = r"""
-import sys, time, numpy as np, onnx, onnxruntime as ort
+import sys, numpy as np, onnx, onnxruntime as ort
 from onnx import helper, TensorProto, numpy_helper
 S, H, NH, F = 128, 384, 12, 1536
 r = np.random.default_rng(0)
@@ -118,24 +112,9 @@ o = ort.SessionOptions(); o.intra_op_num_threads = 1; o.inter_op_num_threads = 1
 o.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
 s = ort.InferenceSession(m.SerializeToString(), o, providers=["CPUExecutionProvider"])
 x = r.standard_normal((S, H)).astype(np.float32)
-s.run(None, {"x": x}); ts = []; st = time.perf_counter()
-while len(ts) < 5 or time.perf_counter() - st < 1.0:
-    t0 = time.perf_counter(); s.run(None, {"x": x}); ts.append(time.perf_counter() - t0)
-print(f"ort encoder median {sorted(ts)[len(ts)//2]*1e3:.4f} ms reps={len(ts)} ort={ort.__version__}")
+ms, reps = timed_ms(lambda: s.run(None, {"x": x}))
+print(f"ort encoder median {ms:.4f} ms reps={reps} ort={ort.__version__}")
 """
-
-
-def run(cmd, env_extra=None):
-    env = dict(os.environ)
-    env.update(env_extra or {})
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
-    if out.returncode != 0:
-        sys.exit(f"command failed: {' '.join(cmd)}\n{out.stderr}")
-    return out.stdout
-
-
-def median_ms(text):
-    return float(re.search(r"median ([0-9.]+) ms", text).group(1))
 
 
 def main():
@@ -143,8 +122,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", default="chain,softmax,layer_norm,encoder")
     a = ap.parse_args()
-    run(["cargo", "build", "--release", "-q", "-p", "rlx-cpu", "--example", "fusion_bench"])
-    exe = os.path.join(ROOT, "target", "release", "examples", "fusion_bench")
+    exe = build("rlx-cpu", "fusion_bench")
     try:
         import onnxruntime  # noqa: F401
 
@@ -152,25 +130,24 @@ def main():
     except ImportError:
         have_ort = False
         print("SKIP onnxruntime rows: pip install onnxruntime==1.32.0 onnx==1.22.0", file=sys.stderr)
-    pin = ["taskset", "-c", "0"]
     one = {"RAYON_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
-    print("load:", run(["uptime"]).strip())
+    print("load:", load())
     ratios = []
     for w in a.only.split(","):
         if w != "chain" and not have_ort:
             continue
         rl, pe, info = [], [], ""
         for _ in range(a.rounds):
-            out = run(pin + [exe, w, "1"], one)
+            out = run(pin() + [exe, w, "1"], one)
             info = out.strip()
             rl.append(median_ms(out))
             if w == "chain":
-                peer = [sys.executable, "-c", NUMPY]
+                peer = peer_cmd(NUMPY)
             elif w == "encoder":
-                peer = [sys.executable, "-c", ORT_ENCODER]
+                peer = peer_cmd(ORT_ENCODER)
             else:
-                peer = [sys.executable, "-c", ORT, w]
-            pe.append(median_ms(run(pin + peer, one)))
+                peer = peer_cmd(ORT, w)
+            pe.append(median_ms(run(pin() + peer, one)))
         r, p = statistics.median(rl), statistics.median(pe)
         peer = "numpy" if w == "chain" else "onnxruntime"
         if w in BYTES:
@@ -179,9 +156,8 @@ def main():
             rate = lambda ms: f"{FLOPS[w] / (ms * 1e-3) / 1e9:5.1f} GFLOP/s"  # noqa: E731
         print(f"{w:11s} RLX {r:9.3f} ms ({rate(r)})  {peer} {p:9.3f} ms ({rate(p)})  [{info}]")
         ratios.append((w, p / r))
-    print("load:", run(["uptime"]).strip())
-    for w, x in ratios:
-        print(f"RATIO {w} {x:.2f}")
+    print("load:", load())
+    print_ratios(ratios)
 
 
 if __name__ == "__main__":

@@ -16,17 +16,14 @@ Needs: cargo, python3 with numpy and threadpoolctl (`pip install numpy threadpoo
 """
 
 import argparse
-import os
-import re
 import statistics
-import subprocess
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from _common import build, machine, median_ms, peer_cmd, pin, print_ratios, run
+
 WORKLOADS = [("gemm_512", 512, 512, 512), ("gemm_2048", 2048, 2048, 2048), ("gemv_4096", 1, 4096, 4096)]
 
 NUMPY = r"""
-import sys, time, numpy as np
+import sys, numpy as np
 from threadpoolctl import threadpool_limits, threadpool_info
 m, k, n, t = map(int, sys.argv[1:5])
 with threadpool_limits(limits=t):
@@ -34,26 +31,9 @@ with threadpool_limits(limits=t):
     r = np.random.default_rng(0)
     a = r.standard_normal((m, k), dtype=np.float32); b = r.standard_normal((k, n), dtype=np.float32)
     c = np.empty((m, n), np.float32)
-    np.matmul(a, b, out=c); ts = []; st = time.perf_counter()
-    while len(ts) < 5 or time.perf_counter() - st < 1.0:
-        t0 = time.perf_counter(); np.matmul(a, b, out=c); ts.append(time.perf_counter() - t0)
-    print(f"numpy median {sorted(ts)[len(ts)//2]*1e3:.4f} ms reps={len(ts)} pools={info}")
+    ms, reps = timed_ms(lambda: np.matmul(a, b, out=c))
+    print(f"numpy median {ms:.4f} ms reps={reps} pools={info}")
 """
-
-
-def run(cmd, env_extra, unset=()):
-    env = dict(os.environ)
-    for k in unset:
-        env.pop(k, None)
-    env.update(env_extra)
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
-    if out.returncode != 0:
-        sys.exit(f"command failed: {' '.join(cmd)}\n{out.stderr}")
-    return out.stdout
-
-
-def median_ms(text):
-    return float(re.search(r"median ([0-9.]+) ms", text).group(1))
 
 
 def main():
@@ -65,20 +45,17 @@ def main():
     threads = [1] if args.quick else [int(t) for t in args.threads.split(",")]
     rounds = 1 if args.quick else args.rounds
 
-    subprocess.run(["cargo", "build", "--release", "-q", "-p", "rlx-cpu", "--example", "gemm_bench"], cwd=ROOT, check=True)
-    rlx_bin = os.path.join(ROOT, "target", "release", "examples", "gemm_bench")
-    model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-    print(f"# machine: {model}, {os.cpu_count()} cpus; rounds={rounds}")
+    rlx_bin = build("rlx-cpu", "gemm_bench")
+    print(f"{machine()}; rounds={rounds}")
 
     results = {}  # workload -> (rlx ms list, numpy ms list)
     for t in threads:
-        pin = ["taskset", "-c", "0"] if t == 1 else []
         for _ in range(rounds):
             for name, m, k, n in WORKLOADS:
                 key = f"{name}_t{t}"
-                rlx_out = run(pin + [rlx_bin, str(m), str(k), str(n), str(t)], {"RAYON_NUM_THREADS": str(t)})
+                rlx_out = run(pin(t) + [rlx_bin, str(m), str(k), str(n), str(t)], {"RAYON_NUM_THREADS": str(t)})
                 np_out = run(
-                    pin + [sys.executable, "-c", NUMPY, str(m), str(k), str(n), str(t)],
+                    pin(t) + peer_cmd(NUMPY, m, k, n, t),
                     {"OPENBLAS_NUM_THREADS": str(t)},
                     unset=("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"),
                 )
@@ -95,8 +72,7 @@ def main():
         gf = flops[key.rsplit("_t", 1)[0]] / (rm * 1e-3) / 1e9
         print(f"| {key} | {rm:.3f} | {pm:.3f} | {pm / rm:.2f} | {gf:.1f} |")
     print()
-    for key, (r, p) in results.items():
-        print(f"RATIO {key} {statistics.median(p) / statistics.median(r):.2f}")
+    print_ratios((key, statistics.median(p) / statistics.median(r)) for key, (r, p) in results.items())
 
 
 if __name__ == "__main__":

@@ -15,17 +15,12 @@ Needs: cargo, python3 with jax[cpu] 0.10.2 (`pip install -r tools/refgen/require
 """
 
 import argparse
-import os
-import re
-import shutil
 import statistics
-import subprocess
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from _common import build, median_ms, peer_cmd, pin, print_ratios, run
 
 JAX = r"""
-import os, time
+import os
 os.environ["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 import jax, jax.numpy as jnp, numpy as np
 b, sizes = 256, [784, 512, 512, 10]
@@ -44,25 +39,9 @@ def loss(*p):
     lsm = jax.nn.log_softmax(h, axis=1)
     return -jnp.mean(jnp.take_along_axis(lsm, t[:, None], axis=1))
 f = jax.jit(jax.value_and_grad(loss, argnums=tuple(range(6))))
-jax.block_until_ready(f(*params))
-ts = []; st = time.perf_counter()
-while len(ts) < 5 or time.perf_counter() - st < 2.0:
-    t0 = time.perf_counter(); jax.block_until_ready(f(*params)); ts.append(time.perf_counter() - t0)
-print(f"jax median {sorted(ts)[len(ts)//2]*1e3:.3f} ms reps={len(ts)} version={jax.__version__}")
+ms, reps = timed_ms(lambda: jax.block_until_ready(f(*params)), secs=2.0)
+print(f"jax median {ms:.3f} ms reps={reps} version={jax.__version__}")
 """
-
-
-def run(cmd, env_extra):
-    env = dict(os.environ)
-    env.update(env_extra)
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
-    if out.returncode != 0:
-        sys.exit(f"command failed: {' '.join(cmd)}\n{out.stderr}")
-    return out.stdout
-
-
-def median_ms(text, who):
-    return float(re.search(who + r" median ([0-9.]+) ms", text).group(1))
 
 
 def main():
@@ -70,23 +49,18 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--prebuilt", help="run this release build of the grad_bench example instead of building one")
     args = ap.parse_args()
-    if args.prebuilt:
-        exe = os.path.abspath(args.prebuilt)
-    else:
-        run(["cargo", "build", "--release", "-q", "-p", "rlx", "--example", "grad_bench"], {})
-        exe = os.path.join(ROOT, "target", "release", "examples", "grad_bench")
-    pin = ["taskset", "-c", "0"] if shutil.which("taskset") else []
+    exe = os.path.abspath(args.prebuilt) if args.prebuilt else build("rlx", "grad_bench")
     one = {"RAYON_NUM_THREADS": "1", "RLX_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
     rlx, jax = [], []
     for k in range(args.rounds):
-        r = run(pin + [exe], one)
-        j = run(pin + [sys.executable, "-c", JAX], one)
+        r = run(pin() + [exe], one)
+        j = run(pin() + peer_cmd(JAX), one)
         rlx.append(median_ms(r, "rlx"))
         jax.append(median_ms(j, "jax"))
         print(f"round {k}: rlx {rlx[-1]:.3f} ms, jax {jax[-1]:.3f} ms", flush=True)
     r, j = statistics.median(rlx), statistics.median(jax)
     print(f"mlp 784-512-512-10, batch 256, f32, 1 thread: rlx {r:.3f} ms, jax {j:.3f} ms")
-    print(f"RATIO mlp_grad {j / r:.3f}")
+    print_ratios([("mlp_grad", j / r)], digits=3)
 
 
 if __name__ == "__main__":

@@ -20,27 +20,24 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 
 from gguf import GGUFReader
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from _common import CACHE, ROOT, load, print_ratios, run
 DRAM_GBS, L3_GBS = 14.5, 23.0
 # 128 tokens with the SmolLM2 tokenizer (no BOS: add_bos_token is false); checked below.
 PROMPT = "The" + " the" * 127
 
 
 def default_model():
-    cache = os.environ.get("RLX_CACHE", os.path.expanduser("~/.cache/rlx"))
-    return os.path.join(cache, "smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
+    return os.path.join(CACHE, "smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
 def run_rlx(rlx, model, cpus, threads, fast):
     cmd = ["taskset", "-c", cpus, rlx, "generate", "--model", model, "--prompt", PROMPT, "--max-tokens", "128",
            "--ignore-eos", "--threads", str(threads), "--json"] + (["--fast"] if fast else [])
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    j = json.loads(out.strip().splitlines()[-1])
+    j = json.loads(run(cmd).strip().splitlines()[-1])
     if j["prompt_tokens"] != 128 or len(j["tokens"]) != 128:
         sys.exit(f"rlx: expected 128 prompt and 128 generated tokens, got {j['prompt_tokens']} / {len(j['tokens'])}")
     return j["prompt_tokens_per_s"], j["gen_tokens_per_s"]
@@ -48,7 +45,7 @@ def run_rlx(rlx, model, cpus, threads, fast):
 
 def run_llama(bench, model, cpus, threads):
     cmd = ["taskset", "-c", cpus, bench, "-m", model, "-p", "128", "-n", "128", "-t", str(threads), "-o", "json"]
-    rows = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+    rows = json.loads(run(cmd))
     pp = next(r["avg_ts"] for r in rows if r["n_prompt"] == 128 and r["n_gen"] == 0)
     tg = next(r["avg_ts"] for r in rows if r["n_gen"] == 128 and r["n_prompt"] == 0)
     return pp, tg
@@ -68,7 +65,7 @@ def main():
     print(f"model {os.path.basename(a.model)}: {weight_bytes / 1e6:.1f} MB of weights read per generated token")
     print(f"bandwidth bound for tg: {DRAM_GBS * 1e9 / weight_bytes:.0f} tok/s at {DRAM_GBS} GB/s (DRAM), "
           f"{L3_GBS * 1e9 / weight_bytes:.0f} tok/s at {L3_GBS} GB/s (L3-resident)")
-    print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    print("load:", load())
     have_llama = os.path.exists(a.llama_bench)
     if not have_llama:
         print(f"llama-bench not found at {a.llama_bench}: RLX only, no RATIO lines")
@@ -83,9 +80,7 @@ def main():
                   f"({rtg * weight_bytes / 1e9:.1f} GB/s)", flush=True)
             if have_llama:
                 tag = "" if mode == "exact" else f"_{mode}"
-                print(f"RATIO pp128{tag}_t{threads} {rpp / lp:.3f}")
-                print(f"RATIO tg128{tag}_t{threads} {rtg / lt:.3f}")
-    print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+                print_ratios([(f"pp128{tag}_t{threads}", rpp / lp), (f"tg128{tag}_t{threads}", rtg / lt)], digits=3)
 
 
 if __name__ == "__main__":

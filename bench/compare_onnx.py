@@ -21,18 +21,15 @@ Needs: cargo, python3 with numpy and onnxruntime (tools/refgen/requirements-onnx
 
 import argparse
 import os
-import re
 import statistics
-import subprocess
 import sys
-from pathlib import Path
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CACHE = Path(os.environ.get("RLX_CACHE", Path.home() / ".cache" / "rlx"))
+from _common import CACHE, build, machine, median_ms, peer_cmd, pin, print_ratios, run
+
 WORKLOADS = [("b1_s128", 1, 128), ("b32_s128", 32, 128)]
 
 ORT = r"""
-import sys, time, numpy as np, onnxruntime as ort
+import sys, numpy as np, onnxruntime as ort
 model, b, s, t = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 o = ort.SessionOptions(); o.intra_op_num_threads = t; o.inter_op_num_threads = 1
 sess = ort.InferenceSession(model, o, providers=["CPUExecutionProvider"])
@@ -41,29 +38,16 @@ ids = np.where(i % s == 0, 101, np.where(i % s == s - 1, 102, 1000 + (i * 7919) 
 feeds = {}
 for inp in sess.get_inputs():
     feeds[inp.name] = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}[inp.name]
-sess.run(None, feeds); ts = []; st = time.perf_counter()
-while len(ts) < 5 or time.perf_counter() - st < 1.0:
-    t0 = time.perf_counter(); sess.run(None, feeds); ts.append(time.perf_counter() - t0)
-print(f"ort median {sorted(ts)[len(ts)//2]*1e3:.4f} ms reps={len(ts)} ort={ort.__version__}")
+ms, reps = timed_ms(lambda: sess.run(None, feeds))
+print(f"ort median {ms:.4f} ms reps={reps} ort={ort.__version__}")
 """
-
-
-def run(cmd):
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-    if out.returncode != 0:
-        sys.exit(f"command failed: {' '.join(cmd)}\n{out.stderr}")
-    return out.stdout
-
-
-def median_ms(text):
-    return float(re.search(r"median ([0-9.]+) ms", text).group(1))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", default="1,2")
-    ap.add_argument("--model", default=str(CACHE / "minilm" / "all-MiniLM-L6-v2.onnx"))
+    ap.add_argument("--model", default=os.path.join(CACHE, "minilm", "all-MiniLM-L6-v2.onnx"))
     ap.add_argument("--quick", action="store_true", help="one round, 1 thread only")
     args = ap.parse_args()
     threads = [1] if args.quick else [int(t) for t in args.threads.split(",")]
@@ -71,23 +55,19 @@ def main():
     if not os.path.exists(args.model):
         sys.exit(f"{args.model} is absent: run tools/fetch.sh minilm-l6-onnx")
 
-    build = ["cargo", "build", "--release", "-q", "-p", "rlx-onnx", "--example", "onnx_bench"]
-    subprocess.run(build, cwd=ROOT, check=True)
-    rlx_bin = os.path.join(ROOT, "target", "release", "examples", "onnx_bench")
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-    print(f"# machine: {cpu}, {os.cpu_count()} cpus; model {os.path.basename(args.model)}; rounds={rounds}")
+    rlx_bin = build("rlx-onnx", "onnx_bench")
+    print(f"{machine()}; model {os.path.basename(args.model)}; rounds={rounds}")
     print(f"# load: {os.getloadavg()}")
 
     tag = {"all-MiniLM-L6-v2.onnx": "minilm_l6", "paraphrase-MiniLM-L3-v2.onnx": "minilm_l3"}.get(
         os.path.basename(args.model), "model")
     results = {}  # workload -> (rlx ms list, ort ms list)
     for t in threads:
-        pin = ["taskset", "-c", "0"] if t == 1 else []
         for _ in range(rounds):
             for name, b, s in WORKLOADS:
                 key = f"{tag}_{name}_t{t}"
-                rlx_out = run(pin + [rlx_bin, args.model, str(b), str(s), str(t)])
-                ort_out = run(pin + [sys.executable, "-c", ORT, args.model, str(b), str(s), str(t)])
+                rlx_out = run(pin(t) + [rlx_bin, args.model, str(b), str(s), str(t)])
+                ort_out = run(pin(t) + peer_cmd(ORT, args.model, b, s, t))
                 print(f"# {key}: {rlx_out.strip()} | {ort_out.strip()}", flush=True)
                 r, p = results.setdefault(key, ([], []))
                 r.append(median_ms(rlx_out))
@@ -100,8 +80,7 @@ def main():
         rm, pm = statistics.median(r), statistics.median(p)
         print(f"| {key} | {rm:.3f} | {pm:.3f} | {pm / rm:.2f} |")
     print()
-    for key, (r, p) in results.items():
-        print(f"RATIO {key} {statistics.median(p) / statistics.median(r):.2f}")
+    print_ratios((key, statistics.median(p) / statistics.median(r)) for key, (r, p) in results.items())
 
 
 if __name__ == "__main__":

@@ -23,15 +23,10 @@ x = llama.cpp time / RLX time (> 1: RLX faster). Never run in CI.
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def sh(cmd, **kw):
-    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw).stdout
+from _common import CACHE, ROOT, build, load, pin, print_ratios, run
 
 
 def results(text):
@@ -49,30 +44,27 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--types", default="Q4_0,Q8_0,Q4_1,Q4_K,Q5_K,Q6_K")
     ap.add_argument("--llama-build", default="/work/llama-build")
-    ap.add_argument("--llama-src", default=os.path.expanduser("~/.cache/rlx/llama-cpp-src/vendor/llama.cpp"))
+    ap.add_argument("--llama-src", default=os.path.join(CACHE, "llama-cpp-src", "vendor", "llama.cpp"))
     a = ap.parse_args()
     types = a.types.split(",")
     ms = [1, 64]
     lib = os.path.join(a.llama_build, "bin")
     if not os.path.exists(os.path.join(lib, "libggml-cpu.so")):
         sys.exit(f"no llama.cpp build at {a.llama_build} (see the brief in bench/RESULTS.md)")
-    print("uptime:", sh(["uptime"]).strip(), flush=True)
-    sh(["cargo", "build", "--release", "-q", "-p", "rlx-cpu", "--example", "qmatmul_bench"], cwd=ROOT)
-    rlx_bin = os.path.join(ROOT, "target", "release", "examples", "qmatmul_bench")
+    print("uptime:", load(), flush=True)
+    rlx_bin = build("rlx-cpu", "qmatmul_bench")
     peer = os.path.join(tempfile.mkdtemp(), "ggml_qmatmul_bench")
-    sh(["cc", "-O2", os.path.join(ROOT, "bench", "ggml_qmatmul_bench.c"), "-I", os.path.join(a.llama_src, "ggml", "include"),
+    run(["cc", "-O2", os.path.join(ROOT, "bench", "ggml_qmatmul_bench.c"), "-I", os.path.join(a.llama_src, "ggml", "include"),
         "-L", lib, "-lggml", "-lggml-base", "-lggml-cpu", "-lm", f"-Wl,-rpath,{lib}", "-o", peer])
-    pin = ["taskset", "-c", "0"]
-    env = dict(os.environ, RAYON_NUM_THREADS="1")
     rlx_t, peer_t, info = {}, {}, {}
     for r in range(a.rounds):
-        out = results(sh(pin + [rlx_bin, "1", "10", ",".join(types), "1,64", "exact,fast"], env=env))
+        out = results(run(pin() + [rlx_bin, "1", "10", ",".join(types), "1,64", "exact,fast"], {"RAYON_NUM_THREADS": "1"}))
         for key, v in out.items():
             rlx_t.setdefault(key, []).append(float(v[0]))
             info[key] = v
         for ty in types:
             for m in ms:
-                out = results(sh(pin + [peer, ty, str(m), "10"]))
+                out = results(run(pin() + [peer, ty, str(m), "10"]))
                 for (t, mm, _), v in out.items():
                     peer_t.setdefault((t, mm), []).append(float(v[0]))
                     info[(t, mm, "bytes")] = int(v[1])
@@ -90,9 +82,8 @@ def main():
                 kern = info[(ty, m, mode)][-1]
                 print(f"{name:<22}{'':>13}{rt:>10.3f}{nbytes / rt / 1e6:>8.1f}  {lt / rt:5.2f}  {kern}")
                 ratios.append((name, lt / rt))
-    print("\nuptime:", sh(["uptime"]).strip())
-    for name, x in ratios:
-        print(f"RATIO {name} {x:.3f}")
+    print("\nuptime:", load())
+    print_ratios(ratios, digits=3)
 
 
 if __name__ == "__main__":

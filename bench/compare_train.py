@@ -20,13 +20,10 @@ Needs: cargo, python3 with jax + optax (`pip install -r tools/refgen/requirement
 
 import argparse
 import json
-import os
-import shutil
 import statistics
-import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from _common import ROOT, build, pin, print_ratios, run
 
 JAX = r"""
 import gzip, os, sys, time
@@ -69,33 +66,19 @@ print(f"jax median {sorted(ts)[len(ts) // 2]:.6f} s final_loss {float(l):.4f} "
 """
 
 
-def run(cmd, env_extra):
-    env = dict(os.environ)
-    env.update(env_extra)
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
-    if out.returncode != 0:
-        sys.exit(f"command failed: {' '.join(cmd)}\n{out.stderr}")
-    return out.stdout
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--prebuilt", help="run this release build of the rlx binary instead of building one")
     args = ap.parse_args()
-    if args.prebuilt:
-        exe = os.path.abspath(args.prebuilt)
-    else:
-        run(["cargo", "build", "--release", "-q", "-p", "rlx-cli"], {})
-        exe = os.path.join(ROOT, "target", "release", "rlx")
-    pin = ["taskset", "-c", "0"] if shutil.which("taskset") else []
+    exe = os.path.abspath(args.prebuilt) if args.prebuilt else build("rlx-cli")
     one = {"RAYON_NUM_THREADS": "1", "RLX_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
     rlx, jax = [], []
     cmd = [exe, "train", "--dataset", "digits", "--model", "mlp", "--epochs", str(args.epochs), "--json"]
     for k in range(args.rounds):
-        r = json.loads(run(pin + cmd, one).strip().splitlines()[-1])
-        j = run(pin + [sys.executable, "-c", JAX, str(args.epochs), ROOT], one)
+        r = json.loads(run(pin() + cmd, one).strip().splitlines()[-1])
+        j = run(pin() + [sys.executable, "-c", JAX, str(args.epochs), ROOT], one)
         rlx.append(statistics.median(r["epoch_train_seconds"]))
         jax.append(float(j.split("jax median ")[1].split()[0]))
         print(
@@ -104,7 +87,7 @@ def main():
         )
     r_med, j_med = statistics.median(rlx), statistics.median(jax)
     print(f"median over {args.rounds} rounds: rlx {r_med * 1e3:.2f} ms  jax {j_med * 1e3:.2f} ms")
-    print(f"RATIO mlp_digits_epoch {j_med / r_med:.3f}")
+    print_ratios([("mlp_digits_epoch", j_med / r_med)], digits=3)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,8 @@
 use std::collections::HashSet;
 use std::path::Path;
 
+use rlx_mmap::FileBytes;
+
 use crate::quants;
 use crate::value::{MetadataArray, MetadataValue, ValueType};
 use crate::{GgmlType, GgufError, Result};
@@ -437,18 +439,12 @@ impl GgufContent {
     }
 }
 
-enum Storage<'a> {
-    Mmap(memmap2::Mmap),
-    Owned(Vec<u8>),
-    Borrowed(&'a [u8]),
-}
-
 /// A parsed GGUF file together with its bytes (memory-mapped, owned or borrowed).
 ///
 /// Tensor data is never copied: [`GgufFile::tensor_data`] returns a slice into the map.
 pub struct GgufFile<'a> {
     content: GgufContent,
-    storage: Storage<'a>,
+    storage: FileBytes<'a>,
 }
 
 impl std::fmt::Debug for GgufFile<'_> {
@@ -464,47 +460,30 @@ impl GgufFile<'static> {
     /// Errors: [`GgufError::Io`] if it cannot be opened or mapped, else as [`GgufContent::parse`].
     pub fn open(path: impl AsRef<Path>) -> Result<GgufFile<'static>> {
         let path = path.as_ref();
-        let io = |source| GgufError::Io { path: path.to_path_buf(), source };
-        let file = std::fs::File::open(path).map_err(io)?;
-        let len = file.metadata().map_err(io)?.len();
-        let storage = if len == 0 {
-            Storage::Owned(Vec::new())
-        } else {
-            // SAFETY: the map is read-only; like every mmap-based reader we rely on the file not
-            // being truncated or rewritten by another process while it is mapped.
-            Storage::Mmap(unsafe { memmap2::Mmap::map(&file) }.map_err(io)?)
-        };
+        let storage = FileBytes::open(path).map_err(|source| GgufError::Io { path: path.to_path_buf(), source })?;
         Self::from_storage(storage)
     }
 
     /// Parse a file held in an owned buffer.
     pub fn from_vec(bytes: Vec<u8>) -> Result<GgufFile<'static>> {
-        Self::from_storage(Storage::Owned(bytes))
+        Self::from_storage(FileBytes::Owned(bytes))
     }
 }
 
 impl<'a> GgufFile<'a> {
     /// Parse a file held in a borrowed byte slice (zero-copy).
     pub fn from_slice(bytes: &'a [u8]) -> Result<GgufFile<'a>> {
-        Self::from_storage(Storage::Borrowed(bytes))
+        Self::from_storage(FileBytes::Borrowed(bytes))
     }
 
-    fn from_storage(storage: Storage<'a>) -> Result<GgufFile<'a>> {
-        let content = GgufContent::parse(match &storage {
-            Storage::Mmap(m) => m,
-            Storage::Owned(v) => v,
-            Storage::Borrowed(b) => b,
-        })?;
+    fn from_storage(storage: FileBytes<'a>) -> Result<GgufFile<'a>> {
+        let content = GgufContent::parse(&storage)?;
         Ok(GgufFile { content, storage })
     }
 
     /// The whole file.
     pub fn bytes(&self) -> &[u8] {
-        match &self.storage {
-            Storage::Mmap(m) => m,
-            Storage::Owned(v) => v,
-            Storage::Borrowed(b) => b,
-        }
+        &self.storage
     }
 
     /// The parsed header.

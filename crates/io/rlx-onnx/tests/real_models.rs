@@ -10,15 +10,8 @@ use rlx_onnx::{ImportOptions, import_file};
 use rlx_runtime::{Device, Session};
 use serde_json::Value;
 use std::collections::HashMap;
-use std::path::PathBuf;
 
 const FIXTURE: &str = include_str!("fixtures/minilm_onnx_embeddings.json");
-
-fn cache_dir() -> PathBuf {
-    std::env::var_os("RLX_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/rlx"))
-}
 
 fn int_matrix(v: &Value) -> (Vec<i64>, usize, usize) {
     let rows = v.as_array().expect("rows");
@@ -52,7 +45,7 @@ fn mean_pool_normalize(hidden: &Tensor, mask: &[i64]) -> Vec<Vec<f64>> {
 fn check(model: &str, min_cos: f64) {
     let fx: Value = serde_json::from_str(FIXTURE).expect("fixture");
     let m = &fx["models"][model];
-    let path = cache_dir().join("minilm-onnx").join(m["file"].as_str().expect("file"));
+    let path = rlx_fetched::cache_dir().join("minilm-onnx").join(m["file"].as_str().expect("file"));
     if !path.exists() {
         eprintln!("SKIP real_models::{model}: {} is absent (run tools/fetch.sh minilm-onnx)", path.display());
         return;

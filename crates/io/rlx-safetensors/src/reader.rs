@@ -27,6 +27,8 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
+use rlx_mmap::FileBytes;
+
 use half::{bf16, f16};
 use rlx_ir::{DType, Tensor};
 use serde::Deserialize;
@@ -210,19 +212,13 @@ impl Header {
     }
 }
 
-enum Storage<'a> {
-    Mmap(memmap2::Mmap),
-    Owned(Vec<u8>),
-    Borrowed(&'a [u8]),
-}
-
 /// A parsed safetensors file together with its bytes (memory-mapped, owned or borrowed).
 ///
 /// Tensor bytes are never copied by [`SafetensorsFile::tensor_bytes`] and
 /// [`SafetensorsFile::f32_view`] (when aligned); the conversions copy into new storage.
 pub struct SafetensorsFile<'a> {
     header: Header,
-    storage: Storage<'a>,
+    storage: FileBytes<'a>,
 }
 
 impl std::fmt::Debug for SafetensorsFile<'_> {
@@ -238,47 +234,31 @@ impl SafetensorsFile<'static> {
     /// Errors: [`SafetensorsError::Io`], else as [`Header::parse`].
     pub fn open(path: impl AsRef<Path>) -> Result<SafetensorsFile<'static>> {
         let path = path.as_ref();
-        let io = |source| SafetensorsError::Io { path: path.to_path_buf(), source };
-        let file = std::fs::File::open(path).map_err(io)?;
-        let len = file.metadata().map_err(io)?.len();
-        let storage = if len == 0 {
-            Storage::Owned(Vec::new())
-        } else {
-            // SAFETY: the map is read-only; like every mmap-based reader we rely on the file not
-            // being truncated or rewritten by another process while it is mapped.
-            Storage::Mmap(unsafe { memmap2::Mmap::map(&file) }.map_err(io)?)
-        };
+        let storage =
+            FileBytes::open(path).map_err(|source| SafetensorsError::Io { path: path.to_path_buf(), source })?;
         Self::from_storage(storage)
     }
 
     /// Parse a file held in an owned buffer.
     pub fn from_vec(bytes: Vec<u8>) -> Result<SafetensorsFile<'static>> {
-        Self::from_storage(Storage::Owned(bytes))
+        Self::from_storage(FileBytes::Owned(bytes))
     }
 }
 
 impl<'a> SafetensorsFile<'a> {
     /// Parse a file held in a borrowed byte slice (zero-copy).
     pub fn from_slice(bytes: &'a [u8]) -> Result<SafetensorsFile<'a>> {
-        Self::from_storage(Storage::Borrowed(bytes))
+        Self::from_storage(FileBytes::Borrowed(bytes))
     }
 
-    fn from_storage(storage: Storage<'a>) -> Result<SafetensorsFile<'a>> {
-        let header = Header::parse(match &storage {
-            Storage::Mmap(m) => m,
-            Storage::Owned(v) => v,
-            Storage::Borrowed(b) => b,
-        })?;
+    fn from_storage(storage: FileBytes<'a>) -> Result<SafetensorsFile<'a>> {
+        let header = Header::parse(&storage)?;
         Ok(SafetensorsFile { header, storage })
     }
 
     /// The whole file.
     pub fn bytes(&self) -> &[u8] {
-        match &self.storage {
-            Storage::Mmap(m) => m,
-            Storage::Owned(v) => v,
-            Storage::Borrowed(b) => b,
-        }
+        &self.storage
     }
 
     /// The parsed header.

@@ -9,10 +9,7 @@ use std::io::Write;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let path = args.next().unwrap_or_else(|| {
-        let home = std::env::var("HOME").unwrap_or_default();
-        format!("{home}/.cache/rlx/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
-    });
+    let path = args.next().map_or_else(|| rlx_fetched::SMOLLM2_GGUF.path(), std::path::PathBuf::from);
     let prompt = args.next().unwrap_or_else(|| "The capital of France is".into());
     let file = GgufFile::open(&path)?;
     let tok = Tokenizer::from_gguf(&file)?;

@@ -8,24 +8,15 @@
 use rlx_models::BertModel;
 use rlx_runtime::CompileOptions;
 use serde_json::Value;
-use std::path::PathBuf;
 
 const FIXTURE: &str = include_str!("fixtures/minilm_l6_embeddings.json");
 
-fn model_dir() -> PathBuf {
-    std::env::var_os("RLX_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/rlx"))
-        .join("minilm")
-}
-
 #[test]
 fn minilm_l6_safetensors_matches_numpy_reference() {
-    let dir = model_dir();
-    if !dir.join("model.safetensors").exists() {
-        eprintln!("SKIP bert_minilm: {} is absent (run tools/fetch.sh minilm)", dir.display());
+    if rlx_fetched::or_skip(rlx_fetched::MINILM_SAFETENSORS, "bert_minilm").is_none() {
         return;
     }
+    let dir = rlx_fetched::MINILM_DIR.path();
     let fx: Value = serde_json::from_str(FIXTURE).expect("fixture");
     let tok = rlx_text::Tokenizer::from_tokenizer_json(&dir.join("tokenizer.json")).expect("tokenizer");
     let sentences: Vec<Vec<u32>> = fx["sentences"]

@@ -14,16 +14,7 @@ use rlx_runtime::CompileOptions;
 use std::path::PathBuf;
 
 fn model_path() -> Option<PathBuf> {
-    let cache = std::env::var_os("RLX_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/rlx"));
-    let p = cache.join("smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
-    if p.exists() {
-        Some(p)
-    } else {
-        eprintln!("SKIP smollm2 fast mode vs llama.cpp: {} not found; run tools/fetch.sh smollm2", p.display());
-        None
-    }
+    rlx_fetched::or_skip(rlx_fetched::SMOLLM2_GGUF, "smollm2 fast mode vs llama.cpp")
 }
 
 fn ids(v: &serde_json::Value) -> Vec<u32> {

@@ -14,10 +14,7 @@ use rlx_runtime::CompileOptions;
 use std::path::PathBuf;
 
 fn model_path() -> PathBuf {
-    let cache = std::env::var_os("RLX_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/rlx"));
-    cache.join("smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+    rlx_fetched::SMOLLM2_GGUF.path()
 }
 
 fn fixture() -> serde_json::Value {
@@ -56,11 +53,7 @@ fn check(model: &mut LlamaModel, greedy_prompts: usize) {
 }
 
 fn present() -> bool {
-    let ok = model_path().exists();
-    if !ok {
-        eprintln!("SKIP smollm2 parity: {} not found; run tools/fetch.sh smollm2", model_path().display());
-    }
-    ok
+    rlx_fetched::or_skip(rlx_fetched::SMOLLM2_GGUF, "smollm2 parity").is_some()
 }
 
 #[test]

@@ -1,8 +1,6 @@
 //! Chat templates rendered by minijinja vs Python jinja2 goldens
 //! (tools/refgen/gen_chat_templates.py -> tests/fixtures/chat_templates.json).
 
-mod common;
-
 use rlx_text::{ChatMessage, TextError, apply_chat_template};
 use serde_json::Value;
 
@@ -49,14 +47,10 @@ fn invalid_template_is_a_typed_error() {
 
 #[test]
 fn smollm2_gguf_template_is_the_fixture_template() {
-    let path = common::cache_dir().join("smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
-    if !path.exists() {
-        eprintln!(
-            "SKIP smollm2_gguf_template_is_the_fixture_template: {} absent (run tools/fetch.sh smollm2)",
-            path.display()
-        );
+    let Some(path) = rlx_fetched::or_skip(rlx_fetched::SMOLLM2_GGUF, "smollm2_gguf_template_is_the_fixture_template")
+    else {
         return;
-    }
+    };
     let file = rlx_gguf::GgufFile::open(&path).unwrap();
     let tok = rlx_text::Tokenizer::from_gguf(&file).unwrap();
     assert_eq!(tok.chat_template(), fixture()["templates"]["SmolLM2-135M-Instruct"]["source"].as_str());

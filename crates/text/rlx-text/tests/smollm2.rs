@@ -2,17 +2,11 @@
 //! add_bos_token = false, ChatML). Skips with a message when `tools/fetch.sh smollm2` has not
 //! been run.
 
-mod common;
-
 use rlx_gguf::GgufFile;
 use rlx_text::{ChatMessage, StreamDecoder, TextError, Tokenizer, apply_chat_template};
 
 fn load() -> Option<Tokenizer> {
-    let path = common::cache_dir().join("smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
-    if !path.exists() {
-        eprintln!("SKIP smollm2 tokenizer tests: {} absent (run tools/fetch.sh smollm2)", path.display());
-        return None;
-    }
+    let path = rlx_fetched::or_skip(rlx_fetched::SMOLLM2_GGUF, "smollm2 tokenizer tests")?;
     Some(Tokenizer::from_gguf(&GgufFile::open(&path).expect("open gguf")).expect("tokenizer"))
 }
 

@@ -4,8 +4,6 @@
 //! parse_special = false)`. Every vocabulary (BPE, SentencePiece, WordPiece) must pass every
 //! vector. Prints a per-vocabulary table to stderr.
 
-mod common;
-
 use rlx_gguf::GgufFile;
 use rlx_text::Tokenizer;
 
@@ -35,11 +33,9 @@ fn read_tests(inp: &str, out: &str) -> Vec<(String, Vec<u32>)> {
 
 #[test]
 fn llama_cpp_vocab_test_vectors() {
-    let dir = common::cache_dir().join("llama-cpp-src/vendor/llama.cpp/models");
-    if !dir.is_dir() {
-        eprintln!("SKIP llama_cpp_vocab_test_vectors: {} is absent (run tools/fetch.sh llama-cpp-src)", dir.display());
+    let Some(dir) = rlx_fetched::or_skip(rlx_fetched::LLAMA_CPP_MODELS, "llama_cpp_vocab_test_vectors") else {
         return;
-    }
+    };
     let mut vocabs: Vec<_> = std::fs::read_dir(&dir)
         .expect("read models dir")
         .filter_map(|e| e.ok().map(|e| e.path()))

@@ -7,6 +7,8 @@ use rlx_ir::{Graph, NodeId, Op};
 use serde_json::json;
 use std::path::Path;
 
+use crate::error::{CliError, err};
+
 /// One finding.
 pub struct Problem {
     /// `error` or `hint`.
@@ -56,14 +58,25 @@ fn label(g: &Graph, id: NodeId) -> String {
     }
 }
 
-/// Check the graph in `path`. Errors (unreadable file, bad JSON) are returned as text.
-pub fn check(path: &Path) -> Result<CheckReport, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
-    let g = rlx_ir::hir_from_json(&text).map_err(|e| e.to_string())?;
-    let mut problems = vec![];
+/// Read a graph saved with `rlx_ir::hir_to_json`, for `rlx check` and `rlx compile`. It is
+/// not verified here: `check` reports a verifier error as a finding; `compile` verifies.
+/// Errors: unreadable file, not UTF-8, not a graph's JSON.
+pub fn read_graph(path: &Path) -> Result<Graph, CliError> {
+    let what = "a graph's JSON (written by rlx_ir::hir_to_json)";
+    let text = String::from_utf8(std::fs::read(path)?).map_err(|_| err(format!("binary data, not {what}")))?;
+    serde_json::from_str(&text).map_err(|e| err(format!("not {what}: {e}")))
+}
+
+/// Check the graph in `path`. Errors: as [`read_graph`]; the graph's own problems (a verifier
+/// error included) are findings in the report, not errors.
+pub fn check(path: &Path) -> Result<CheckReport, CliError> {
+    let g = read_graph(path)?;
+    // The checks below index nodes by their inputs: only a verified graph is safe to walk.
     if let Err(e) = rlx_ir::verify(&g) {
-        problems.push(Problem { level: "error", node: "graph".into(), msg: e.to_string() });
+        let problems = vec![Problem { level: "error", node: "graph".into(), msg: e.to_string() }];
+        return Ok(CheckReport { problems, dispatch: None });
     }
+    let mut problems = vec![];
     for (i, n) in g.nodes().iter().enumerate() {
         let id = NodeId(i as u32);
         let constant = |k: usize| match n.inputs.get(k).map(|&j| &g.node(j).op) {
@@ -90,9 +103,7 @@ pub fn check(path: &Path) -> Result<CheckReport, String> {
         }
     }
     problems.extend(fusion_hints(&g));
-    let dispatch = rlx_ir::verify(&g)
-        .is_ok()
-        .then(|| rlx_compile::DispatchReport::new(&g, &|name| rlx_cpu::native_composites().contains(&name)));
+    let dispatch = Some(rlx_compile::DispatchReport::new(&g, &|name| rlx_cpu::native_composites().contains(&name)));
     if let Some(d) = &dispatch {
         for e in d.entries.iter().filter(|e| e.dispatch == rlx_compile::Dispatch::Missing) {
             problems.push(Problem { level: "error", node: e.kind.clone(), msg: "no backend can run it".into() });

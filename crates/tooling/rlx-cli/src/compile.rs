@@ -4,6 +4,8 @@
 use serde_json::json;
 use std::path::Path;
 
+use crate::error::CliError;
+
 /// The pipeline's records and the memory plan.
 pub struct CompileOut {
     report: rlx_compile::CompileReport,
@@ -41,16 +43,16 @@ impl CompileOut {
 }
 
 /// Compile the graph in `path` (static shapes) for the CPU.
-pub fn compile(path: &Path) -> Result<CompileOut, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
-    let mut g = rlx_ir::hir_from_json(&text).map_err(|e| e.to_string())?;
+pub fn compile(path: &Path) -> Result<CompileOut, CliError> {
+    let mut g = crate::check::read_graph(path)?;
+    rlx_ir::verify(&g)?;
     let opts = rlx_compile::PassOptions {
         dump_ir: true,
         verify_each: true,
         native_composites: rlx_cpu::native_composites().iter().map(|s| s.to_string()).collect(),
         ..Default::default()
     };
-    let report = rlx_compile::compile(&mut g, &opts).map_err(|e| e.to_string())?;
-    let exe = rlx_cpu::CpuExecutable::compile(&g, &rlx_cpu::CpuOptions::default()).map_err(|e| e.to_string())?;
+    let report = rlx_compile::compile(&mut g, &opts)?;
+    let exe = rlx_cpu::CpuExecutable::compile(&g, &rlx_cpu::CpuOptions::default())?;
     Ok(CompileOut { report, lir: exe.lir().clone() })
 }

@@ -24,19 +24,11 @@ use rlx_safetensors::{Dtype, SafetensorsFile, ShardedSafetensors};
 
 use serde_json::{Value, json};
 
+use crate::error::{CliError, Format, err, expect_format, write_error};
+
 /// The `--quant` values accepted.
 pub const QUANT_TYPES: &[&str] =
     &["F32", "F16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"];
-
-/// Why a conversion failed (the text after `rlx: error: <file>: `).
-#[derive(Debug)]
-pub struct ConvertError(pub String);
-
-impl<E: std::error::Error> From<E> for ConvertError {
-    fn from(e: E) -> Self {
-        ConvertError(e.to_string())
-    }
-}
 
 /// One converted tensor.
 pub struct Converted {
@@ -73,7 +65,7 @@ enum Source {
 }
 
 impl Source {
-    fn open(path: &Path) -> Result<Source, ConvertError> {
+    fn open(path: &Path) -> Result<Source, CliError> {
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
         if name.ends_with(".index.json") {
             Ok(Source::Sharded(ShardedSafetensors::open(path)?))
@@ -87,7 +79,7 @@ impl Source {
             Source::Sharded(s) => s.names().map(String::from).collect(),
         }
     }
-    fn tensor(&self, name: &str) -> Result<SourceTensor, ConvertError> {
+    fn tensor(&self, name: &str) -> Result<SourceTensor, CliError> {
         let (file, name) = match self {
             Source::Single(f) => (f, name),
             Source::Sharded(s) => (s.file_of(name)?, name),
@@ -111,18 +103,20 @@ impl Source {
 }
 
 /// Parse a `--quant` value (case-insensitive).
-pub fn parse_quant(s: &str) -> Result<GgmlType, ConvertError> {
+pub fn parse_quant(s: &str) -> Result<GgmlType, CliError> {
     let up = s.to_ascii_uppercase();
     match GgmlType::from_name(&up) {
         Some(t) if QUANT_TYPES.contains(&up.as_str()) => Ok(t),
-        _ => Err(ConvertError(format!("unknown quant type {s:?} (one of {})", QUANT_TYPES.join(", ")))),
+        _ => Err(err(format!("unknown quant type {s:?} (one of {})", QUANT_TYPES.join(", ")))),
     }
 }
 
 /// Convert `input` (safetensors, or a sharded checkpoint's `.index.json`) to the GGUF file
 /// `output` with 2-D+ float tensors quantized to `quant` (see the module docs).
-pub fn convert(input: &Path, output: &Path, quant: &str) -> Result<ConvertReport, ConvertError> {
+pub fn convert(input: &Path, output: &Path, quant: &str) -> Result<ConvertReport, CliError> {
     let qt = parse_quant(quant)?;
+    let needs = "rlx convert reads a safetensors checkpoint (or a sharded one's .index.json)";
+    expect_format(input, &[Format::Safetensors, Format::ShardIndex], needs)?;
     let src = Source::open(input)?;
     let mut w = GgufWriter::new();
     w.add_metadata("general.quantization_version", 2u32)?;
@@ -146,7 +140,7 @@ pub fn convert(input: &Path, output: &Path, quant: &str) -> Result<ConvertReport
                 } else {
                     qt
                 };
-                (ty, quantize(ty, &v).map_err(|e| ConvertError(format!("tensor {name:?}: {e}")))?)
+                (ty, quantize(ty, &v).map_err(|e| err(format!("tensor {name:?}: {e}")))?)
             }
             None => {
                 let ty = match dtype {
@@ -154,7 +148,7 @@ pub fn convert(input: &Path, output: &Path, quant: &str) -> Result<ConvertReport
                     Dtype::I16 => GgmlType::I16,
                     Dtype::I32 => GgmlType::I32,
                     Dtype::I64 => GgmlType::I64,
-                    d => return Err(ConvertError(format!("tensor {name:?}: dtype {d:?} has no GGUF type"))),
+                    d => return Err(err(format!("tensor {name:?}: dtype {d:?} has no GGUF type"))),
                 };
                 (ty, raw)
             }
@@ -163,7 +157,7 @@ pub fn convert(input: &Path, output: &Path, quant: &str) -> Result<ConvertReport
         w.add_tensor(name.clone(), &shape64, ty, data)?;
         tensors.push(Converted { name, shape: shape64, source: format!("{dtype:?}"), ty, bytes });
     }
-    w.write_file(output).map_err(|e| ConvertError(format!("writing {}: {e}", output.display())))?;
+    w.write_file(output).map_err(|e| write_error(output, e))?;
     let bytes_out = std::fs::metadata(output).map(|m| m.len()).unwrap_or(0);
     Ok(ConvertReport {
         input: input.display().to_string(),

@@ -4,16 +4,19 @@
 //! Sentences are tokenized with the model's `tokenizer.json` (rlx-text, `[CLS] … [SEP]`),
 //! padded with id 0 to the longest and run as one batch through either
 //! - a Hugging Face BERT directory (`config.json` + `model.safetensors`, built by
-//!   `rlx_models::BertModel`), or
+//!   `rlx_models::BertModel`; its `model.safetensors` may be given instead), or
 //! - an `.onnx` encoder with inputs among `input_ids`, `attention_mask`, `token_type_ids`
 //!   (int64 `[batch, seq]`), whose first `[batch, seq, H]` output is the last hidden state;
 //!
 //! then mean-pooled over the attention mask and L2-normalized
 //! (`rlx_models::bert::mean_pool_normalize`). Prints one line per sentence (`H` values), or
-//! with `--json` one object `{"model", "dim", "tokens", "embeddings"}`.
+//! with `--json` one object `{"model", "dim", "tokens", "embeddings"}`. Any other file (a GGUF,
+//! say) is named in the error rather than parsed as ONNX.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+
+use crate::error::{CliError, Format, err, known_format};
 
 use rlx_ir::Tensor;
 use rlx_models::BertModel;
@@ -21,16 +24,6 @@ use rlx_models::bert::mean_pool_normalize;
 use rlx_onnx::{ImportOptions, import_file};
 use rlx_runtime::{CompileOptions, Device, Session};
 use serde_json::json;
-
-/// Why the embeddings could not be computed (one line of text).
-#[derive(Debug)]
-pub struct EmbedError(pub String);
-
-impl<E: std::error::Error> From<E> for EmbedError {
-    fn from(e: E) -> Self {
-        EmbedError(e.to_string())
-    }
-}
 
 /// What `rlx embed` was asked for.
 pub struct EmbedArgs {
@@ -44,7 +37,7 @@ pub struct EmbedArgs {
     pub threads: Option<usize>,
 }
 
-fn tokenizer_path(a: &EmbedArgs) -> Result<PathBuf, EmbedError> {
+fn tokenizer_path(a: &EmbedArgs) -> Result<PathBuf, CliError> {
     if let Some(t) = &a.tokenizer {
         return Ok(t.clone());
     }
@@ -53,21 +46,12 @@ fn tokenizer_path(a: &EmbedArgs) -> Result<PathBuf, EmbedError> {
     if p.exists() {
         Ok(p)
     } else {
-        Err(EmbedError(format!(
-            "no tokenizer.json next to the model: pass --tokenizer PATH (looked for {})",
-            p.display()
-        )))
+        Err(err(format!("no tokenizer.json next to the model: pass --tokenizer PATH (looked for {})", p.display())))
     }
 }
 
 /// Run an ONNX encoder on padded ids / mask `[b, s]`; returns its last hidden state.
-fn onnx_hidden(
-    a: &EmbedArgs,
-    opts: &CompileOptions,
-    ids: &[i64],
-    mask: &[i64],
-    b: usize,
-) -> Result<Tensor, EmbedError> {
+fn onnx_hidden(a: &EmbedArgs, opts: &CompileOptions, ids: &[i64], mask: &[i64], b: usize) -> Result<Tensor, CliError> {
     let s = ids.len() / b;
     let m = rlx_onnx::load(&a.model)?;
     let names: Vec<String> =
@@ -81,9 +65,7 @@ fn onnx_hidden(
             "attention_mask" => mask.to_vec(),
             "token_type_ids" => vec![0; b * s],
             other => {
-                return Err(EmbedError(format!(
-                    "model input {other:?} is none of input_ids, attention_mask, token_type_ids"
-                )));
+                return Err(err(format!("model input {other:?} is none of input_ids, attention_mask, token_type_ids")));
             }
         };
         feeds.push((n.clone(), Tensor::from_vec(v, &[b, s])?));
@@ -96,36 +78,61 @@ fn onnx_hidden(
     let k = outs
         .iter()
         .position(|t| t.shape().len() == 3 && t.shape()[..2] == [b, s])
-        .ok_or_else(|| EmbedError(format!("no output of shape [{b}, {s}, H] (outputs: {})", im.outputs.join(", "))))?;
+        .ok_or_else(|| err(format!("no output of shape [{b}, {s}, H] (outputs: {})", im.outputs.join(", "))))?;
     Ok(outs[k].cast(rlx_ir::DType::F32))
 }
 
+/// What `--model` names.
+enum Source {
+    /// A Hugging Face BERT directory.
+    Dir(PathBuf),
+    /// An ONNX encoder file.
+    Onnx,
+}
+
+/// Resolve `--model`: a directory, an `.onnx` file, or a directory's `model.safetensors` (taken
+/// as its directory); any other format is named in the error.
+fn source(model: &Path) -> Result<Source, CliError> {
+    if model.is_dir() {
+        return Ok(Source::Dir(model.to_path_buf()));
+    }
+    let needs = "rlx embed needs a BERT directory (config.json + model.safetensors) or an .onnx encoder";
+    match known_format(model)? {
+        Some(Format::Onnx) | None => Ok(Source::Onnx),
+        Some(Format::Safetensors) => match model.parent() {
+            Some(dir) if dir.join("config.json").exists() => Ok(Source::Dir(dir.to_path_buf())),
+            _ => Err(err(format!("is a safetensors file without a config.json beside it, but {needs}"))),
+        },
+        Some(Format::Gguf) => Err(err(format!("is a GGUF file, but {needs} (rlx generate runs GGUF LLMs)"))),
+        Some(f) => Err(err(format!("is {}, but {needs}", f.describe()))),
+    }
+}
+
 /// Compute the embeddings; returns the text to print.
-pub fn embed(a: &EmbedArgs, json_out: bool) -> Result<String, EmbedError> {
+pub fn embed(a: &EmbedArgs, json_out: bool) -> Result<String, CliError> {
     if a.sentences.is_empty() {
-        return Err(EmbedError("no sentences given".into()));
+        return Err(err("no sentences given"));
     }
-    if !a.model.exists() {
-        return Err(EmbedError("no such file or directory".into()));
-    }
+    let src = source(&a.model)?;
     let tok = rlx_text::Tokenizer::from_tokenizer_json(&tokenizer_path(a)?)?;
     let toks = a.sentences.iter().map(|s| tok.encode(s, true)).collect::<Result<Vec<_>, _>>()?;
     let mut opts = CompileOptions::default();
     if let Some(t) = a.threads {
         opts = opts.with_threads(t);
     }
-    let vectors = if a.model.is_dir() {
-        BertModel::from_hf_dir(&a.model, opts)?.embed(&toks)?
-    } else {
-        let (b, s) = (toks.len(), toks.iter().map(Vec::len).max().unwrap_or(0));
-        let (mut ids, mut mask) = (vec![0i64; b * s], vec![0i64; b * s]);
-        for (i, t) in toks.iter().enumerate() {
-            for (j, &id) in t.iter().enumerate() {
-                ids[i * s + j] = id as i64;
-                mask[i * s + j] = 1;
+    let vectors = match src {
+        Source::Dir(dir) => BertModel::from_hf_dir(&dir, opts)?.embed(&toks)?,
+        Source::Onnx => {
+            let (b, s) = (toks.len(), toks.iter().map(Vec::len).max().unwrap_or(0));
+            let (mut ids, mut mask) = (vec![0i64; b * s], vec![0i64; b * s]);
+            for (i, t) in toks.iter().enumerate() {
+                for (j, &id) in t.iter().enumerate() {
+                    ids[i * s + j] = id as i64;
+                    mask[i * s + j] = 1;
+                }
             }
+            mean_pool_normalize(&onnx_hidden(a, &opts, &ids, &mask, b)?, &mask)?
         }
-        mean_pool_normalize(&onnx_hidden(a, &opts, &ids, &mask, b)?, &mask)?
     };
     let dim = vectors.first().map_or(0, Vec::len);
     if json_out {

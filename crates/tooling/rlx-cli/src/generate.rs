@@ -4,16 +4,22 @@
 //! parse_special = true)`: BOS only where the GGUF's `add_bos_token` says so); `--chat` wraps
 //! it in the GGUF's chat template as one user message with the generation prompt. Tokens are
 //! printed as they are sampled; then one line on stderr gives the prompt-processing and
-//! generation speeds, and with `--json` the last stdout line is a JSON object with `tokens`,
-//! `text`, `prompt_tokens`, `prompt_tokens_per_s`, `gen_tokens_per_s`.
+//! generation speeds and why generation stopped (`--max-tokens`, an end-of-generation token,
+//! or the context limit, which gets a note), and with `--json` the last stdout line is a JSON
+//! object with `tokens`, `text`, `stop`, `prompt_tokens`, `prompt_tokens_per_s`,
+//! `gen_tokens_per_s` (null when fewer than 2 tokens were generated: the first token comes
+//! from the prompt's logits, so there is no decode step to time).
 
 use clap::{Args, ValueEnum};
 use rlx_gguf::GgufFile;
-use rlx_models::{GenerateOptions, Generator, KvCacheDtype, LlamaModel};
+use rlx_models::{GenerateOptions, GenerationStats, Generator, KvCacheDtype, LlamaConfig, LlamaModel, Weights};
 use rlx_runtime::CompileOptions;
 use rlx_text::{ChatMessage, Sampler, SamplerConfig, StreamDecoder, Tokenizer, apply_chat_template};
 use std::io::Write;
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
+
+use crate::error::{CliError, Format, err, expect_format};
 
 /// Options of `rlx generate`.
 #[derive(Args, Clone, Debug)]
@@ -27,14 +33,18 @@ pub struct GenerateArgs {
     /// Wrap the prompt in the model's chat template as one user message
     #[arg(long)]
     pub chat: bool,
-    /// Most tokens to generate
+    /// Most tokens to generate (0: process the prompt only)
     #[arg(long, default_value_t = 64)]
     pub max_tokens: usize,
-    /// Sampling temperature; 0 = greedy
-    #[arg(long, default_value_t = 0.0)]
+    /// Context size in tokens, prompt included (default: the model's; at most the model's).
+    /// Generation stops with a note when it is full
+    #[arg(long, value_name = "N")]
+    pub ctx_size: Option<usize>,
+    /// Sampling temperature; 0 (or below) = greedy
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     pub temperature: f32,
-    /// Top-k (0 disables)
-    #[arg(long, default_value_t = 40)]
+    /// Top-k (0 or below disables)
+    #[arg(long, default_value_t = 40, allow_negative_numbers = true)]
     pub top_k: i32,
     /// Top-p (1.0 disables)
     #[arg(long, default_value_t = 0.95)]
@@ -42,9 +52,9 @@ pub struct GenerateArgs {
     /// RNG seed
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Worker threads (default: all cores)
+    /// Worker threads, at least 1 (default: all cores)
     #[arg(long)]
-    pub threads: Option<usize>,
+    pub threads: Option<NonZeroUsize>,
     /// Keep generating past end-of-generation tokens (as llama.cpp's --ignore-eos)
     #[arg(long)]
     pub ignore_eos: bool,
@@ -75,35 +85,16 @@ impl From<KvType> for KvCacheDtype {
     }
 }
 
-/// A failure, as one line.
-#[derive(Debug)]
-pub struct GenerateError(pub String);
-
-impl<E: std::error::Error> From<E> for GenerateError {
-    fn from(e: E) -> Self {
-        GenerateError(e.to_string())
-    }
-}
-
-/// `${RLX_CACHE:-$HOME/.cache/rlx}/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf`, what
-/// `tools/fetch.sh smollm2` downloads.
-pub fn default_model() -> PathBuf {
-    let cache = std::env::var_os("RLX_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/rlx"));
-    cache.join("smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
-}
-
 /// The model path `args` names (or the default), checked to exist.
-pub fn model_path(args: &GenerateArgs) -> Result<PathBuf, GenerateError> {
+pub fn model_path(args: &GenerateArgs) -> Result<PathBuf, CliError> {
     match &args.model {
         Some(p) => Ok(p.clone()),
         None => {
-            let p = default_model();
+            let p = rlx_fetched::SMOLLM2_GGUF.path();
             if p.exists() {
                 Ok(p)
             } else {
-                Err(GenerateError(format!(
+                Err(err(format!(
                     "no --model given and the default model is missing; run tools/fetch.sh smollm2 (expected {})",
                     p.display()
                 )))
@@ -112,9 +103,9 @@ pub fn model_path(args: &GenerateArgs) -> Result<PathBuf, GenerateError> {
     }
 }
 
-fn prompt_ids(tok: &Tokenizer, args: &GenerateArgs) -> Result<Vec<u32>, GenerateError> {
+fn prompt_ids(tok: &Tokenizer, args: &GenerateArgs) -> Result<Vec<u32>, CliError> {
     let text = if args.chat {
-        let tpl = tok.chat_template().ok_or_else(|| GenerateError("--chat: the model has no chat template".into()))?;
+        let tpl = tok.chat_template().ok_or_else(|| err("--chat: the model has no chat template"))?;
         let piece = |id: Option<u32>| id.and_then(|i| tok.token_text(i).ok()).unwrap_or_default();
         let msgs = [ChatMessage::new("user", args.prompt.as_str())];
         apply_chat_template(tpl, &msgs, true, &piece(tok.bos()), &piece(tok.eos()))?
@@ -126,12 +117,26 @@ fn prompt_ids(tok: &Tokenizer, args: &GenerateArgs) -> Result<Vec<u32>, Generate
 
 /// Run generation, streaming tokens to stdout; returns the final text to print (the stats
 /// line goes to stderr; with `json`, the JSON object).
-pub fn generate(args: &GenerateArgs, path: &Path, json: bool) -> Result<String, GenerateError> {
+pub fn generate(args: &GenerateArgs, path: &Path, json: bool) -> Result<String, CliError> {
+    let needs = "rlx generate needs a Llama-family GGUF (rlx run runs ONNX models; rlx embed, BERT encoders)";
+    expect_format(path, &[Format::Gguf], needs)?;
     let file = GgufFile::open(path)?;
+    // The architecture first: a GGUF of another kind of model is named as such, not as a
+    // missing tokenizer key.
+    let mut cfg = LlamaConfig::from_gguf(&file)?;
     let tok = Tokenizer::from_gguf(&file)?;
     let mut opts = CompileOptions::default().with_quantized_activations(args.fast);
-    opts.threads = args.threads;
-    let mut model = LlamaModel::from_gguf(&file, opts)?;
+    opts.threads = args.threads.map(NonZeroUsize::get);
+    match args.ctx_size {
+        Some(0) => return Err(err("--ctx-size must be at least 1")),
+        Some(n) if n > cfg.context_length => {
+            return Err(err(format!("--ctx-size {n} is more than the model's context of {}", cfg.context_length)));
+        }
+        Some(n) => cfg.context_length = n,
+        None => {}
+    }
+    let weights = Weights::from_gguf(&file, &cfg)?;
+    let mut model = LlamaModel::new(cfg, weights, opts)?;
     model.set_kv_dtype(args.kv_type.into());
     drop(file);
     let ids = prompt_ids(&tok, args)?;
@@ -145,13 +150,13 @@ pub fn generate(args: &GenerateArgs, path: &Path, json: bool) -> Result<String, 
     let mut sampler = Sampler::try_new(cfg)?;
     let ctx = model.config().context_length;
     if ids.len() > ctx {
-        return Err(GenerateError(format!("the prompt has {} tokens, more than the context of {ctx}", ids.len())));
+        return Err(err(format!("the prompt has {} tokens, more than the context of {ctx}", ids.len())));
     }
     // Compile every bucket up front so the tokens/s below measure running, not compiling.
     let n = ids.len().max(1);
     let compile_secs = model.prepare(1, n, (n + args.max_tokens).min(ctx))?;
     let stop_tokens = if args.ignore_eos { vec![] } else { tok.stop_tokens() };
-    let gen_opts = GenerateOptions { max_tokens: args.max_tokens, stop_tokens };
+    let gen_opts = GenerateOptions { max_tokens: args.max_tokens, stop_tokens: stop_tokens.clone() };
     let mut stream = StreamDecoder::new(&tok);
     let mut out = std::io::stdout().lock();
     let mut text = String::new();
@@ -182,29 +187,86 @@ pub fn generate(args: &GenerateArgs, path: &Path, json: bool) -> Result<String, 
         }
         return Err(e.into());
     }
-    let _ = writeln!(out);
-    eprintln!(
-        "prompt: {} tokens, {:.1} tok/s | generated: {} tokens, {:.1} tok/s",
-        stats.prompt_tokens,
-        stats.prompt_tokens_per_s(),
-        stats.tokens.len(),
-        stats.gen_tokens_per_s()
-    );
+    if !text.is_empty() {
+        let _ = writeln!(out);
+    }
+    let stop = Stop::of(&stats.tokens, args.max_tokens, &stop_tokens);
+    eprintln!("{}", stats_line(&stats, stop, ctx));
     if !json {
         return Ok(String::new());
     }
+    let gen_rate = (stats.tokens.len() >= 2).then(|| stats.gen_tokens_per_s());
     let j = serde_json::json!({
         "model": path.display().to_string(),
         "mode": if args.fast { "fast" } else { "exact" },
         "kv_type": if args.kv_type == KvType::F16 { "f16" } else { "f32" },
+        "context": ctx,
         "prompt_tokens": stats.prompt_tokens,
         "tokens": stats.tokens,
         "text": text,
-        "prompt_tokens_per_s": stats.prompt_tokens_per_s(),
-        "gen_tokens_per_s": stats.gen_tokens_per_s(),
+        "stop": stop.name(),
+        "prompt_tokens_per_s": (stats.prompt_secs > 0.0).then(|| stats.prompt_tokens_per_s()),
+        "gen_tokens_per_s": gen_rate,
         "prompt_secs": stats.prompt_secs,
         "gen_secs": stats.gen_secs,
         "compile_secs": compile_secs,
     });
     Ok(format!("{j}\n"))
+}
+
+/// Why generation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stop {
+    /// `--max-tokens` tokens were generated (or it was 0).
+    MaxTokens,
+    /// An end-of-generation token was generated.
+    EndToken,
+    /// The context (prompt + generated) was full.
+    Context,
+}
+
+impl Stop {
+    /// The generator stops for exactly these three reasons (a closed stdout returns earlier).
+    fn of(tokens: &[u32], max_tokens: usize, stop_tokens: &[u32]) -> Stop {
+        if tokens.len() >= max_tokens {
+            Stop::MaxTokens
+        } else if tokens.last().is_some_and(|t| stop_tokens.contains(t)) {
+            Stop::EndToken
+        } else {
+            Stop::Context
+        }
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Stop::MaxTokens => "max_tokens",
+            Stop::EndToken => "end_token",
+            Stop::Context => "context",
+        }
+    }
+}
+
+/// The stderr summary: speeds (only those that were measured) and a note when the context
+/// limit ended generation.
+fn stats_line(stats: &GenerationStats, stop: Stop, ctx: usize) -> String {
+    let n = stats.tokens.len();
+    let mut line = if n == 0 {
+        format!("prompt: {} tokens | generated: 0 tokens", stats.prompt_tokens)
+    } else if n == 1 {
+        format!("prompt: {} tokens, {:.1} tok/s | generated: 1 token", stats.prompt_tokens, stats.prompt_tokens_per_s())
+    } else {
+        format!(
+            "prompt: {} tokens, {:.1} tok/s | generated: {n} tokens, {:.1} tok/s",
+            stats.prompt_tokens,
+            stats.prompt_tokens_per_s(),
+            stats.gen_tokens_per_s()
+        )
+    };
+    if stop == Stop::Context {
+        line += &format!(
+            "\nnote: stopped at the context limit of {ctx} tokens (prompt {} + generated {n}); raise --ctx-size \
+             (up to the model's context) or shorten the prompt",
+            stats.prompt_tokens
+        );
+    }
+    line
 }

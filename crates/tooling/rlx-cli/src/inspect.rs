@@ -1,32 +1,23 @@
-//! `rlx inspect FILE`: metadata, tensors and totals of a GGUF or safetensors file.
+//! `rlx inspect FILE`: metadata, tensors and totals of a GGUF, safetensors or ONNX file.
 //!
-//! The format is detected by magic first (`GGUF`), then by name (`.gguf`, `.safetensors`,
-//! `*.index.json` for a sharded safetensors checkpoint), then by shape (an 8-byte length
-//! followed by `{`). Both readers are panic-free on any input; every failure is an
-//! [`InspectError`] with one line of text.
+//! The format is detected by [`crate::error::detect`]: magic first (`GGUF`), then by name
+//! (`.gguf`, `*.index.json` for a sharded safetensors checkpoint, `.onnx`, `.safetensors`),
+//! then by shape (an 8-byte length followed by `{`). The readers are panic-free on any input;
+//! every failure is a [`CliError`] with one line of text.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::Path;
 
 use rlx_gguf::{GgufFile, MetadataArray, MetadataValue};
 use rlx_safetensors::{SafetensorsFile, ShardedSafetensors, dtype_name};
 use serde_json::{Value, json};
 
+use crate::error::{CliError, Format, detect};
+
 /// Array elements shown (human output and JSON `values`) before the rest is summarized.
 pub const ARRAY_HEAD: usize = 8;
 /// Characters of a string shown in human output before it is cut.
 const STRING_HEAD: usize = 72;
-
-/// Why a file could not be inspected (the text after `rlx: error: <file>: `).
-#[derive(Debug)]
-pub struct InspectError(pub String);
-
-impl<E: std::error::Error> From<E> for InspectError {
-    fn from(e: E) -> Self {
-        InspectError(e.to_string())
-    }
-}
 
 /// One metadata entry: its type name, a one-line human rendering and its JSON form.
 pub struct MetaEntry {
@@ -61,70 +52,22 @@ pub struct Report {
     tensors: Vec<TensorRow>,
 }
 
-enum Kind {
-    Gguf,
-    Safetensors,
-    ShardIndex,
-    Onnx,
-}
-
-fn detect(path: &Path) -> Result<Kind, InspectError> {
-    let meta = std::fs::metadata(path)?;
-    if meta.is_dir() {
-        return Err(InspectError("is a directory".into()));
-    }
-    let mut head = [0u8; 9];
-    let mut f = std::fs::File::open(path)?;
-    let mut n = 0;
-    while n < head.len() {
-        match f.read(&mut head[n..])? {
-            0 => break,
-            k => n += k,
-        }
-    }
-    let head = &head[..n];
-    let name = path.file_name().and_then(|s| s.to_str()).unwrap_or("").to_ascii_lowercase();
-    if head.starts_with(b"GGUF") || name.ends_with(".gguf") {
-        return Ok(Kind::Gguf);
-    }
-    if name.ends_with(".index.json") {
-        return Ok(Kind::ShardIndex);
-    }
-    if name.ends_with(".onnx") {
-        return Ok(Kind::Onnx);
-    }
-    if name.ends_with(".safetensors") || (head.len() == 9 && head[8] == b'{') {
-        return Ok(Kind::Safetensors);
-    }
-    Err(InspectError(format!(
-        "unrecognized file format: no GGUF magic (first bytes {:02x?}), not .onnx, and not a safetensors file (.safetensors, \
-         or an 8-byte header length followed by '{{')",
-        &head[..n.min(4)]
-    )))
-}
-
 /// Inspect the file at `path`.
-pub fn inspect(path: &Path) -> Result<Report, InspectError> {
+pub fn inspect(path: &Path) -> Result<Report, CliError> {
     let file = path.display().to_string();
     let file_size = std::fs::metadata(path)?.len();
     let mut r = Report { format: "", file, file_size, facts: vec![], metadata: vec![], tensors: vec![] };
     match detect(path)? {
-        Kind::Gguf => gguf(path, &mut r)?,
-        Kind::Safetensors => safetensors(path, &mut r)?,
-        Kind::ShardIndex => sharded(path, &mut r)?,
-        Kind::Onnx => onnx(path, &mut r)?,
+        Format::Gguf => gguf(path, &mut r)?,
+        Format::Safetensors => safetensors(path, &mut r)?,
+        Format::ShardIndex => sharded(path, &mut r)?,
+        Format::Onnx => onnx(path, &mut r)?,
     }
     Ok(r)
 }
 
-/// The library errors carry the path for I/O failures; the CLI prints the path itself.
-fn strip_path(msg: String, path: &Path) -> String {
-    let prefix = format!("I/O error on {}: ", path.display());
-    msg.strip_prefix(&prefix).map(str::to_string).unwrap_or(msg)
-}
-
-fn gguf(path: &Path, r: &mut Report) -> Result<(), InspectError> {
-    let f = GgufFile::open(path).map_err(|e| InspectError(strip_path(e.to_string(), path)))?;
+fn gguf(path: &Path, r: &mut Report) -> Result<(), CliError> {
+    let f = GgufFile::open(path)?;
     let c = f.content();
     r.format = "gguf";
     r.facts = vec![
@@ -152,8 +95,8 @@ fn gguf(path: &Path, r: &mut Report) -> Result<(), InspectError> {
 
 /// ONNX: model metadata (IR version, opsets, producer), graph inputs / outputs with their
 /// types, op counts, and the initializers as tensors (offset 0: protobuf has no fixed layout).
-fn onnx(path: &Path, r: &mut Report) -> Result<(), InspectError> {
-    let m = rlx_onnx::load(path).map_err(|e| InspectError(strip_path(e.to_string(), path)))?;
+fn onnx(path: &Path, r: &mut Report) -> Result<(), CliError> {
+    let m = rlx_onnx::load(path)?;
     r.format = "onnx";
     let opsets: Vec<String> = m
         .opset_import
@@ -273,8 +216,8 @@ fn string_meta(m: &BTreeMap<String, String>, out: &mut Vec<MetaEntry>) {
     }
 }
 
-fn safetensors(path: &Path, r: &mut Report) -> Result<(), InspectError> {
-    let f = SafetensorsFile::open(path).map_err(|e| InspectError(strip_path(e.to_string(), path)))?;
+fn safetensors(path: &Path, r: &mut Report) -> Result<(), CliError> {
+    let f = SafetensorsFile::open(path)?;
     r.format = "safetensors";
     r.facts = vec![("header_bytes", json!(f.header().data_offset - 8)), ("data_offset", json!(f.header().data_offset))];
     string_meta(f.metadata(), &mut r.metadata);
@@ -282,8 +225,8 @@ fn safetensors(path: &Path, r: &mut Report) -> Result<(), InspectError> {
     Ok(())
 }
 
-fn sharded(path: &Path, r: &mut Report) -> Result<(), InspectError> {
-    let s = ShardedSafetensors::open(path).map_err(|e| InspectError(strip_path(e.to_string(), path)))?;
+fn sharded(path: &Path, r: &mut Report) -> Result<(), CliError> {
+    let s = ShardedSafetensors::open(path)?;
     s.open_all()?;
     r.format = "safetensors";
     r.facts = vec![("shards", json!(s.shard_files().collect::<Vec<_>>()))];

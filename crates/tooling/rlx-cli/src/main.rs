@@ -1,7 +1,7 @@
 //! `rlx`: the RLX command-line tool.
 //!
 //! ```text
-//! rlx inspect FILE [--json]     metadata, tensors and totals of a .gguf / .safetensors file
+//! rlx inspect FILE [--json]     metadata, tensors and totals of a .gguf / .safetensors / .onnx file
 //! rlx convert IN OUT --quant T  safetensors -> GGUF with 2-D tensors quantized to T
 //! rlx train [--dataset digits|mnist5k] [--model mlp|cnn] [--optimizer adam|…] [--out F] [--eval F]
 //! rlx run MODEL.onnx --input NAME=FILE.npy ... [--output OUT.npz] [--json]
@@ -12,18 +12,20 @@
 //! ```
 //!
 //! `--json` is global (every subcommand takes it): the last line on stdout is then one JSON
-//! object. Errors go to stderr as one line, `rlx: error: <file>: <reason>`, with exit status 1;
-//! usage errors are clap's (status 2). A panic hook turns any panic into one line and status 101
-//! as a last resort (no known input reaches it; the environment variable `RLX_CLI_TEST_PANIC`
-//! forces a panic so the tests can check the hook). A closed stdout (`rlx inspect f | head`) ends
+//! object. Errors go to stderr as one line, `rlx: error: <file>: <reason>` (`<file>` is the
+//! subcommand's name where there is no file), with exit status 1; usage errors are clap's
+//! (status 2). A panic hook turns any panic into one line and status 101 as a last resort (no
+//! known input reaches it; see `panic_hook.rs`). A closed stdout (`rlx inspect f | head`) ends
 //! the program quietly with status 0.
 
 mod check;
 mod compile;
 mod convert;
 mod embed;
+mod error;
 mod generate;
 mod inspect;
+mod panic_hook;
 mod run;
 mod train;
 
@@ -45,13 +47,33 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Generate text with a Llama-family GGUF model, streaming tokens to stdout, then print
+    /// prompt-processing and generation tokens/s (stderr; with --json a final JSON line).
+    Generate(generate::GenerateArgs),
+    /// Sentence embeddings from a BERT-style encoder (a Hugging Face directory with
+    /// config.json + model.safetensors, or an .onnx file): tokenize, encode, mean-pool over
+    /// the attention mask, L2-normalize. One line of values per sentence.
+    Embed {
+        /// BERT directory (config.json + model.safetensors) or .onnx encoder
+        #[arg(long)]
+        model: PathBuf,
+        /// tokenizer.json (default: the one next to the model)
+        #[arg(long)]
+        tokenizer: Option<PathBuf>,
+        /// Worker threads, at least 1 (default: all cores)
+        #[arg(long)]
+        threads: Option<std::num::NonZeroUsize>,
+        /// The sentences
+        #[arg(required = true)]
+        sentences: Vec<String>,
+    },
     /// Show a model file's format, metadata, tensors (name, dtype, shape, bytes) and totals.
     ///
     /// Reads GGUF (v1-v3), ONNX and safetensors files, and sharded safetensors checkpoints given by
     /// their `model.safetensors.index.json`. Long metadata arrays (a tokenizer's vocabulary)
     /// are summarized as element type, length and the first few elements.
     Inspect {
-        /// The .gguf, .safetensors or .safetensors.index.json file
+        /// The .gguf, .onnx, .safetensors or .safetensors.index.json file
         file: PathBuf,
     },
     /// Convert a safetensors checkpoint to GGUF, quantizing 2-D+ float tensors.
@@ -95,26 +117,6 @@ enum Command {
         #[arg(long)]
         dump: bool,
     },
-    /// Generate text with a Llama-family GGUF model, streaming tokens to stdout, then print
-    /// prompt-processing and generation tokens/s (stderr; with --json a final JSON line).
-    Generate(generate::GenerateArgs),
-    /// Sentence embeddings from a BERT-style encoder (a Hugging Face directory with
-    /// config.json + model.safetensors, or an .onnx file): tokenize, encode, mean-pool over
-    /// the attention mask, L2-normalize. One line of values per sentence.
-    Embed {
-        /// BERT directory (config.json + model.safetensors) or .onnx encoder
-        #[arg(long)]
-        model: PathBuf,
-        /// tokenizer.json (default: the one next to the model)
-        #[arg(long)]
-        tokenizer: Option<PathBuf>,
-        /// Worker threads (default: all cores)
-        #[arg(long)]
-        threads: Option<usize>,
-        /// The sentences
-        #[arg(required = true)]
-        sentences: Vec<String>,
-    },
 }
 
 fn write_stdout(text: &str) -> std::io::Result<()> {
@@ -124,59 +126,46 @@ fn write_stdout(text: &str) -> std::io::Result<()> {
 }
 
 fn main() -> ExitCode {
-    std::panic::set_hook(Box::new(|info| {
-        let msg = info.to_string().replace('\n', " ");
-        eprintln!("rlx: internal error (a bug, please report it): {msg}");
-        std::process::exit(101);
-    }));
-    if std::env::var_os("RLX_CLI_TEST_PANIC").is_some() {
-        panic!("forced by RLX_CLI_TEST_PANIC\n(second line)");
-    }
+    panic_hook::install();
     let cli = Cli::parse();
-    let (file, result) = match &cli.command {
-        Command::Train(args) => return train::main(args, cli.json),
+    let json = cli.json;
+    let render = |text: String| if json { format!("{text}\n") } else { text };
+    let (subject, result): (PathBuf, Result<String, error::CliError>) = match &cli.command {
+        Command::Train(args) => (train::subject(args), train::train(args, json)),
         Command::Inspect { file } => {
-            (file.clone(), inspect::inspect(file).map(|r| if cli.json { format!("{}\n", r.json()) } else { r.human() }))
+            (file.clone(), inspect::inspect(file).map(|r| if json { render(r.json().to_string()) } else { r.human() }))
         }
         Command::Generate(args) => match generate::model_path(args) {
             Ok(p) => {
-                let r = generate::generate(args, &p, cli.json).map_err(|e| inspect::InspectError(e.0));
+                let r = generate::generate(args, &p, json);
                 (p, r)
             }
-            Err(e) => (PathBuf::from("generate"), Err(inspect::InspectError(e.0))),
+            Err(e) => (PathBuf::from("generate"), Err(e)),
         },
         Command::Convert { input, output, quant } => (
             input.clone(),
-            convert::convert(input, output, quant)
-                .map(|r| if cli.json { format!("{}\n", r.json()) } else { r.human() })
-                .map_err(|e| inspect::InspectError(e.0)),
+            convert::convert(input, output, quant).map(|r| if json { render(r.json()) } else { r.human() }),
         ),
-        Command::Run { model, inputs, output } => {
-            (model.clone(), run::run(model, inputs, output.as_ref(), cli.json).map_err(|e| inspect::InspectError(e.0)))
-        }
+        Command::Run { model, inputs, output } => (model.clone(), run::run(model, inputs, output.as_ref(), json)),
         Command::Embed { model, tokenizer, threads, sentences } => {
             let a = embed::EmbedArgs {
                 model: model.clone(),
                 tokenizer: tokenizer.clone(),
                 sentences: sentences.clone(),
-                threads: *threads,
+                threads: threads.map(std::num::NonZeroUsize::get),
             };
-            (model.clone(), embed::embed(&a, cli.json).map_err(|e| inspect::InspectError(e.0)))
+            (model.clone(), embed::embed(&a, json))
         }
         Command::Check { file } => match check::check(file) {
             Ok(r) => {
-                let text = if cli.json { format!("{}\n", r.json()) } else { r.human() };
-                let _ = write_stdout(&text);
+                let _ = write_stdout(&if json { render(r.json()) } else { r.human() });
                 return if r.errors() > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS };
             }
-            Err(e) => (file.clone(), Err(inspect::InspectError(e))),
+            Err(e) => (file.clone(), Err(e)),
         },
-        Command::Compile { file, dump } => (
-            file.clone(),
-            compile::compile(file)
-                .map(|r| if cli.json { format!("{}\n", r.json(*dump)) } else { r.human(*dump) })
-                .map_err(inspect::InspectError),
-        ),
+        Command::Compile { file, dump } => {
+            (file.clone(), compile::compile(file).map(|r| if json { render(r.json(*dump)) } else { r.human(*dump) }))
+        }
     };
     match result {
         Ok(text) => match write_stdout(&text) {
@@ -188,8 +177,7 @@ fn main() -> ExitCode {
             }
         },
         Err(e) => {
-            let reason = e.0.replace('\n', " ");
-            let _ = writeln!(std::io::stderr(), "rlx: error: {}: {reason}", file.display());
+            let _ = writeln!(std::io::stderr(), "rlx: error: {}: {}", subject.display(), error::reason(&e, &subject));
             ExitCode::FAILURE
         }
     }

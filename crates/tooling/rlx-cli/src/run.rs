@@ -11,30 +11,22 @@ use rlx_onnx::ImportOptions;
 use rlx_runtime::{Device, Session};
 use serde_json::{Value, json};
 
-/// Why a model could not be run (one line of text).
-#[derive(Debug)]
-pub struct RunError(pub String);
-
-impl<E: std::error::Error> From<E> for RunError {
-    fn from(e: E) -> Self {
-        RunError(e.to_string())
-    }
-}
+use crate::error::{CliError, Format, err, expect_format, write_error};
 
 /// Values printed per output in human output.
 const HEAD: usize = 8;
 
 /// Read a C-order `.npy` file into a tensor (f32/f64/f16, i8/i16/i32/i64, u8/u32, bool).
-pub fn read_npy(path: &Path) -> Result<Tensor, RunError> {
-    let bytes = std::fs::read(path).map_err(|e| RunError(format!("{}: {e}", path.display())))?;
-    let npy = npyz::NpyFile::new(&bytes[..]).map_err(|e| RunError(format!("{}: {e}", path.display())))?;
+pub fn read_npy(path: &Path) -> Result<Tensor, CliError> {
+    let bytes = std::fs::read(path).map_err(|e| err(format!("{}: {e}", path.display())))?;
+    let npy = npyz::NpyFile::new(&bytes[..]).map_err(|e| err(format!("{}: {e}", path.display())))?;
     if npy.order() != npyz::Order::C {
-        return Err(RunError(format!("{}: Fortran-order arrays are not supported", path.display())));
+        return Err(err(format!("{}: Fortran-order arrays are not supported", path.display())));
     }
     let shape: Vec<usize> = npy.shape().iter().map(|&d| d as usize).collect();
     let ty = match npy.dtype() {
         npyz::DType::Plain(t) => t.to_string(),
-        other => return Err(RunError(format!("{}: unsupported npy dtype {other:?}", path.display()))),
+        other => return Err(err(format!("{}: unsupported npy dtype {other:?}", path.display()))),
     };
     let t = match ty.as_str() {
         "<f4" => Tensor::from_vec(npy.into_vec::<f32>()?, &shape),
@@ -46,12 +38,12 @@ pub fn read_npy(path: &Path) -> Result<Tensor, RunError> {
         "|u1" => Tensor::from_vec(npy.into_vec::<u8>()?, &shape),
         "<u4" => Tensor::from_vec(npy.into_vec::<u32>()?, &shape),
         "|b1" => Tensor::from_vec(npy.into_vec::<bool>()?, &shape),
-        t => return Err(RunError(format!("{}: unsupported npy dtype {t}", path.display()))),
+        t => return Err(err(format!("{}: unsupported npy dtype {t}", path.display()))),
     };
     Ok(t?)
 }
 
-fn npy_bytes(t: &Tensor) -> Result<Vec<u8>, RunError> {
+fn npy_bytes(t: &Tensor) -> Result<Vec<u8>, CliError> {
     let shape: Vec<u64> = t.shape().iter().map(|&d| d as u64).collect();
     let mut buf = vec![];
     macro_rules! put {
@@ -77,8 +69,8 @@ fn npy_bytes(t: &Tensor) -> Result<Vec<u8>, RunError> {
 }
 
 /// Write tensors as an `.npz` (a zip of `.npy` members named after the outputs).
-fn write_npz(path: &Path, named: &[(String, Tensor)]) -> Result<(), RunError> {
-    let f = std::fs::File::create(path).map_err(|e| RunError(format!("{}: {e}", path.display())))?;
+fn write_npz(path: &Path, named: &[(String, Tensor)]) -> Result<(), CliError> {
+    let f = std::fs::File::create(path).map_err(|e| write_error(path, e))?;
     let mut z = zip::ZipWriter::new(f);
     let opts = zip::write::FileOptions::default().compression_method(zip::CompressionMethod::Stored);
     for (name, t) in named {
@@ -92,11 +84,14 @@ fn write_npz(path: &Path, named: &[(String, Tensor)]) -> Result<(), RunError> {
 }
 
 /// Run `model` on `inputs` (`name=FILE.npy`); returns the text to print.
-pub fn run(model: &Path, inputs: &[String], output: Option<&PathBuf>, json_out: bool) -> Result<String, RunError> {
+pub fn run(model: &Path, inputs: &[String], output: Option<&PathBuf>, json_out: bool) -> Result<String, CliError> {
+    expect_format(model, &[Format::Onnx], "rlx run needs an ONNX model (rlx generate runs GGUF LLMs)")?;
     let mut feeds: Vec<(String, Tensor)> = vec![];
     for spec in inputs {
-        let (name, file) =
-            spec.split_once('=').ok_or_else(|| RunError(format!("--input {spec:?} is not NAME=FILE.npy")))?;
+        let (name, file) = spec.split_once('=').ok_or_else(|| err(format!("--input {spec:?} is not NAME=FILE.npy")))?;
+        if feeds.iter().any(|(n, _)| n == name) {
+            return Err(err(format!("--input {name:?} is given twice")));
+        }
         feeds.push((name.to_string(), read_npy(Path::new(file))?));
     }
     // Name a missing input before importing: shape inference of a dynamic model needs every
@@ -107,7 +102,7 @@ pub fn run(model: &Path, inputs: &[String], output: Option<&PathBuf>, json_out: 
         let declared: Vec<&str> =
             g.input.iter().map(|i| i.name.as_deref().unwrap_or_default()).filter(|n| !inits.contains(n)).collect();
         if let Some(missing) = declared.iter().find(|n| !feeds.iter().any(|(f, _)| f == *n)) {
-            return Err(RunError(format!("no --input for model input {missing:?} (inputs: {})", declared.join(", "))));
+            return Err(err(format!("no --input for model input {missing:?} (inputs: {})", declared.join(", "))));
         }
     }
     let values: HashMap<String, Tensor> = feeds.iter().cloned().collect();
@@ -115,7 +110,7 @@ pub fn run(model: &Path, inputs: &[String], output: Option<&PathBuf>, json_out: 
     let im = rlx_onnx::import(&proto, &ImportOptions { input_values: values, base_dir, ..Default::default() })?;
     for name in &im.inputs {
         if !feeds.iter().any(|(n, _)| n == name) {
-            return Err(RunError(format!("no --input for model input {name:?} (inputs: {})", im.inputs.join(", "))));
+            return Err(err(format!("no --input for model input {name:?} (inputs: {})", im.inputs.join(", "))));
         }
     }
     let out_names = im.outputs.clone();
@@ -149,7 +144,8 @@ pub fn run(model: &Path, inputs: &[String], output: Option<&PathBuf>, json_out: 
         s += &format!("{n}: {} {:?} [{}{more}]\n", t.dtype(), t.shape(), head.join(", "));
     }
     if let Some(p) = output {
-        s += &format!("saved {} outputs to {}\n", named.len(), p.display());
+        let plural = if named.len() == 1 { "" } else { "s" };
+        s += &format!("saved {} output{plural} to {}\n", named.len(), p.display());
     }
     Ok(s)
 }

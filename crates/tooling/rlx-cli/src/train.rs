@@ -9,8 +9,9 @@ use rlx_optim::{Optim, Schedule, Trainer, TrainerOptions, rule_by_name};
 use rlx_runtime::{Device, Session, Tensor};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::time::Instant;
+
+use crate::error::{CliError, Format, err, expect_format, write_error};
 
 /// The two model families.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -33,12 +34,14 @@ impl ModelKind {
 /// `rlx train` options.
 #[derive(Args, Debug)]
 pub struct TrainArgs {
-    /// Data set: digits (UCI 8×8, embedded default) or mnist5k (28×28)
-    #[arg(long, default_value = "digits")]
-    dataset: String,
-    /// Model
-    #[arg(long, value_enum, default_value = "mlp")]
-    model: ModelKind,
+    /// Data set: digits (UCI 8×8, the default) or mnist5k (28×28). With --eval: the file's
+    /// (its `rlx.dataset` metadata), and a different one is an error
+    #[arg(long)]
+    dataset: Option<String>,
+    /// Model (default: mlp). With --eval: the file's (its `rlx.model` metadata), and a
+    /// different one is an error
+    #[arg(long, value_enum)]
+    model: Option<ModelKind>,
     /// Passes over the training split
     #[arg(long, default_value_t = 40)]
     epochs: u64,
@@ -61,6 +64,7 @@ pub struct TrainArgs {
     #[arg(long)]
     out: Option<PathBuf>,
     /// Do not train: evaluate the weights in this file (written by `--out`) on the test split
+    /// of the data set it was trained on, with the model it was trained as
     #[arg(long, conflicts_with = "out")]
     eval: Option<PathBuf>,
 }
@@ -121,16 +125,16 @@ fn init(params: &[(String, Vec<usize>)], seed: u64) -> Vec<Vec<f32>> {
 }
 
 /// Test-set accuracy of `params` (one forward run over the whole test split).
-fn accuracy(kind: ModelKind, ds: &Dataset, params: &[(String, Tensor)]) -> Result<f64, String> {
+fn accuracy(kind: ModelKind, ds: &Dataset, params: &[(String, Tensor)]) -> Result<f64, CliError> {
     let n = ds.test.len();
     let g = model(kind, ds, n, false);
-    let mut c = Session::try_new(Device::Cpu).and_then(|s| s.try_compile(g)).map_err(|e| e.to_string())?;
+    let mut c = Session::try_new(Device::Cpu).and_then(|s| s.try_compile(g))?;
     for (name, t) in params {
-        c.set_param_tensor(name, t.clone()).map_err(|e| format!("{name}: {e}"))?;
+        c.set_param_tensor(name, t.clone()).map_err(|e| err(format!("{name}: {e}")))?;
     }
-    let x = Tensor::from_vec(ds.test.x.clone(), &c.graph().shape(c.graph().inputs()[0]).static_dims().expect("static"))
-        .map_err(|e| e.to_string())?;
-    let logits = c.run_tensors(&[("x", x)]).map_err(|e| e.to_string())?[0].to_f32_vec();
+    let x =
+        Tensor::from_vec(ds.test.x.clone(), &c.graph().shape(c.graph().inputs()[0]).static_dims().expect("static"))?;
+    let logits = c.run_tensors(&[("x", x)])?[0].to_f32_vec();
     let hits = logits
         .chunks(ds.classes)
         .zip(&ds.test.y)
@@ -150,28 +154,48 @@ struct Epoch {
     train_seconds: f64,
 }
 
-fn train(a: &TrainArgs, json: bool) -> Result<String, String> {
+/// What a failure names before its reason: the `--eval` file, else `train`.
+pub fn subject(a: &TrainArgs) -> PathBuf {
+    a.eval.clone().unwrap_or_else(|| PathBuf::from("train"))
+}
+
+/// Run `rlx train`; returns the text to print (the per-epoch lines go to stderr or above the
+/// progress bar as they come).
+pub fn train(a: &TrainArgs, json: bool) -> Result<String, CliError> {
     let start = Instant::now();
-    let ds = data::by_name(&a.dataset).map_err(|e| e.to_string())?;
     if let Some(path) = &a.eval {
-        return evaluate(path, &ds, json);
+        return evaluate(path, a, json);
     }
-    let rule = rule_by_name(&a.optimizer)
-        .ok_or_else(|| format!("unknown optimizer {:?} (one of {})", a.optimizer, rlx_optim::RULE_NAMES.join(", ")))?;
+    let ds = data::by_name(a.dataset.as_deref().unwrap_or("digits"))?;
+    let kind = a.model.unwrap_or(ModelKind::Mlp);
+    let rule = rule_by_name(&a.optimizer).ok_or_else(|| {
+        err(format!("unknown optimizer {:?} (one of {})", a.optimizer, rlx_optim::RULE_NAMES.join(", ")))
+    })?;
     let lr = a.lr.unwrap_or(if matches!(a.optimizer.as_str(), "sgd" | "momentum" | "nesterov") { 0.1 } else { 1e-2 });
     let b = a.batch_size;
     let n = ds.train.len();
     if b == 0 || b > n {
-        return Err(format!("--batch-size must be in 1..={n}"));
+        return Err(err(format!("--batch-size must be in 1..={n}")));
+    }
+    if a.epochs == 0 {
+        return Err(err("--epochs must be at least 1"));
+    }
+    if !(lr > 0.0 && lr.is_finite()) {
+        return Err(err(format!("--lr must be a positive number, not {lr}")));
+    }
+    if let Some(c) = a.clip.filter(|c| !(*c > 0.0 && c.is_finite())) {
+        return Err(err(format!("--clip must be a positive number, not {c}")));
+    }
+    if let Some(out) = &a.out {
+        check_out(out)?;
     }
     let per_epoch = (n / b) as u64;
     let sched = Schedule::Cosine { lr, decay_steps: per_epoch * a.epochs, alpha: 0.0 };
     let opts = TrainerOptions { clip_grad_norm: a.clip, ..Default::default() };
-    let mut tr =
-        Trainer::new(&model(a.model, &ds, b, true), Optim::new(rule, sched), opts).map_err(|e| e.to_string())?;
+    let mut tr = Trainer::new(&model(kind, &ds, b, true), Optim::new(rule, sched), opts)?;
     let params = tr.params().to_vec();
     for ((name, _), v) in params.iter().zip(init(&params, a.seed)) {
-        tr.set_param(name, &v).map_err(|e| e.to_string())?;
+        tr.set_param(name, &v)?;
     }
     let f = ds.features();
     let pb = ProgressBar::new(per_epoch * b as u64 * a.epochs);
@@ -185,17 +209,17 @@ fn train(a: &TrainArgs, json: bool) -> Result<String, String> {
         let order = epoch_order(n, a.seed, epoch);
         let mut loss_sum = 0.0;
         for batch in order.chunks_exact(b) {
-            let x = tr.input_mut::<f32>("x").map_err(|e| e.to_string())?;
+            let x = tr.input_mut::<f32>("x")?;
             for (k, &i) in batch.iter().enumerate() {
                 x[k * f..(k + 1) * f].copy_from_slice(&ds.train.x[i * f..(i + 1) * f]);
             }
-            let y = tr.input_mut::<i32>("y").map_err(|e| e.to_string())?;
+            let y = tr.input_mut::<i32>("y")?;
             for (k, &i) in batch.iter().enumerate() {
                 y[k] = ds.train.y[i];
             }
-            let loss = tr.step().map_err(|e| e.to_string())?;
+            let loss = tr.step()?;
             if !loss.is_finite() {
-                return Err(format!("loss became {loss} in epoch {} (lower --lr or set --clip)", epoch + 1));
+                return Err(err(format!("loss became {loss} in epoch {} (lower --lr or set --clip)", epoch + 1)));
             }
             loss_sum += loss as f64;
             pb.inc(b as u64);
@@ -203,7 +227,7 @@ fn train(a: &TrainArgs, json: bool) -> Result<String, String> {
             pb.set_message(format!("epoch {}/{}  loss {loss:.4}  {rate:.0} samples/s", epoch + 1, a.epochs));
         }
         let train_seconds = t0.elapsed().as_secs_f64();
-        let acc = accuracy(a.model, &ds, &weights(&tr))?;
+        let acc = accuracy(kind, &ds, &weights(&tr))?;
         let e = Epoch {
             loss: loss_sum / per_epoch as f64,
             accuracy: acc,
@@ -230,17 +254,17 @@ fn train(a: &TrainArgs, json: bool) -> Result<String, String> {
     let last = log.last().map(|e| (e.loss, e.accuracy)).unwrap_or((f64::NAN, f64::NAN));
     if let Some(out) = &a.out {
         let meta = BTreeMap::from([
-            ("rlx.model".to_string(), a.model.name().to_string()),
+            ("rlx.model".to_string(), kind.name().to_string()),
             ("rlx.dataset".to_string(), ds.name.to_string()),
         ]);
         let w = weights(&tr);
         rlx_safetensors::save(out, w.iter().map(|(n, t)| (n.as_str(), t)), Some(&meta))
-            .map_err(|e| format!("{}: {e}", out.display()))?;
+            .map_err(|e| write_error(out, e))?;
     }
     let samples = (per_epoch * b as u64 * a.epochs) as f64;
     if json {
         let v = serde_json::json!({
-            "dataset": ds.name, "model": a.model.name(), "optimizer": a.optimizer, "lr": lr,
+            "dataset": ds.name, "model": kind.name(), "optimizer": a.optimizer, "lr": lr,
             "epochs": a.epochs, "batch_size": b, "seed": a.seed,
             "train_loss": last.0, "test_accuracy": last.1, "seconds": seconds,
             "samples_per_second": samples / seconds,
@@ -253,12 +277,13 @@ fn train(a: &TrainArgs, json: bool) -> Result<String, String> {
     } else {
         let saved = a.out.as_ref().map(|p| format!("\nsaved {}", p.display())).unwrap_or_default();
         Ok(format!(
-            "{} {} ({}): test accuracy {:.2}% after {} epochs in {:.1} s ({:.0} samples/s){saved}\n",
+            "{} {} ({}): test accuracy {:.2}% after {} epoch{} in {:.1} s ({:.0} samples/s){saved}\n",
             ds.name,
-            a.model.name(),
+            kind.name(),
             a.optimizer,
             100.0 * last.1,
             a.epochs,
+            if a.epochs == 1 { "" } else { "s" },
             seconds,
             samples / seconds
         ))
@@ -272,27 +297,54 @@ fn weights(tr: &Trainer<Optim>) -> Vec<(String, Tensor)> {
         .collect()
 }
 
-/// `--eval FILE`: rebuild the model named in the file's metadata and report test accuracy.
-fn evaluate(path: &Path, ds: &Dataset, json: bool) -> Result<String, String> {
+/// Check `--out` before training rather than after: its directory exists and it is not one.
+fn check_out(out: &Path) -> Result<(), CliError> {
+    let dir = out.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if out.is_dir() {
+        Err(err(format!("--out {} is a directory; give a file name", out.display())))
+    } else if !dir.is_dir() {
+        Err(err(format!("--out {}: the directory {} does not exist", out.display(), dir.display())))
+    } else {
+        Ok(())
+    }
+}
+
+/// `--eval FILE`: rebuild the model the file was trained as, on the data set it was trained
+/// on (both from its metadata; `--model` / `--dataset`, when given, must agree), and report
+/// test accuracy. The file's metadata decides because the weights' shapes follow from it; a
+/// flag that silently overrode it would fail later on a shape, or evaluate on the wrong data.
+fn evaluate(path: &Path, a: &TrainArgs, json: bool) -> Result<String, CliError> {
     let start = Instant::now();
-    let err = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
-    let f = rlx_safetensors::SafetensorsFile::open(path).map_err(|e| err(&e))?;
+    expect_format(path, &[Format::Safetensors], "--eval reads the safetensors file of `rlx train --out`")?;
+    let f = rlx_safetensors::SafetensorsFile::open(path)?;
+    let not_ours = |key: &str, v: Option<&String>| {
+        err(format!("metadata {key} is {v:?}, not a file written by `rlx train --out`"))
+    };
     let kind = match f.metadata().get("rlx.model").map(String::as_str) {
         Some("mlp") => ModelKind::Mlp,
         Some("cnn") => ModelKind::Cnn,
-        other => return Err(err(&format!("metadata rlx.model is {other:?}, not a file written by `rlx train --out`"))),
+        _ => return Err(not_ours("rlx.model", f.metadata().get("rlx.model"))),
     };
-    if let Some(d) = f.metadata().get("rlx.dataset").filter(|d| d.as_str() != ds.name) {
-        return Err(err(&format!("trained on {d}, but --dataset is {} (pass --dataset {d})", ds.name)));
+    if let Some(m) = a.model.filter(|&m| m != kind) {
+        return Err(err(format!("trained as {}, but --model is {} (drop --model)", kind.name(), m.name())));
     }
+    let trained_on = f.metadata().get("rlx.dataset").ok_or_else(|| not_ours("rlx.dataset", None))?;
+    let ds = data::by_name(trained_on)?;
+    if let Some(d) = &a.dataset {
+        let given = data::by_name(d)?;
+        if given.name != ds.name {
+            return Err(err(format!("trained on {}, but --dataset is {} (drop --dataset)", ds.name, given.name)));
+        }
+    }
+    let ds = &ds;
     let g = model(kind, ds, 1, false);
     let mut params = vec![];
     for &p in g.params() {
         let name = g.source_name(p).unwrap_or("?");
-        let t = f.tensor_as(name, DType::F32).map_err(|e| err(&e))?;
+        let t = f.tensor_as(name, DType::F32)?;
         params.push((name.to_string(), t));
     }
-    let acc = accuracy(kind, ds, &params).map_err(|e| err(&e))?;
+    let acc = accuracy(kind, ds, &params)?;
     let seconds = start.elapsed().as_secs_f64();
     Ok(if json {
         let v = serde_json::json!({"dataset": ds.name, "model": kind.name(), "file": path.display().to_string(),
@@ -308,18 +360,4 @@ fn evaluate(path: &Path, ds: &Dataset, json: bool) -> Result<String, String> {
             seconds
         )
     })
-}
-
-/// Run `rlx train`; prints the result or one error line.
-pub fn main(a: &TrainArgs, json: bool) -> ExitCode {
-    match train(a, json) {
-        Ok(text) => {
-            print!("{text}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("rlx: error: train: {}", e.replace('\n', " "));
-            ExitCode::FAILURE
-        }
-    }
 }

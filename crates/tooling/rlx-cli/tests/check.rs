@@ -3,11 +3,9 @@
 
 use rlx_ir::{DType, Graph, Shape, Tensor};
 use std::path::PathBuf;
-use std::process::{Command, Output};
 
-fn rlx(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rlx")).args(args).output().unwrap()
-}
+mod common;
+use common::{one_error_line, rlx};
 
 fn fixture(name: &str) -> String {
     let p: PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests", "fixtures", name].iter().collect();
@@ -52,6 +50,33 @@ fn shape_error_names_the_node_and_fails() {
     let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     assert!(!o.status.success(), "{text}");
     assert!(text.contains("add") && text.contains('%'), "names the node: {text}");
+    // A finding of the report (exit 1, JSON on stdout), not a failure to read the file.
+    let o = rlx(&["check", &fixture("shape_error.json"), "--json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let v: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    assert_eq!(v["errors"], 1, "{out}");
+    assert!(v["problems"][0]["message"].as_str().unwrap().contains("f32[3]"), "{out}");
+    // compile verifies and stops.
+    let f = fixture("shape_error.json");
+    assert!(one_error_line(&rlx(&["compile", &f]), &f).contains("add at node %2"));
+}
+
+#[test]
+fn files_that_are_not_graphs_are_one_line_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("cut.gguf");
+    std::fs::write(&bin, b"GGUF\x03\x00\x00\x00\xff\xfe").unwrap();
+    let b = bin.to_string_lossy().into_owned();
+    for cmd in ["check", "compile"] {
+        assert!(one_error_line(&rlx(&[cmd, &b]), &b).contains("binary data, not a graph's JSON"));
+    }
+    let other = dir.path().join("other.json");
+    std::fs::write(&other, "{\"a\": 1}").unwrap();
+    let o = other.to_string_lossy().into_owned();
+    assert!(one_error_line(&rlx(&["check", &o]), &o).contains("not a graph's JSON"));
+    let d = dir.path().to_string_lossy().into_owned();
+    assert!(one_error_line(&rlx(&["check", &d]), &d).contains("Is a directory"));
 }
 
 #[test]

@@ -4,16 +4,14 @@
 //! one stderr line.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
 use rlx_gguf::quants::quantize;
 use rlx_gguf::{GgmlType, GgufFile};
 use rlx_ir::{DType, Tensor};
 use serde_json::Value;
 
-fn rlx(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rlx")).args(args).output().unwrap()
-}
+mod common;
+use common::{one_error_line, rlx};
 
 /// Deterministic values in `[-1, 1)`.
 fn values(n: usize, seed: u64) -> Vec<f32> {
@@ -101,17 +99,25 @@ fn bad_inputs_exit_1_with_one_line() {
     let missing = dir.path().join("missing.safetensors");
     let not_st = dir.path().join("junk.safetensors");
     std::fs::write(&not_st, b"not a safetensors file").unwrap();
-    for (args, needle) in [
-        (vec!["convert", missing.to_str().unwrap(), out, "--quant", "Q4_K"], "missing.safetensors"),
-        (vec!["convert", src, out, "--quant", "Q9_9"], "unknown quant type"),
-        (vec!["convert", src, out, "--quant", "IQ2_XXS"], "unknown quant type"),
-        (vec!["convert", not_st.to_str().unwrap(), out, "--quant", "Q8_0", "--json"], "junk.safetensors"),
-        (vec!["convert", src, "/nonexistent-dir/o.gguf", "--quant", "Q8_0"], "writing"),
+    let gguf = dir.path().join("model.gguf");
+    std::fs::write(&gguf, b"GGUF\x03\x00\x00\x00").unwrap();
+    let d = dir.path().to_str().unwrap();
+    let (missing, not_st, gguf) = (missing.to_str().unwrap(), not_st.to_str().unwrap(), gguf.to_str().unwrap());
+    for (args, subject, needle) in [
+        (vec!["convert", missing, out, "--quant", "Q4_K"], missing, "No such file or directory"),
+        (vec!["convert", src, out, "--quant", "Q9_9"], src, "unknown quant type"),
+        (vec!["convert", src, out, "--quant", "IQ2_XXS"], src, "unknown quant type"),
+        (vec!["convert", not_st, out, "--quant", "Q8_0", "--json"], not_st, "header"),
+        (vec!["convert", gguf, out, "--quant", "Q8_0"], gguf, "is a GGUF file, but rlx convert reads a safetensors"),
+        (vec!["convert", d, out, "--quant", "Q8_0"], d, "is a directory"),
+        // The output path once: "writing <out>: <reason>", not the writer's "I/O error on <out>" again.
+        (
+            vec!["convert", src, "/nonexistent-dir/o.gguf", "--quant", "Q8_0"],
+            src,
+            "writing /nonexistent-dir/o.gguf: No such",
+        ),
     ] {
-        let o = rlx(&args);
-        let err = String::from_utf8(o.stderr).unwrap();
-        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
-        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
-        assert!(err.starts_with("rlx: error: ") && err.contains(needle), "{args:?}: {err}");
+        let err = one_error_line(&rlx(&args), subject);
+        assert!(err.contains(needle) && !err.contains("I/O error on"), "{args:?}: {err}");
     }
 }

@@ -4,38 +4,20 @@
 //! matches the numpy reference (`tools/refgen/gen_bert_minilm.py`), and bad input is a
 //! one-line error with status 1. Without the model files the model checks print SKIP.
 
+use rlx_fetched::{MINILM_L3_ONNX, MINILM_SAFETENSORS, MINILM_TOKENIZER, or_skip};
 use serde_json::Value;
-use std::path::PathBuf;
-use std::process::{Command, Output};
 
-fn rlx(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rlx")).args(args).output().unwrap()
-}
-
-fn cache() -> PathBuf {
-    std::env::var_os("RLX_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/rlx"))
-}
-
-fn last_json(o: &Output) -> Value {
-    let text = String::from_utf8_lossy(&o.stdout);
-    serde_json::from_str(text.lines().last().expect("a line")).expect("json")
-}
+mod common;
+use common::{last_json, one_error_line, rlx, stderr};
 
 const SENTENCE: &str = "The quick brown fox jumps over the lazy dog.";
 
 #[test]
 fn embed_safetensors_minilm_json_matches_reference() {
-    let dir = cache().join("minilm");
-    if !dir.join("model.safetensors").exists() {
-        eprintln!("SKIP embed: {} is absent (run tools/fetch.sh minilm)", dir.display());
-        return;
-    }
+    let Some(weights) = or_skip(MINILM_SAFETENSORS, "embed") else { return };
+    let dir = weights.parent().unwrap();
     let d = dir.to_string_lossy();
-    let o = rlx(&["embed", "--model", &d, "--json", SENTENCE, "Hello!"]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let v = last_json(&o);
+    let v = last_json(&rlx(&["embed", "--model", &d, "--json", SENTENCE, "Hello!"]));
     assert_eq!(v["dim"], 384);
     let e = v["embeddings"].as_array().expect("embeddings");
     assert_eq!(e.len(), 2);
@@ -53,24 +35,20 @@ fn embed_safetensors_minilm_json_matches_reference() {
     let text = String::from_utf8_lossy(&o.stdout);
     assert_eq!(text.lines().count(), 1);
     assert_eq!(text.lines().next().unwrap().split(' ').count(), 384);
+    // The directory's model.safetensors names the same model.
+    let w = weights.to_string_lossy();
+    let again = last_json(&rlx(&["embed", "--model", &w, "--json", SENTENCE, "Hello!"]));
+    assert_eq!(again["embeddings"], v["embeddings"]);
 }
 
 #[test]
 fn embed_onnx_model_gives_unit_vectors() {
-    let model = cache().join("minilm-onnx/paraphrase-MiniLM-L3-v2.onnx");
-    let tok = cache().join("minilm/tokenizer.json");
-    if !model.exists() || !tok.exists() {
-        eprintln!(
-            "SKIP embed onnx: {} or {} is absent (tools/fetch.sh minilm-onnx, minilm)",
-            model.display(),
-            tok.display()
-        );
+    let (Some(model), Some(tok)) = (or_skip(MINILM_L3_ONNX, "embed onnx"), or_skip(MINILM_TOKENIZER, "embed onnx"))
+    else {
         return;
-    }
+    };
     let (m, t) = (model.to_string_lossy(), tok.to_string_lossy());
-    let o = rlx(&["embed", "--model", &m, "--tokenizer", &t, "--json", SENTENCE, "Paris is the capital of France."]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let v = last_json(&o);
+    let v = last_json(&rlx(&["embed", "--model", &m, "--tokenizer", &t, "--json", SENTENCE, "Paris is the capital."]));
     assert_eq!(v["dim"], 384);
     for row in v["embeddings"].as_array().unwrap() {
         let n: f64 = row.as_array().unwrap().iter().map(|x| x.as_f64().unwrap().powi(2)).sum();
@@ -80,12 +58,21 @@ fn embed_onnx_model_gives_unit_vectors() {
 
 #[test]
 fn embed_bad_inputs_are_one_line_errors() {
-    let o = rlx(&["embed", "--model", "/nonexistent/model.onnx", "hi"]);
-    assert_eq!(o.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.starts_with("rlx: error: /nonexistent/model.onnx:"), "{err}");
+    let e = one_error_line(&rlx(&["embed", "--model", "/nonexistent/model.onnx", "hi"]), "/nonexistent/model.onnx");
+    assert!(e.contains("No such file or directory"), "{e}");
     let tmp = tempfile::tempdir().unwrap();
-    let o = rlx(&["embed", "--model", &tmp.path().to_string_lossy(), "hi"]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("tokenizer.json"));
+    let d = tmp.path().to_string_lossy().into_owned();
+    assert!(one_error_line(&rlx(&["embed", "--model", &d, "hi"]), &d).contains("tokenizer.json"));
+    // A GGUF is named as one, not parsed as ONNX ("malformed ONNX protobuf").
+    let gguf = tmp.path().join("model.gguf");
+    std::fs::write(&gguf, b"GGUF\x03\x00\x00\x00").unwrap();
+    let g = gguf.to_string_lossy().into_owned();
+    let e = one_error_line(&rlx(&["embed", "--model", &g, "hi"]), &g);
+    assert!(e.contains("is a GGUF file, but rlx embed needs a BERT directory") && !e.contains("ONNX protobuf"), "{e}");
+    let st = tmp.path().join("model.safetensors");
+    std::fs::write(&st, b"\x02\x00\x00\x00\x00\x00\x00\x00{}").unwrap();
+    let s = st.to_string_lossy().into_owned();
+    assert!(one_error_line(&rlx(&["embed", "--model", &s, "hi"]), &s).contains("without a config.json"));
+    let o = rlx(&["embed", "--model", &d]);
+    assert_eq!(o.status.code(), Some(2), "no sentence is a usage error: {}", stderr(&o));
 }

@@ -1,48 +1,36 @@
 //! `rlx generate` run as a process: greedy text and the `--json` line on the real SmolLM2 GGUF
 //! (SKIP on stderr when `tools/fetch.sh smollm2` has not run), an empty prompt, `--fast` with
-//! `--kv-type f16`, a prompt longer than the context and a missing model file (exit 1, one
-//! stderr line, never a panic).
+//! `--kv-type f16`, `--max-tokens 0` (no made-up speeds), a full context (`--ctx-size`, a
+//! note and `"stop": "context"`), and bad input — a prompt longer than the context, a missing
+//! file, a directory, an ONNX file, a bad `--ctx-size` — as one stderr line with status 1.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+use serde_json::json;
 
-fn model() -> Option<PathBuf> {
-    let cache = std::env::var_os("RLX_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/rlx"));
-    let p = cache.join("smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
-    if p.exists() {
-        Some(p)
-    } else {
-        eprintln!("SKIP rlx generate on SmolLM2: {} not found; run tools/fetch.sh smollm2", p.display());
-        None
-    }
-}
+mod common;
+use common::{last_json, one_error_line, rlx, stderr};
 
-fn rlx(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rlx")).args(args).output().unwrap()
+fn model() -> Option<String> {
+    let p = rlx_fetched::or_skip(rlx_fetched::SMOLLM2_GGUF, "rlx generate on SmolLM2")?;
+    Some(p.to_string_lossy().into_owned())
 }
 
 #[test]
 fn greedy_json_and_empty_prompt() {
     let Some(m) = model() else { return };
-    let m = m.to_str().unwrap();
+    let m = m.as_str();
     let out = rlx(&["generate", "--model", m, "--prompt", "The capital of France is", "--max-tokens", "4", "--json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    let j: serde_json::Value = serde_json::from_str(stdout.trim().lines().last().unwrap()).unwrap();
-    assert_eq!(j["tokens"], serde_json::json!([7042, 30, 198, 198]));
+    let j = last_json(&out);
+    assert_eq!(j["tokens"], json!([7042, 30, 198, 198]));
     assert_eq!(j["text"], " Paris.\n\n");
+    assert_eq!(j["stop"], "max_tokens");
     assert!(j["prompt_tokens_per_s"].as_f64().unwrap() > 0.0 && j["gen_tokens_per_s"].as_f64().unwrap() > 0.0);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("tok/s"));
+    assert!(stderr(&out).contains("tok/s"));
     assert_eq!((j["mode"].as_str(), j["kv_type"].as_str()), (Some("exact"), Some("f32")));
     let out = rlx(&["generate", "--model", m, "--prompt", "", "--max-tokens", "2"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{}", stderr(&out));
     let fast = ["--fast", "--kv-type", "f16", "--threads", "1", "--max-tokens", "4", "--json"];
     let out = rlx(&[&["generate", "--model", m, "--prompt", "The capital of France is"][..], &fast].concat());
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    let j: serde_json::Value = serde_json::from_str(stdout.trim().lines().last().unwrap()).unwrap();
+    let j = last_json(&out);
     assert_eq!((j["mode"].as_str(), j["kv_type"].as_str()), (Some("fast"), Some("f16")));
     // Fast mode's logits differ by the activation quantization; this prompt's top token has a
     // wide margin, so it stays.
@@ -50,16 +38,61 @@ fn greedy_json_and_empty_prompt() {
 }
 
 #[test]
-fn too_long_prompt_and_missing_model_are_errors() {
+fn zero_tokens_and_a_full_context_are_reported_as_such() {
+    let Some(m) = model() else { return };
+    let out = rlx(&["generate", "--model", &m, "--max-tokens", "0", "--json"]);
+    let j = last_json(&out);
+    assert_eq!((j["tokens"].clone(), j["stop"].clone()), (json!([]), json!("max_tokens")));
+    assert!(j["gen_tokens_per_s"].is_null() && j["prompt_tokens_per_s"].is_null(), "{j}");
+    let err = stderr(&out);
+    assert!(err.contains("generated: 0 tokens") && !err.contains("tok/s"), "no speed without a timing: {err}");
+
+    // The cache holds 8 positions: the prompt's, then one per decode step; the last token
+    // sampled needs none, so 8 - prompt + 1 tokens come out.
+    let out = rlx(&["generate", "--model", &m, "--ctx-size", "8", "--max-tokens", "64", "--ignore-eos", "--json"]);
+    let j = last_json(&out);
+    assert_eq!((j["stop"].as_str(), j["context"].as_u64()), (Some("context"), Some(8)), "{j}");
+    let want = 8 - j["prompt_tokens"].as_u64().unwrap() as usize + 1;
+    assert_eq!(j["tokens"].as_array().unwrap().len(), want, "{j}");
+    let err = stderr(&out);
+    assert!(err.contains("note: stopped at the context limit of 8 tokens"), "{err}");
+
+    let e = one_error_line(&rlx(&["generate", "--model", &m, "--ctx-size", "0"]), &m);
+    assert!(e.contains("--ctx-size must be at least 1"), "{e}");
+    let e = one_error_line(&rlx(&["generate", "--model", &m, "--ctx-size", "100000"]), &m);
+    assert!(e.contains("more than the model's context of 8192"), "{e}");
+}
+
+#[test]
+fn bad_model_files_are_one_line_errors() {
     let out = rlx(&["generate", "--kv-type", "q8"]);
     assert_eq!(out.status.code(), Some(2), "a bad --kv-type is a usage error");
-    let out = rlx(&["generate", "--model", "/nonexistent/model.gguf"]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).starts_with("rlx: error: /nonexistent/model.gguf"));
+    let out = rlx(&["generate", "--max-tokens", "-1"]);
+    assert_eq!(out.status.code(), Some(2), "a negative --max-tokens is a usage error");
+
+    // The path is printed once, by the CLI, not again by the reader's I/O error.
+    let e = one_error_line(&rlx(&["generate", "--model", "/nonexistent/model.gguf"]), "/nonexistent/model.gguf");
+    assert_eq!(e.trim_end(), "rlx: error: /nonexistent/model.gguf: No such file or directory (os error 2)");
+
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_string_lossy().into_owned();
+    let e = one_error_line(&rlx(&["generate", "--model", &d]), &d);
+    assert!(e.contains("is a directory") && !e.contains("No such device"), "{e}");
+
+    let onnx = dir.path().join("model.onnx");
+    std::fs::write(&onnx, b"\x08\x07\x12\x04test").unwrap();
+    let o = onnx.to_string_lossy().into_owned();
+    let e = one_error_line(&rlx(&["generate", "--model", &o]), &o);
+    assert!(e.contains("is an ONNX model, but rlx generate needs a Llama-family GGUF"), "{e}");
+
+    let cut = dir.path().join("cut.gguf");
+    std::fs::write(&cut, b"GGUF\x03\x00\x00\x00").unwrap();
+    let c = cut.to_string_lossy().into_owned();
+    let e = one_error_line(&rlx(&["generate", "--model", &c]), &c);
+    assert!(e.contains("truncated"), "{e}");
+
     let Some(m) = model() else { return };
     let long = "the ".repeat(9000);
-    let out = rlx(&["generate", "--model", m.to_str().unwrap(), "--prompt", &long, "--max-tokens", "1"]);
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("more than the context of 8192"), "{err}");
+    let e = one_error_line(&rlx(&["generate", "--model", &m, "--prompt", &long, "--max-tokens", "1"]), &m);
+    assert!(e.contains("more than the context of 8192"), "{e}");
 }

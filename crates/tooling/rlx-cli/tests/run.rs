@@ -4,19 +4,13 @@
 //! would otherwise fail on some Shape node), and a truncated file is a one-line error with
 //! status 1. Without the files the checks print SKIP.
 
+use rlx_fetched::{MINILM_L3_ONNX, ONNX_NODE_DIR, or_skip};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Output;
 
-fn rlx(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rlx")).args(args).output().unwrap()
-}
-
-fn cache() -> PathBuf {
-    std::env::var_os("RLX_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/rlx"))
-}
+mod common;
+use common::{rlx, stderr};
 
 /// Write an f32 C-order `.npy` (format 1.0: magic, header length, dict padded to 64 bytes).
 fn write_npy(path: &Path, shape: &[usize], data: &[f32]) {
@@ -35,20 +29,15 @@ fn write_npy(path: &Path, shape: &[usize], data: &[f32]) {
     std::fs::write(path, bytes).unwrap();
 }
 
-fn stderr_line(o: &Output) -> String {
-    let e = String::from_utf8_lossy(&o.stderr).to_string();
-    assert_eq!(e.trim_end().lines().count(), 1, "one line on stderr: {e}");
-    assert!(!e.contains("panicked"), "{e}");
-    e
+/// The one error line for the model file `m`.
+fn stderr_line(o: &Output, m: &str) -> String {
+    common::one_error_line(o, m)
 }
 
 #[test]
 fn run_add_with_npy_inputs_and_name_a_missing_input() {
-    let model = cache().join("onnx-node/node/test_add/model.onnx");
-    if !model.exists() {
-        eprintln!("SKIP run: {} is absent (run tools/fetch.sh onnx-node)", model.display());
-        return;
-    }
+    let Some(node) = or_skip(ONNX_NODE_DIR, "rlx run on test_add") else { return };
+    let model = node.join("test_add/model.onnx");
     let dir = std::env::temp_dir().join(format!("rlx-run-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let x: Vec<f32> = (0..60).map(|i| i as f32 * 0.5).collect();
@@ -59,7 +48,7 @@ fn run_add_with_npy_inputs_and_name_a_missing_input() {
     let (xa, ya) = (format!("x={}", dir.join("x.npy").display()), format!("y={}", dir.join("y.npy").display()));
 
     let o = rlx(&["run", &m, "--input", &xa, "--input", &ya, "--json"]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", stderr(&o));
     let text = String::from_utf8_lossy(&o.stdout);
     let v: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
     let out = &v["outputs"][0];
@@ -68,31 +57,39 @@ fn run_add_with_npy_inputs_and_name_a_missing_input() {
         assert_eq!(got.as_f64().unwrap() as f32, x[i] + y[i], "element {i}");
     }
 
-    let o = rlx(&["run", &m, "--input", &xa]);
-    assert_eq!(o.status.code(), Some(1));
-    let e = stderr_line(&o);
+    let e = stderr_line(&rlx(&["run", &m, "--input", &xa]), &m);
     assert!(e.contains("no --input for model input \"y\""), "{e}");
+    let e = stderr_line(&rlx(&["run", &m, "--input", &xa, "--input", &ya, "--input", &ya]), &m);
+    assert!(e.contains("--input \"y\" is given twice"), "{e}");
+    let o = rlx(&["run", &m, "--input", &xa, "--input", &ya, "--output", &dir.join("out.npz").to_string_lossy()]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("saved 1 output to"), "{}", stderr(&o));
     std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
+fn a_gguf_or_a_directory_is_named_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let gguf = dir.path().join("model.gguf");
+    std::fs::write(&gguf, b"GGUF\x03\x00\x00\x00").unwrap();
+    let g = gguf.to_string_lossy();
+    let e = stderr_line(&rlx(&["run", &g]), &g);
+    assert!(e.contains("is a GGUF file, but rlx run needs an ONNX model") && !e.contains("protobuf"), "{e}");
+    let d = dir.path().to_string_lossy();
+    assert!(stderr_line(&rlx(&["run", &d]), &d).contains("is a directory"));
+}
+
+#[test]
 fn dynamic_model_without_inputs_names_the_missing_input_and_truncated_file_is_an_error() {
-    let model = cache().join("minilm-onnx/paraphrase-MiniLM-L3-v2.onnx");
-    if !model.exists() {
-        eprintln!("SKIP run: {} is absent (run tools/fetch.sh minilm-onnx)", model.display());
-        return;
-    }
-    let o = rlx(&["run", &model.to_string_lossy()]);
-    assert_eq!(o.status.code(), Some(1));
-    let e = stderr_line(&o);
+    let Some(model) = or_skip(MINILM_L3_ONNX, "rlx run on MiniLM-L3") else { return };
+    let m = model.to_string_lossy();
+    let e = stderr_line(&rlx(&["run", &m]), &m);
     assert!(e.contains("no --input for model input \"input_ids\""), "{e}");
 
     let bytes = std::fs::read(&model).unwrap();
     let cut = std::env::temp_dir().join(format!("rlx-run-truncated-{}.onnx", std::process::id()));
     std::fs::write(&cut, &bytes[..1000]).unwrap();
-    let o = rlx(&["run", &cut.to_string_lossy()]);
-    assert_eq!(o.status.code(), Some(1));
-    let e = stderr_line(&o);
+    let c = cut.to_string_lossy();
+    let e = stderr_line(&rlx(&["run", &c]), &c);
     assert!(e.contains("malformed ONNX"), "{e}");
     std::fs::remove_file(&cut).ok();
 }

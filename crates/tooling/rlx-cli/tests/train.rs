@@ -1,19 +1,10 @@
 //! `rlx train`: a short seeded digits run clears a bar well above chance with a falling loss,
-//! the saved weights reload to the same accuracy, reruns are deterministic, bad input is a
+//! the saved weights reload to the same accuracy, reruns are deterministic, `--eval` takes the
+//! model and data set from the file (a contradicting flag is an error), bad input is a
 //! one-line error.
 
-use serde_json::Value;
-use std::process::{Command, Output};
-
-fn rlx(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rlx")).args(args).output().unwrap()
-}
-
-fn last_json(o: &Output) -> Value {
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "rlx failed: {}", String::from_utf8_lossy(&o.stderr));
-    serde_json::from_str(out.lines().last().expect("a line")).expect("last stdout line is JSON")
-}
+mod common;
+use common::{last_json, one_error_line, rlx};
 
 #[test]
 fn short_digits_run_trains_saves_and_reloads() {
@@ -35,16 +26,44 @@ fn short_digits_run_trains_saves_and_reloads() {
 }
 
 #[test]
+fn eval_follows_the_file_and_rejects_contradicting_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cnn.safetensors");
+    let p = path.to_str().unwrap();
+    let a = last_json(&rlx(&["train", "--model", "cnn", "--epochs", "1", "--out", p, "--json"]));
+    assert_eq!(a["model"], "cnn");
+    // No --model: the file's (cnn), not the flag's default (mlp).
+    let e = last_json(&rlx(&["train", "--eval", p, "--json"]));
+    assert_eq!((e["model"].as_str(), e["dataset"].as_str()), (Some("cnn"), Some("digits")));
+    assert_eq!(e["test_accuracy"], a["test_accuracy"]);
+    let err = one_error_line(&rlx(&["train", "--eval", p, "--model", "mlp"]), p);
+    assert!(err.contains("trained as cnn, but --model is mlp"), "{err}");
+    let err = one_error_line(&rlx(&["train", "--eval", p, "--dataset", "mnist5k"]), p);
+    assert!(err.contains("trained on digits, but --dataset is mnist5k"), "{err}");
+}
+
+#[test]
 fn bad_input_is_one_error_line() {
     for args in [
         &["train", "--optimizer", "adamx", "--epochs", "1"][..],
         &["train", "--dataset", "cifar", "--epochs", "1"],
-        &["train", "--eval", "/nonexistent/model.safetensors"],
         &["train", "--batch-size", "0"],
+        &["train", "--epochs", "0"],
+        &["train", "--lr=-0.1", "--epochs", "1"],
+        &["train", "--clip", "0", "--epochs", "1"],
     ] {
-        let o = rlx(args);
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
-        assert!(err.starts_with("rlx: error: ") && err.trim_end().lines().count() == 1, "{args:?}: {err}");
+        one_error_line(&rlx(args), "train");
     }
+    let missing = "/nonexistent/model.safetensors";
+    let err = one_error_line(&rlx(&["train", "--eval", missing]), missing);
+    assert!(err.ends_with(": No such file or directory (os error 2)\n"), "the path once: {err}");
+    // --out is checked before training, not after it.
+    let err = one_error_line(&rlx(&["train", "--out", missing]), "train");
+    assert!(err.contains("the directory /nonexistent does not exist"), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    let gguf = dir.path().join("w.gguf");
+    std::fs::write(&gguf, b"GGUF\x03\x00\x00\x00").unwrap();
+    let g = gguf.to_str().unwrap();
+    let err = one_error_line(&rlx(&["train", "--eval", g]), g);
+    assert!(err.contains("is a GGUF file, but --eval reads the safetensors file"), "{err}");
 }

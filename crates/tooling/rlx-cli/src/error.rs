@@ -1,0 +1,129 @@
+//! The CLI's one error type and the checks of the files a subcommand is given.
+//!
+//! Every failure ends as one stderr line, `rlx: error: <subject>: <reason>` (the subject is the
+//! file the subcommand was given, or the subcommand's name), with exit status 1. [`CliError`]
+//! is the reason; `main` adds the prefix. The readers' own I/O errors name the path too
+//! ("I/O error on <path>: …"); [`reason`] drops that so the path is printed once.
+
+use std::path::Path;
+
+/// Why a subcommand failed: the text after `rlx: error: <subject>: ` (one line; newlines are
+/// folded by `main`).
+#[derive(Debug)]
+pub struct CliError(pub String);
+
+impl<E: std::error::Error> From<E> for CliError {
+    fn from(e: E) -> Self {
+        CliError(e.to_string())
+    }
+}
+
+/// A [`CliError`] from text.
+pub fn err(msg: impl Into<String>) -> CliError {
+    CliError(msg.into())
+}
+
+/// The one-line reason printed after `rlx: error: <subject>: `: newlines folded, and a
+/// reader's leading `I/O error on <subject>: ` dropped (the subject is already printed).
+pub fn reason(e: &CliError, subject: &Path) -> String {
+    without_path(&e.0, subject).replace('\n', " ")
+}
+
+/// `msg` without a reader's leading `I/O error on <path>: `, for a message that names `path`
+/// itself.
+pub fn without_path<'m>(msg: &'m str, path: &Path) -> &'m str {
+    msg.strip_prefix(&format!("I/O error on {}: ", path.display())).unwrap_or(msg)
+}
+
+/// Writing `path` failed with `e` (whose text may name `path` again).
+pub fn write_error(path: &Path, e: impl std::fmt::Display) -> CliError {
+    err(format!("writing {}: {}", path.display(), without_path(&e.to_string(), path)))
+}
+
+/// A model file's format, by content first (GGUF magic, protobuf is not self-describing so
+/// ONNX goes by name), then by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// GGUF (magic `GGUF`, or a `.gguf` name).
+    Gguf,
+    /// A single safetensors file (`.safetensors`, or an 8-byte length followed by `{`).
+    Safetensors,
+    /// A sharded safetensors checkpoint's `*.index.json`.
+    ShardIndex,
+    /// ONNX (`.onnx`).
+    Onnx,
+}
+
+impl Format {
+    /// What to call it in a message ("is a GGUF file, but …").
+    pub fn describe(self) -> &'static str {
+        match self {
+            Format::Gguf => "a GGUF file",
+            Format::Safetensors => "a safetensors file",
+            Format::ShardIndex => "a sharded safetensors index",
+            Format::Onnx => "an ONNX model",
+        }
+    }
+}
+
+/// Detect the format of the model file at `path` (see [`Format`]). Errors: missing file, a
+/// directory, unreadable, or none of the formats.
+pub fn detect(path: &Path) -> Result<Format, CliError> {
+    let (format, head) = sniff(path)?;
+    format.ok_or_else(|| {
+        err(format!(
+            "unrecognized file format: no GGUF magic (first bytes {head:02x?}), not .onnx, and not a safetensors \
+             file (.safetensors, or an 8-byte header length followed by '{{')"
+        ))
+    })
+}
+
+/// The format of `path` when [`detect`] knows it, `None` when not. Errors: missing file, a
+/// directory, unreadable.
+pub fn known_format(path: &Path) -> Result<Option<Format>, CliError> {
+    Ok(sniff(path)?.0)
+}
+
+/// Check the model file a subcommand was given before its reader sees it: `Ok` when it is of
+/// one of the formats `want` or of none that [`detect`] knows (the reader then names what is
+/// wrong), an error naming the format when it is another one, so that a GGUF given to
+/// `rlx run` is called a GGUF file rather than malformed ONNX. `needs` completes
+/// "is a GGUF file, but …".
+pub fn expect_format(path: &Path, want: &[Format], needs: &str) -> Result<(), CliError> {
+    match known_format(path)? {
+        Some(f) if !want.contains(&f) => Err(err(format!("is {}, but {needs}", f.describe()))),
+        _ => Ok(()),
+    }
+}
+
+/// The format of `path` if known, and its first (up to 4) bytes.
+fn sniff(path: &Path) -> Result<(Option<Format>, Vec<u8>), CliError> {
+    use std::io::Read;
+    let meta = std::fs::metadata(path)?;
+    if meta.is_dir() {
+        return Err(err("is a directory, not a file"));
+    }
+    let mut head = [0u8; 9];
+    let mut f = std::fs::File::open(path)?;
+    let mut n = 0;
+    while n < head.len() {
+        match f.read(&mut head[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    let head = &head[..n];
+    let name = path.file_name().and_then(|s| s.to_str()).unwrap_or("").to_ascii_lowercase();
+    let format = if head.starts_with(b"GGUF") || name.ends_with(".gguf") {
+        Some(Format::Gguf)
+    } else if name.ends_with(".index.json") {
+        Some(Format::ShardIndex)
+    } else if name.ends_with(".onnx") {
+        Some(Format::Onnx)
+    } else if name.ends_with(".safetensors") || (head.len() == 9 && head[8] == b'{') {
+        Some(Format::Safetensors)
+    } else {
+        None
+    };
+    Ok((format, head[..n.min(4)].to_vec()))
+}
