@@ -31,6 +31,11 @@ use std::collections::BTreeSet;
 use std::fmt;
 use thiserror::Error;
 
+/// Composites that MIR passes create from primitives (only when they are in
+/// [`PassOptions::native_composites`]): a runtime asks its backend about these names too, not
+/// just about the composites already in the graph.
+pub const PASS_COMPOSITES: &[&str] = &[passes::attention::SDPA];
+
 /// Errors from the compiler.
 #[derive(Debug, Clone, Error, PartialEq)]
 pub enum CompileError {
