@@ -22,6 +22,7 @@
 //! Alternative considered: an explicit AVX-512 micro-kernel for the two products; `gemm` at
 //! these tile sizes is already register-blocked and keeps one implementation of the products.
 
+use super::reduce::max_row;
 use super::simd::{dispatch, exp_f32, threads};
 use rayon::prelude::*;
 use rlx_ir::ops::Composite;
@@ -275,18 +276,15 @@ fn tile(k: &AttentionKernel, x: &Operands<'_>, bh: usize, q0: usize, o: &mut [f3
         for (r, sr) in st.chunks_exact_mut(cols).enumerate() {
             let i = q0 + r;
             apply_mask(x.mask, sr, bi, hi, i, j0);
-            let mx = sr.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
-            let m_new = m[r].max(mx);
+            // NaN-propagating max: a NaN score makes the row NaN, as in the decomposition.
+            let mx = max_row(sr);
+            let m_new = if mx.is_nan() { mx } else { m[r].max(mx) };
             if m_new == f32::NEG_INFINITY {
                 // Nothing visible yet in this row: weights 0, state unchanged.
                 sr.fill(0.0);
                 continue;
             }
-            let mut sum = 0f32;
-            for e in sr.iter_mut() {
-                *e = exp_f32(*e - m_new);
-                sum += *e;
-            }
+            let sum = exp_sum(sr, m_new);
             let corr = exp_f32(m[r] - m_new);
             l[r] = l[r] * corr + sum;
             m[r] = m_new;
@@ -334,6 +332,25 @@ fn tile(k: &AttentionKernel, x: &Operands<'_>, bh: usize, q0: usize, o: &mut [f3
             }
         }
     }
+}
+
+/// `x = exp(x - m)` in place; returns the sum (16 partial sums, so the loop vectorizes).
+#[inline(always)]
+fn exp_sum(x: &mut [f32], m: f32) -> f32 {
+    let mut acc = [0f32; 16];
+    let mut chunks = x.chunks_exact_mut(16);
+    for c in &mut chunks {
+        for (e, a) in c.iter_mut().zip(&mut acc) {
+            *e = exp_f32(*e - m);
+            *a += *e;
+        }
+    }
+    let mut sum = 0f32;
+    for e in chunks.into_remainder() {
+        *e = exp_f32(*e - m);
+        sum += *e;
+    }
+    sum + acc.iter().sum::<f32>()
 }
 
 /// Mask the scores `sr` of query `i` against keys `j0 ..` (batch `bi`, head `hi`).
