@@ -10,7 +10,10 @@ the DRAM stream rate measured in /work/shared/notes/perf-anchors.md (14.5 GB/s; 
 weights stay in the shared L3).
 
     cargo build --release -p rlx-cli
-    python3 bench/compare_llm.py [--model GGUF] [--llama-bench PATH] [--reps 3]
+    python3 bench/compare_llm.py [--model GGUF] [--llama-bench PATH] [--reps 3] [--modes exact,fast]
+
+RATIO names: `pp128_t1` / `tg128_t1` for the default (exact) mode, `pp128_fast_t1` / … for
+`rlx generate --fast` (Q8 activations in the quantized matmuls, llama.cpp's arithmetic).
 """
 
 import argparse
@@ -33,9 +36,9 @@ def default_model():
     return os.path.join(cache, "smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
-def run_rlx(rlx, model, cpus, threads):
+def run_rlx(rlx, model, cpus, threads, fast):
     cmd = ["taskset", "-c", cpus, rlx, "generate", "--model", model, "--prompt", PROMPT, "--max-tokens", "128",
-           "--ignore-eos", "--threads", str(threads), "--json"]
+           "--ignore-eos", "--threads", str(threads), "--json"] + (["--fast"] if fast else [])
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     j = json.loads(out.strip().splitlines()[-1])
     if j["prompt_tokens"] != 128 or len(j["tokens"]) != 128:
@@ -57,6 +60,8 @@ def main():
     ap.add_argument("--rlx", default=os.path.join(ROOT, "target", "release", "rlx"))
     ap.add_argument("--llama-bench", default="/work/llama-build/bin/llama-bench")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--modes", default="exact,fast",
+                    help="RLX numerics to run: exact (default mode), fast (--fast: Q8 activations, as llama.cpp)")
     a = ap.parse_args()
     r = GGUFReader(a.model)
     weight_bytes = sum(int(t.n_bytes) for t in r.tensors)
@@ -68,16 +73,19 @@ def main():
     if not have_llama:
         print(f"llama-bench not found at {a.llama_bench}: RLX only, no RATIO lines")
     for threads, cpus in [(1, "0"), (2, "0,1")]:
-        rl = [run_rlx(a.rlx, a.model, cpus, threads) for _ in range(a.reps)]
-        rpp, rtg = statistics.median(x[0] for x in rl), statistics.median(x[1] for x in rl)
-        line = f"t={threads}: RLX pp128 {rpp:8.1f} tok/s  tg128 {rtg:7.1f} tok/s ({rtg * weight_bytes / 1e9:.1f} GB/s)"
         if have_llama:
             lp, lt = run_llama(a.llama_bench, a.model, cpus, threads)
-            line += f" | llama.cpp pp128 {lp:8.1f} tok/s  tg128 {lt:7.1f} tok/s"
-        print(line, flush=True)
-        if have_llama:
-            print(f"RATIO pp128_t{threads} {rpp / lp:.3f}")
-            print(f"RATIO tg128_t{threads} {rtg / lt:.3f}")
+            print(f"t={threads}: llama.cpp pp128 {lp:8.1f} tok/s  tg128 {lt:7.1f} tok/s", flush=True)
+        for mode in a.modes.split(","):
+            rl = [run_rlx(a.rlx, a.model, cpus, threads, mode == "fast") for _ in range(a.reps)]
+            rpp, rtg = statistics.median(x[0] for x in rl), statistics.median(x[1] for x in rl)
+            print(f"t={threads}: RLX {mode:5} pp128 {rpp:8.1f} tok/s  tg128 {rtg:7.1f} tok/s "
+                  f"({rtg * weight_bytes / 1e9:.1f} GB/s)", flush=True)
+            if have_llama:
+                tag = "" if mode == "exact" else f"_{mode}"
+                print(f"RATIO pp128{tag}_t{threads} {rpp / lp:.3f}")
+                print(f"RATIO tg128{tag}_t{threads} {rtg / lt:.3f}")
+    print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
 
 
 if __name__ == "__main__":

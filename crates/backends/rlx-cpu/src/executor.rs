@@ -2,6 +2,7 @@
 
 use crate::inplace::{self, InPlaceKernel};
 use crate::kernels::simd::SimdLevel;
+use crate::kernels::spin::Team;
 use crate::kernels::{self, Kernel};
 use rlx_compile::lir::{LirModule, LirOptions, Reuse, Storage};
 use rlx_ir::{Graph, IrError, NodeId, Op, Tensor};
@@ -145,6 +146,8 @@ pub struct CpuExecutable {
     fixed: Vec<Vec<Tensor>>,
     lir: LirModule,
     pool: Option<rayon::ThreadPool>,
+    /// The spinning team of this executable's thread count (`None` for one thread).
+    team: Option<&'static Team>,
     out_modes: Vec<OutMode>,
     max_rank: usize,
 }
@@ -240,6 +243,7 @@ impl CpuExecutable {
             ),
             None => None,
         };
+        let team = Team::shared(opts.threads.unwrap_or_else(rayon::current_num_threads));
         let mut seen = vec![false; bufs.len()];
         let out_modes = g
             .outputs()
@@ -249,7 +253,7 @@ impl CpuExecutable {
                 _ => OutMode::Copy,
             })
             .collect();
-        Ok(CpuExecutable { graph: g.clone(), steps, locs, dims, bufs, fixed, lir, pool, out_modes, max_rank })
+        Ok(CpuExecutable { graph: g.clone(), steps, locs, dims, bufs, fixed, lir, pool, team, out_modes, max_rank })
     }
 
     /// The compiled (static) graph.
@@ -332,7 +336,14 @@ impl CpuExecutable {
         Ok(())
     }
 
+    /// Run `f` inside this executable's rayon pool (if it has one) with its spinning team
+    /// entered (if any), so kernels see both.
     fn in_pool<R: Send>(&mut self, f: impl FnOnce(&mut Self) -> R + Send) -> R {
+        let team = self.team;
+        let f = move |e: &mut Self| match team {
+            Some(t) => t.enter(|| f(e)),
+            None => f(e),
+        };
         match self.pool.take() {
             Some(pool) => {
                 let r = pool.install(|| f(self));

@@ -128,10 +128,29 @@ fn exact_mode_baseline_simd() {
     }
 }
 
+/// Q8_0 activations as llama.cpp's x86 `quantize_row_q8_0` / `_q8_1` (AVX path) make them:
+/// `id = 127 / amax`, rounding half to even, scale stored as f16. Returns the dequantized values
+/// and, per block, `|f16(d·Σq) - f16(d)·Σq|` (the Q8_1 block sum's extra rounding).
+fn q8_x86(x: &[f32]) -> (Vec<f32>, Vec<f64>) {
+    let (mut xq, mut serr) = (Vec::with_capacity(x.len()), vec![]);
+    for b in x.chunks(32) {
+        let amax = b.iter().fold(0f32, |a, v| a.max(v.abs()));
+        let d = amax / 127.0;
+        let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+        let d16 = half::f16::from_f32(d).to_f32();
+        let q: Vec<f32> = b.iter().map(|v| (v * id).round_ties_even()).collect();
+        let sq: f32 = q.iter().sum();
+        xq.extend(q.iter().map(|q| q * d16));
+        serr.push((half::f16::from_f32(d * sq).to_f32() as f64 - d16 as f64 * sq as f64).abs());
+    }
+    (xq, serr)
+}
+
 /// Fast mode: llama.cpp's result `dequant(W) · dequant(quantize_q8(x))` up to f32 rounding (the
-/// math of `ggml_vec_dot_<w>_q8_0` / `_q8_K`: Q8_0 activations for the legacy schemes, Q8_K for
-/// the K-quants, both through `rlx_gguf`'s bit-exact reference quantizers and dequantizers), and
-/// the f32 reference within the activation quantization error.
+/// math of `ggml_vec_dot_<w>_q8_0` / `_q8_1` / `_q8_K`: Q8_0 activations as its x86 quantizer
+/// makes them for the legacy schemes, plus for Q4_1 the f16 rounding of Q8_1's block sum; Q8_K
+/// through `rlx_gguf`'s bit-exact reference quantizer for the K-quants), and the f32 reference
+/// within the activation quantization error.
 fn check_fast(ty: GgmlType, lead: &[usize], k: usize, n: usize, seed: u64, opts: &CpuOptions) -> String {
     let c = run_case(ty, lead, k, n, seed, opts);
     let m: usize = lead.iter().product();
@@ -141,13 +160,23 @@ fn check_fast(ty: GgmlType, lead: &[usize], k: usize, n: usize, seed: u64, opts:
     let bq = act.block_size();
     for mi in 0..m {
         let xr = &c.x[mi * k..(mi + 1) * k];
-        let xq = dequantize(act, &quantize(act, xr).unwrap()).unwrap();
+        let (xq, serr) = if act == GgmlType::Q8_0 {
+            q8_x86(xr)
+        } else {
+            (dequantize(act, &quantize(act, xr).unwrap()).unwrap(), vec![0.0; k / bq])
+        };
         for j in 0..n {
             let wr = &c.wd[j * k..(j + 1) * k];
             let o = c.got[mi * n + j];
             let (r, mag) = dot64(wr, xr);
+            // Q4_1: `m · f16(d·Σq)` per block, `|m| <= max |w|` over the block.
+            let sbound: f64 = if ty == GgmlType::Q4_1 {
+                wr.chunks(bq).zip(&serr).map(|(wb, e)| wb.iter().fold(0f64, |a, &w| a.max((w as f64).abs())) * e).sum()
+            } else {
+                0.0
+            };
             // f32 accumulation: at most one rounding per block sum and per partial sum.
-            let round = (k as f64 / 16.0 + 8.0) * eps * mag;
+            let round = (k as f64 / 16.0 + 8.0) * eps * mag + sbound;
             let (llama, _) = dot64(wr, &xq);
             assert!((o - llama).abs() <= round, "{what}: [{mi},{j}] {o} vs llama.cpp formula {llama}");
             // Activation quantization error: |x - xq| <= amax(block) / 254 per element.

@@ -100,7 +100,7 @@ fn count_ops(g: &GraphProto, r: &mut ImportReport) {
 pub fn import(m: &ModelProto, opts: &ImportOptions) -> Result<Imported> {
     let g = m.graph.as_ref().ok_or_else(|| OnnxError::Invalid("model has no graph".into()))?;
     let report = report(m);
-    let mut im = Importer { opts, opset: report.opset, fold_limit: opts.fold_limit.unwrap_or(1 << 22) };
+    let mut im = Importer::new(opts, report.opset, String::new());
     let mut rg = Graph::new(if g.name().is_empty() { "onnx" } else { g.name() });
     let mut scope: HashMap<String, Val> = HashMap::new();
     for init in &g.initializer {
@@ -140,6 +140,8 @@ pub(crate) struct Importer<'o> {
     opts: &'o ImportOptions,
     pub(crate) opset: i64,
     fold_limit: usize,
+    /// Prefix of unnamed nodes' `#index` names (`loop/body` inside a sub-graph).
+    prefix: String,
 }
 
 /// A value's constant or import-time value.
@@ -204,7 +206,12 @@ fn check_declared(vi: &ValueInfoProto, declared: &[Dim], given: &[usize]) -> Res
     Err(OnnxError::InputShape { name: vi.name().to_string(), declared, given: given.to_vec() })
 }
 
-impl Importer<'_> {
+impl<'o> Importer<'o> {
+    /// An importer for a graph at `opset`; unnamed nodes are called `{prefix}#index`.
+    pub(crate) fn new(opts: &'o ImportOptions, opset: i64, prefix: String) -> Self {
+        Importer { opts, opset, fold_limit: opts.fold_limit.unwrap_or(1 << 22), prefix }
+    }
+
     fn input_shape(&self, vi: &ValueInfoProto) -> Result<Shape> {
         let mut s = value_shape(vi, &format!("{}_d", vi.name()))?;
         let known = self
@@ -223,7 +230,7 @@ impl Importer<'_> {
     /// Import the nodes of `g` into `rg`, resolving names through `scope`.
     pub(crate) fn body(&mut self, g: &GraphProto, rg: &mut Graph, scope: &mut HashMap<String, Val>) -> Result<()> {
         for (k, n) in g.node.iter().enumerate() {
-            let node_name = if n.name().is_empty() { format!("#{k}") } else { n.name().to_string() };
+            let node_name = if n.name().is_empty() { format!("{}#{k}", self.prefix) } else { n.name().to_string() };
             let handler = ops::lookup(n.domain(), n.op_type()).ok_or_else(|| OnnxError::UnsupportedOp {
                 op_type: n.op_type().to_string(),
                 domain: if matches!(n.domain(), "" | "ai.onnx") { String::new() } else { format!("{}::", n.domain()) },
@@ -243,18 +250,23 @@ impl Importer<'_> {
                     ins.push(Some(v.clone()));
                 }
             }
+            // Values a node's sub-graphs read from this scope count as its operands here.
+            let caps: Vec<(String, Val)> =
+                ops::control::free_vars(n).into_iter().filter_map(|c| scope.get(&c).map(|v| (c, v.clone()))).collect();
+            let limit = self.fold_limit;
+            let small = |t: &Tensor| t.numel() <= limit;
             let foldable = !ins.is_empty()
-                && ins.iter().flatten().all(|v| v.konst.as_ref().is_some_and(|t| t.numel() <= self.fold_limit))
+                && ins.iter().flatten().chain(caps.iter().map(|(_, v)| v)).all(|v| v.konst.as_ref().is_some_and(small))
                 && !ops::is_random(n.op_type());
             let mut outs = None;
             if foldable {
-                outs = self.fold(handler, n, &node_name, &ins, rg);
+                outs = self.fold(handler, n, &node_name, &ins, &caps, rg);
             }
             let outs = match outs {
                 Some(o) => o,
                 None => {
                     let mut cx =
-                        Ctx { g: rg, node: n, name: &node_name, ins: &ins, opset: self.opset, opts: self.opts };
+                        Ctx { g: rg, node: n, name: &node_name, ins: &ins, opset: self.opset, opts: self.opts, scope };
                     let ids = handler(&mut cx)?;
                     if let Some(e) = rg.error() {
                         return Err(OnnxError::Node {
@@ -267,12 +279,14 @@ impl Importer<'_> {
                     // Values known only through ImportOptions::input_values flow on, so an op
                     // further down (Range, Pad, Reshape) can still read them at import time.
                     if !ins.is_empty()
-                        && ins.iter().flatten().all(|v| known(v).is_some_and(|t| t.numel() <= self.fold_limit))
+                        && ins.iter().flatten().chain(caps.iter().map(|(_, v)| v)).all(|v| known(v).is_some_and(small))
                         && !ops::is_random(n.op_type())
                     {
                         let tins: Vec<Option<Tensor>> =
                             ins.iter().map(|v| v.as_ref().and_then(known).cloned()).collect();
-                        if let Some(ts) = self.eval(handler, n, &node_name, &tins) {
+                        let tcaps: Vec<(String, Tensor)> =
+                            caps.iter().filter_map(|(c, v)| known(v).map(|t| (c.clone(), t.clone()))).collect();
+                        if let Some(ts) = self.eval(handler, n, &node_name, &tins, &tcaps) {
                             for (v, t) in vals.iter_mut().zip(ts) {
                                 if v.konst.is_none() {
                                     v.demand = Some(t);
@@ -300,29 +314,41 @@ impl Importer<'_> {
         n: &crate::proto::NodeProto,
         node_name: &str,
         ins: &[Option<Val>],
+        caps: &[(String, Val)],
         rg: &mut Graph,
     ) -> Option<Vec<Val>> {
         let tins: Vec<Option<Tensor>> = ins.iter().map(|v| v.as_ref().and_then(|v| v.konst.clone())).collect();
-        let ts = self.eval(handler, n, node_name, &tins)?;
+        let tcaps: Vec<(String, Tensor)> =
+            caps.iter().filter_map(|(c, v)| v.konst.as_ref().map(|t| (c.clone(), t.clone()))).collect();
+        let ts = self.eval(handler, n, node_name, &tins, &tcaps)?;
         Some(ts.into_iter().map(|t| Val { id: rg.constant(t.clone()), konst: Some(t), demand: None }).collect())
     }
 
-    /// Run one node's importer on literal operands and evaluate it with the reference
-    /// interpreter; `None` when that fails or a result would be large.
+    /// Run one node's importer on literal operands (and literal values of the names its
+    /// sub-graphs capture) and evaluate it with the reference interpreter; `None` when that
+    /// fails or a result would be large.
     fn eval(
         &mut self,
         handler: ops::Handler,
         n: &crate::proto::NodeProto,
         node_name: &str,
         ins: &[Option<Tensor>],
+        caps: &[(String, Tensor)],
     ) -> Option<Vec<Tensor>> {
         let mut tg = Graph::new("fold");
-        let tins: Vec<Option<Val>> = ins
-            .iter()
-            .map(|t| t.as_ref().map(|t| Val { id: tg.constant(t.clone()), konst: Some(t.clone()), demand: None }))
-            .collect();
+        let mut lit = |t: &Tensor| Val { id: tg.constant(t.clone()), konst: Some(t.clone()), demand: None };
+        let tins: Vec<Option<Val>> = ins.iter().map(|t| t.as_ref().map(&mut lit)).collect();
+        let tscope: HashMap<String, Val> = caps.iter().map(|(c, t)| (c.clone(), lit(t))).collect();
         let ids = {
-            let mut cx = Ctx { g: &mut tg, node: n, name: node_name, ins: &tins, opset: self.opset, opts: self.opts };
+            let mut cx = Ctx {
+                g: &mut tg,
+                node: n,
+                name: node_name,
+                ins: &tins,
+                opset: self.opset,
+                opts: self.opts,
+                scope: &tscope,
+            };
             handler(&mut cx).ok()?
         };
         if tg.error().is_some() {

@@ -142,12 +142,12 @@ impl<'m> Generator<'m> {
         if opts.max_tokens == 0 {
             return Ok(stats);
         }
+        let v = self.model.config().vocab;
         let t0 = Instant::now();
         let seqs: Vec<&[u32]> = history.iter().map(Vec::as_slice).collect();
-        let mut logits = self.model.forward_seqs(&mut self.cache, &seqs)?;
+        let mut logits = self.model.forward_seqs_ref(&mut self.cache, &seqs)?;
         let prompt_secs = t0.elapsed().as_secs_f64();
         let t1 = Instant::now();
-        let v = self.model.config().vocab;
         let mut active = vec![true; b];
         let mut next = vec![0u32; b];
         loop {
@@ -171,7 +171,7 @@ impl<'m> Generator<'m> {
             }
             let seqs: Vec<&[u32]> =
                 (0..b).map(|r| if active[r] { std::slice::from_ref(&next[r]) } else { &[][..] }).collect();
-            logits = self.model.forward_seqs(&mut self.cache, &seqs)?;
+            logits = self.model.forward_seqs_ref(&mut self.cache, &seqs)?;
         }
         let gen_secs = t1.elapsed().as_secs_f64();
         for s in &mut stats {

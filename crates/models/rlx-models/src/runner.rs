@@ -27,7 +27,9 @@ pub struct LlamaModel {
     weights: Weights,
     session: Session,
     opts: CompileOptions,
-    graphs: HashMap<Bucket, CompiledGraph>,
+    graphs: HashMap<Bucket, StepGraph>,
+    /// Logits of a multi-chunk forward, gathered from its chunks (`[B, V]`).
+    logits: Tensor,
     weight_names: Vec<String>,
     cache_names: Vec<(String, String)>,
     kv_dtype: KvCacheDtype,
@@ -35,6 +37,16 @@ pub struct LlamaModel {
 
 /// `(batch, new tokens padded, cache capacity, cache dtype)`.
 type Bucket = (usize, usize, usize, KvCacheDtype);
+
+/// A compiled step graph with the host tensors it is fed and fills, kept from step to step so
+/// a warm step allocates nothing (`CompiledGraph::run_into` hands the outputs over in place).
+struct StepGraph {
+    graph: CompiledGraph,
+    /// The [`STEP_INPUTS`], shaped for the bucket, refilled in place every step.
+    inputs: [Tensor; 5],
+    /// `logits`, then `k_new`, `v_new` per layer, from the last run.
+    outputs: Vec<Tensor>,
+}
 
 impl LlamaModel {
     /// A model from a config and weights, compiled for the CPU with `opts`.
@@ -47,7 +59,8 @@ impl LlamaModel {
         let cache_names = (0..cfg.n_layer).map(|l| (format!("cache.{l}.k"), format!("cache.{l}.v"))).collect();
         let graphs = HashMap::new();
         let kv_dtype = KvCacheDtype::F32;
-        Ok(LlamaModel { cfg, weights, session, opts, graphs, weight_names, cache_names, kv_dtype })
+        let logits = Tensor::zeros(&[0], rlx_ir::DType::F32);
+        Ok(LlamaModel { cfg, weights, session, opts, graphs, logits, weight_names, cache_names, kv_dtype })
     }
 
     /// Load a GGUF file (see [`LlamaConfig::from_gguf`], [`Weights::from_gguf`]).
@@ -135,11 +148,20 @@ impl LlamaModel {
     }
 
     /// The compiled step graph of `key`, compiling it on first use.
-    fn compiled(&mut self, key: Bucket) -> Result<&mut CompiledGraph> {
+    fn compiled(&mut self, key: Bucket) -> Result<&mut StepGraph> {
         if !self.graphs.contains_key(&key) {
-            let g = step_graph(&self.cfg, &self.weights, key.0, key.1, key.2, key.3)?;
-            let cg = self.session.try_compile_with(g, &self.opts)?;
-            self.graphs.insert(key, cg);
+            let (b, s, c, kv) = key;
+            let g = step_graph(&self.cfg, &self.weights, b, s, c, kv)?;
+            let graph = self.session.try_compile_with(g, &self.opts)?;
+            let d = self.cfg.head_dim;
+            let inputs = [
+                Tensor::zeros(&[b, s], rlx_ir::DType::I32),
+                Tensor::zeros(&[b * s, d], rlx_ir::DType::F32),
+                Tensor::zeros(&[b * s, d], rlx_ir::DType::F32),
+                Tensor::zeros(&[b, s, c + s], rlx_ir::DType::F32),
+                Tensor::zeros(&[b], rlx_ir::DType::I32),
+            ];
+            self.graphs.insert(key, StepGraph { graph, inputs, outputs: vec![] });
         }
         Ok(self.graphs.get_mut(&key).expect("inserted above"))
     }
@@ -169,6 +191,15 @@ impl LlamaModel {
     /// vocabulary, a sequence outgrowing the context ([`ModelError::ContextOverflow`]),
     /// compile or run errors.
     pub fn forward_seqs(&mut self, cache: &mut KvCache, seqs: &[&[u32]]) -> Result<Tensor> {
+        self.forward_seqs_ref(cache, seqs).cloned()
+    }
+
+    /// [`LlamaModel::forward_seqs`] returning the logits by reference (they live in the
+    /// model until its next forward): a decode loop on it allocates and copies nothing per
+    /// step once its graphs are warm.
+    ///
+    /// Errors: as [`LlamaModel::forward_seqs`].
+    pub fn forward_seqs_ref(&mut self, cache: &mut KvCache, seqs: &[&[u32]]) -> Result<&Tensor> {
         let b = cache.batch();
         let total: usize = seqs.iter().map(|s| s.len()).sum();
         if seqs.len() != b || total == 0 {
@@ -182,43 +213,50 @@ impl LlamaModel {
             return Err(ModelError::ContextOverflow { needed: len + n, context: ctx });
         }
         let steps = seqs.iter().map(|s| s.len().div_ceil(MAX_CHUNK)).max().unwrap_or(1);
-        let mut out: Option<Tensor> = None;
+        if steps == 1 {
+            let key = self.step(cache, seqs)?;
+            return Ok(&self.graphs[&key].outputs[0]);
+        }
         for k in 0..steps {
             let chunk: Vec<&[u32]> = seqs.iter().map(|s| &s[(k * MAX_CHUNK).min(s.len())..]).collect();
             let chunk: Vec<&[u32]> = chunk.iter().map(|s| &s[..s.len().min(MAX_CHUNK)]).collect();
-            let logits = self.step(cache, &chunk)?;
-            match &mut out {
-                None => out = Some(logits),
-                Some(o) => {
-                    // Keep each sequence's logits from the step that ran its last token.
-                    let v = self.cfg.vocab;
-                    let src = logits.as_slice::<f32>().expect("logits are f32");
-                    let dst = o.as_mut_slice::<f32>().expect("logits are f32");
-                    for r in (0..b).filter(|&r| !chunk[r].is_empty()) {
-                        dst[r * v..][..v].copy_from_slice(&src[r * v..][..v]);
-                    }
+            let key = self.step(cache, &chunk)?;
+            let logits = &self.graphs[&key].outputs[0];
+            if k == 0 {
+                self.logits.copy_from(logits);
+            } else {
+                // Keep each sequence's logits from the step that ran its last token.
+                let v = self.cfg.vocab;
+                let src = logits.as_slice::<f32>().expect("logits are f32");
+                let dst = self.logits.as_mut_slice::<f32>().expect("logits are f32");
+                for r in (0..b).filter(|&r| !chunk[r].is_empty()) {
+                    dst[r * v..][..v].copy_from_slice(&src[r * v..][..v]);
                 }
             }
         }
-        Ok(out.expect("steps >= 1"))
+        Ok(&self.logits)
     }
 
-    /// One graph run over `chunk[r]` (at most [`MAX_CHUNK`]) new tokens of each sequence.
-    fn step(&mut self, cache: &mut KvCache, chunk: &[&[u32]]) -> Result<Tensor> {
+    /// One graph run over `chunk[r]` (at most [`MAX_CHUNK`]) new tokens of each sequence;
+    /// returns the bucket whose `outputs[0]` holds the logits.
+    fn step(&mut self, cache: &mut KvCache, chunk: &[&[u32]]) -> Result<Bucket> {
         let (b, d) = (cache.batch(), self.cfg.head_dim);
         let s = chunk.iter().map(|c| c.len()).max().unwrap_or(1).max(1).next_power_of_two();
         let c = cache.cap;
-        let mut ids = vec![0i32; b * s];
-        let mut cos = Vec::with_capacity(b * s * d);
-        let mut sin = Vec::with_capacity(b * s * d);
-        let mut mask = vec![f32::NEG_INFINITY; b * s * (c + s)];
-        let mut last = vec![0i32; b];
+        let key = (b, s, c, cache.dtype());
+        self.compiled(key)?;
+        let StepGraph { graph, inputs, outputs } = self.graphs.get_mut(&key).expect("compiled above");
+        let [ids, cos, sin, mask, last] = &mut *inputs;
+        let (cos, sin, mask) = (f32s(cos), f32s(sin), f32s(mask));
+        let (ids, last) = (i32s(ids), i32s(last));
+        ids.fill(0);
+        mask.fill(f32::NEG_INFINITY);
         for (r, toks) in chunk.iter().enumerate() {
             let past = cache.lens[r];
             for (i, &t) in toks.iter().enumerate() {
                 ids[r * s + i] = t as i32;
             }
-            rope_tables_into(&self.cfg, past, s, &mut cos, &mut sin);
+            rope_rows(&self.cfg, past, &mut cos[r * s * d..][..s * d], &mut sin[r * s * d..][..s * d]);
             for i in 0..s {
                 let row = &mut mask[(r * s + i) * (c + s)..][..c + s];
                 row[..past].fill(0.0);
@@ -226,16 +264,6 @@ impl LlamaModel {
             }
             last[r] = (r * s + toks.len().max(1) - 1) as i32;
         }
-        let f = |v: Vec<f32>, sh: &[usize]| Tensor::from_vec(v, sh).expect("sized above");
-        let inputs = [
-            Tensor::from_vec(ids, &[b, s]).expect("sized above"),
-            f(cos, &[b * s, d]),
-            f(sin, &[b * s, d]),
-            f(mask, &[b, s, c + s]),
-            Tensor::from_vec(last, &[b]).expect("sized above"),
-        ];
-        let key = (b, s, c, cache.dtype());
-        self.compiled(key)?;
         let mut feeds: Vec<(&str, &Tensor)> = Vec::with_capacity(5 + 2 * self.cfg.n_layer + self.weight_names.len());
         feeds.extend(STEP_INPUTS.iter().copied().zip(inputs.iter()));
         for (l, (kn, vn)) in self.cache_names.iter().enumerate() {
@@ -245,37 +273,47 @@ impl LlamaModel {
         for n in &self.weight_names {
             feeds.push((n, self.weights.get(n).expect("checked in new").tensor()));
         }
-        let outs = self.graphs.get_mut(&key).expect("compiled above").run_refs(&feeds)?;
-        let counts: Vec<usize> = chunk.iter().map(|c| c.len()).collect();
-        let need = cache.lens.iter().zip(&counts).map(|(l, n)| l + n).max().unwrap_or(0);
+        graph.run_into(&feeds, outputs)?;
+        drop(feeds);
+        let need = cache.lens.iter().zip(chunk).map(|(l, n)| l + n.len()).max().unwrap_or(0);
         if need > cache.cap {
             cache.grow(need.next_power_of_two());
         }
+        let counts: Vec<usize> = chunk.iter().map(|c| c.len()).collect();
         for l in 0..self.cfg.n_layer {
-            cache.write(l, &outs[1 + 2 * l], &outs[2 + 2 * l], &counts);
+            cache.write(l, &outputs[1 + 2 * l], &outputs[2 + 2 * l], &counts);
         }
-        for (len, n) in cache.lens.iter_mut().zip(&counts) {
-            *len += n;
+        for (len, n) in cache.lens.iter_mut().zip(chunk) {
+            *len += n.len();
         }
-        Ok(outs.into_iter().next().expect("logits output"))
+        Ok(key)
     }
+}
+
+fn f32s(t: &mut Tensor) -> &mut [f32] {
+    t.as_mut_slice::<f32>().expect("an f32 step input")
+}
+
+fn i32s(t: &mut Tensor) -> &mut [i32] {
+    t.as_mut_slice::<i32>().expect("an i32 step input")
 }
 
 /// `cos`, `sin` `[s, D]` for positions `past .. past + s` in the model's RoPE pairing.
 pub fn rope_tables(cfg: &LlamaConfig, past: usize, s: usize) -> (Vec<f32>, Vec<f32>) {
-    let (mut cos, mut sin) = (Vec::with_capacity(s * cfg.head_dim), Vec::with_capacity(s * cfg.head_dim));
-    rope_tables_into(cfg, past, s, &mut cos, &mut sin);
+    let (mut cos, mut sin) = (vec![0.0; s * cfg.head_dim], vec![0.0; s * cfg.head_dim]);
+    rope_rows(cfg, past, &mut cos, &mut sin);
     (cos, sin)
 }
 
-/// [`rope_tables`], appended to `cos` and `sin`.
-fn rope_tables_into(cfg: &LlamaConfig, past: usize, s: usize, cos: &mut Vec<f32>, sin: &mut Vec<f32>) {
+/// [`rope_tables`] into `cos` and `sin` (`s · D` long each) for positions from `past`.
+fn rope_rows(cfg: &LlamaConfig, past: usize, cos: &mut [f32], sin: &mut [f32]) {
     let d = cfg.head_dim;
     let pos_scale = match cfg.rope_scaling {
         crate::RopeScaling::None => 1.0,
         crate::RopeScaling::Linear { factor } => 1.0 / factor,
     };
-    for p in past..past + s {
+    for (k, (cr, sr)) in cos.chunks_exact_mut(d).zip(sin.chunks_exact_mut(d)).enumerate() {
+        let p = past + k;
         for j in 0..d {
             let i = match cfg.rope_style {
                 RopeStyle::AdjacentPairs => j / 2,
@@ -283,8 +321,8 @@ fn rope_tables_into(cfg: &LlamaConfig, past: usize, s: usize, cos: &mut Vec<f32>
             };
             let theta = cfg.rope_base.powf(-((2 * i) as f64) / d as f64);
             let a = p as f64 * pos_scale * theta;
-            cos.push(a.cos() as f32);
-            sin.push(a.sin() as f32);
+            cr[j] = a.cos() as f32;
+            sr[j] = a.sin() as f32;
         }
     }
 }

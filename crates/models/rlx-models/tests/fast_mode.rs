@@ -80,11 +80,12 @@ fn fast_mode_top1_agrees_with_llama_cpp() {
         pct(ea, n),
         pct(ha, n)
     );
-    // The issue asks for >= 98%; not met yet (measured 96.50%, see the README: near-ties, and
+    // The issue asks for >= 98%; not met yet (measured 97.42% = 529/543 since the kernel
+    // follows llama.cpp's x86 Q8 rounding; 96.50% before; see the README: near-ties, and
     // llama.cpp agrees with its own token-by-token run at only 98.16%). Guard what holds.
     assert!(
-        fa * 100 >= 96 * n,
-        "fast mode agrees with llama.cpp at {fa}/{n} positions ({:.2}%), want >= 96%",
+        fa * 100 >= 97 * n,
+        "fast mode agrees with llama.cpp at {fa}/{n} positions ({:.2}%), want >= 97%",
         pct(fa, n)
     );
 }

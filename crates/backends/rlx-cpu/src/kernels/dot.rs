@@ -19,12 +19,14 @@
 use super::elementwise::convert_into;
 use super::gemv::{self, Gemv};
 use super::simd::threads;
-use rayon::prelude::*;
+use super::spin::{self, SyncPtr};
 use rlx_ir::ops::DotGeneral;
 use rlx_ir::{DType, IrError, Tensor, strides_of};
 
 /// Multiply-adds per product below which `gemm` runs on one thread.
 const GEMM_PAR_MACS: usize = 1 << 20;
+/// Total multiply-adds of a batch of small products below which it runs on one thread.
+const BATCH_PAR_MACS: usize = 1 << 15;
 
 /// Shape and strides of a (batched) matrix product, in elements.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -254,9 +256,12 @@ fn gemm_all<T: Num>(p: &DotPlan, a: &[T], b: &[T], c: &mut [T]) {
             )
         }
     };
-    if t > 1 && p.batch >= t && macs < GEMM_PAR_MACS {
-        // Many small products: one thread each.
-        c.par_chunks_mut(m * n).enumerate().for_each(|(bi, cb)| one(bi, cb, gemm::Parallelism::None));
+    if t > 1 && p.batch >= t && macs < GEMM_PAR_MACS && p.batch * macs >= BATCH_PAR_MACS {
+        // Many small products: one thread each (on the executor's spinning team: attention in
+        // a decode step is a few tiny products per layer, too short for a rayon wake-up).
+        let cp = SyncPtr(c.as_mut_ptr());
+        // SAFETY: batch `bi` writes only its own `m · n` block of `c`.
+        spin::for_each(p.batch, |bi| one(bi, unsafe { cp.slice(bi * m * n, m * n) }, gemm::Parallelism::None));
     } else {
         let par = if t > 1 && macs >= GEMM_PAR_MACS { gemm::Parallelism::Rayon(t) } else { gemm::Parallelism::None };
         for (bi, cb) in c.chunks_mut(m * n).enumerate() {

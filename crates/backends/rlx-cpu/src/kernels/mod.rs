@@ -20,6 +20,7 @@ mod norm_avx512;
 pub mod qmatmul;
 pub mod reduce;
 pub mod simd;
+pub(crate) mod spin;
 pub mod transpose;
 pub mod window;
 

@@ -8,7 +8,7 @@ use rlx_ir::ops::CompareOp as C;
 use rlx_ir::{DType, NodeId, Shape};
 
 /// `[B, S, H·D]` → `[B, H, S, D]`.
-fn heads(c: &mut Ctx, x: NodeId, h: usize) -> Result<NodeId> {
+pub(super) fn heads(c: &mut Ctx, x: NodeId, h: usize) -> Result<NodeId> {
     let d = c.dims(x)?;
     if d.len() == 4 {
         return Ok(x);

@@ -245,3 +245,56 @@ pub(super) fn grid_sample(c: &mut Ctx) -> Result<Vec<NodeId>> {
     back.extend(1..nd + 1);
     Ok(vec![c.g.transpose(y, &back)])
 }
+
+/// `AffineGrid` (opset 20): `theta [N, 2, 3]` (2-D) or `[N, 3, 4]` (3-D) and `size` `[N, C, H,
+/// W]` / `[N, C, D, H, W]` (known at import time) give the sampling grid `[N, H, W, 2]` /
+/// `[N, D, H, W, 3]`: `theta` times the homogeneous base grid `(x, y[, z], 1)`, whose
+/// coordinates are the pixel centers in `[-1, 1]` (`align_corners = 0`) or run from -1 to 1
+/// (`align_corners = 1`), as the ONNX reference.
+pub(super) fn affine_grid(c: &mut Ctx) -> Result<Vec<NodeId>> {
+    let theta = c.x(0)?;
+    let size = c.ints_in(1)?;
+    let spatial: Vec<usize> = size.iter().skip(2).map(|&s| s.max(0) as usize).collect();
+    let nd = spatial.len();
+    let td = c.dims(theta)?;
+    if !(nd == 2 || nd == 3) || td.len() != 3 || td[1] != nd || td[2] != nd + 1 {
+        return Err(c.err(format!("theta {td:?} and size {size:?} must be [N, 2, 3] with 4 sizes or [N, 3, 4] with 5")));
+    }
+    let align = c.ai("align_corners", 0) != 0;
+    let coords = |n: usize| -> Vec<f64> {
+        (0..n)
+            .map(|i| {
+                if align {
+                    if n == 1 { -1.0 } else { -1.0 + i as f64 * 2.0 / (n - 1) as f64 }
+                } else {
+                    -1.0 + (2 * i + 1) as f64 / n as f64
+                }
+            })
+            .collect()
+    };
+    let axes: Vec<Vec<f64>> = spatial.iter().map(|&n| coords(n)).collect();
+    let count: usize = spatial.iter().product();
+    // Rows (x, y[, z], 1) in row-major order over the spatial dims; x runs along the last.
+    let mut base = Vec::with_capacity(count * (nd + 1));
+    for flat in 0..count {
+        let mut rem = flat;
+        let mut idx = vec![0; nd];
+        for d in (0..nd).rev() {
+            idx[d] = rem % spatial[d];
+            rem /= spatial[d];
+        }
+        for d in (0..nd).rev() {
+            base.push(axes[d][idx[d]]);
+        }
+        base.push(1.0);
+    }
+    let base = rlx_ir::Tensor::from_vec(base, &[count, nd + 1]).map_err(|e| c.err(e.to_string()))?;
+    let base = c.g.constant(base.cast(c.dtype(theta)));
+    let dims = rlx_ir::ops::DotGeneral::contract(&[2], &[1]);
+    let g = c.g.dot_general(theta, base, dims); // [N, nd, count]
+    let g = c.g.transpose(g, &[0, 2, 1]);
+    let mut out = vec![td[0]];
+    out.extend(&spatial);
+    out.push(nd);
+    Ok(vec![c.g.reshape(g, out)])
+}

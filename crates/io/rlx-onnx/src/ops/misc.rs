@@ -1,4 +1,4 @@
-//! Index-generating and selection ops: Trilu, EyeLike, OneHot, TopK.
+//! Index-generating and selection ops: Trilu, EyeLike, OneHot, TopK; and Det.
 
 use super::Ctx;
 use crate::error::Result;
@@ -76,4 +76,45 @@ pub(super) fn top_k(c: &mut Ctx) -> Result<Vec<NodeId>> {
     let i = c.g.convert(i, DType::I64);
     let (v, i) = if ax == r - 1 { (v, i) } else { (c.g.transpose(v, &perm), c.g.transpose(i, &perm)) };
     Ok(vec![v, i])
+}
+
+/// `Det` (opset 11): determinants of `[*, M, M]` float matrices by cofactor expansion along
+/// the first row, for `M ≤ 4` (at most 24 products per matrix).
+pub(super) fn det(c: &mut Ctx) -> Result<Vec<NodeId>> {
+    let x = c.x(0)?;
+    let d = c.dims(x)?;
+    let r = d.len();
+    if r < 2 || d[r - 1] != d[r - 2] || d[r - 1] == 0 || d[r - 1] > 4 {
+        return Err(c.err(format!("input {d:?} must be [*, M, M] with 1 <= M <= 4")));
+    }
+    let m = d[r - 1];
+    // Entry (i, j) of every matrix: [*].
+    let mut e = vec![vec![x; m]; m];
+    for (i, row) in e.iter_mut().enumerate() {
+        for (j, slot) in row.iter_mut().enumerate() {
+            let s = c.g.slice_in_dim(x, i, i + 1, (r - 2) as i64);
+            let s = c.g.slice_in_dim(s, j, j + 1, (r - 1) as i64);
+            *slot = c.g.squeeze(s, &[(r - 2) as i64, (r - 1) as i64]);
+        }
+    }
+    Ok(vec![cofactor(c, &e, &(0..m).collect::<Vec<_>>(), 0)])
+}
+
+/// Determinant of the minor of `e` on rows `row..` and columns `cols`.
+fn cofactor(c: &mut Ctx, e: &[Vec<NodeId>], cols: &[usize], row: usize) -> NodeId {
+    if cols.len() == 1 {
+        return e[row][cols[0]];
+    }
+    let mut acc: Option<NodeId> = None;
+    for (k, &j) in cols.iter().enumerate() {
+        let rest: Vec<usize> = cols.iter().copied().filter(|&cj| cj != j).collect();
+        let minor = cofactor(c, e, &rest, row + 1);
+        let term = c.g.mul(e[row][j], minor);
+        acc = Some(match acc {
+            None => term,
+            Some(a) if k % 2 == 1 => c.g.sub(a, term),
+            Some(a) => c.g.add(a, term),
+        });
+    }
+    acc.expect("at least two columns")
 }

@@ -3,18 +3,26 @@
 //! their operands, attributes and typed errors.
 
 mod attention;
+mod col2im;
+pub(crate) mod control;
 mod einsum;
 mod elementwise;
+mod flex_attention;
 mod grid_sample;
 mod loss;
 mod misc;
 mod nn;
 mod quant;
+mod recurrent;
 mod reduce;
 mod resize;
 mod rnn;
+mod rotary;
 mod scatter;
 mod shape;
+mod spectral;
+mod tfidf;
+mod training;
 
 use crate::error::{OnnxError, Result};
 use crate::import::ImportOptions;
@@ -23,6 +31,7 @@ use crate::tensor::{dtype_of, to_tensor};
 use elementwise::{act, binary, cmp, unary, variadic};
 use rlx_ir::ops::{BinaryOp as B, CompareOp as C, ReduceOp as R, UnaryOp as U};
 use rlx_ir::{DType, Dim, Graph, NodeId, Op, Shape, Tensor, normalize_axis};
+use std::collections::HashMap;
 
 /// An ONNX value during import: its RLX node, its value when it is a constant (initializers,
 /// `Constant`, folded nodes), and its value when only known from `ImportOptions::input_values`.
@@ -55,6 +64,8 @@ pub(crate) struct Ctx<'a> {
     pub ins: &'a [Option<Val>],
     pub opset: i64,
     pub opts: &'a ImportOptions,
+    /// Every value visible to the node (what its sub-graphs capture from).
+    pub scope: &'a HashMap<String, Val>,
 }
 
 /// `op_type` with its domain when not the default one (`com.microsoft::Gelu`).
@@ -73,15 +84,24 @@ pub(crate) fn is_random(op_type: &str) -> bool {
 /// The importer for `op_type` in `domain`, if there is one.
 pub(crate) fn lookup(domain: &str, op_type: &str) -> Option<Handler> {
     if !matches!(domain, "" | "ai.onnx") {
-        return None;
+        let q = qualified(domain, op_type);
+        return PREVIEW.iter().find(|(n, _)| *n == q).map(|(_, h)| *h);
     }
     TABLE.iter().find(|(n, _)| *n == op_type).map(|(_, h)| *h)
 }
 
-/// Every ONNX op type with an importer.
+/// Every ONNX op type with an importer (other domains' ops qualified, `domain::Op`).
 pub fn supported_ops() -> Vec<&'static str> {
-    TABLE.iter().map(|(n, _)| *n).collect()
+    TABLE.iter().chain(PREVIEW).map(|(n, _)| *n).collect()
 }
+
+/// Ops of other domains, by qualified name.
+#[rustfmt::skip]
+static PREVIEW: &[(&str, Handler)] = &[
+    ("ai.onnx.preview::FlexAttention", flex_attention::flex_attention),
+    ("ai.onnx.preview.training::Adagrad", training::adagrad), ("ai.onnx.preview.training::Adam", training::adam),
+    ("ai.onnx.preview.training::Momentum", training::momentum),
+];
 
 #[rustfmt::skip]
 static TABLE: &[(&str, Handler)] = &[
@@ -133,10 +153,15 @@ static TABLE: &[(&str, Handler)] = &[
     ("Gather", shape::gather), ("GatherElements", shape::gather_elements), ("GatherND", shape::gather_nd),
     ("DepthToSpace", shape::depth_to_space), ("SpaceToDepth", shape::space_to_depth),
     ("ScatterND", scatter::scatter_nd), ("ScatterElements", scatter::scatter_elements),
-    ("Scatter", scatter::scatter_elements),
-    ("GridSample", grid_sample::grid_sample),
+    ("Scatter", scatter::scatter_elements), ("TensorScatter", scatter::tensor_scatter),
+    ("MaxUnpool", scatter::max_unpool), ("Det", misc::det),
+    ("GridSample", grid_sample::grid_sample), ("AffineGrid", grid_sample::affine_grid),
+    ("CenterCropPad", shape::center_crop_pad), ("Col2Im", col2im::col2im), ("Compress", shape::compress),
+    ("ReverseSequence", shape::reverse_sequence),
     ("Resize", resize::resize), ("Upsample", resize::upsample),
-    ("Trilu", misc::trilu), ("EyeLike", misc::eye_like), ("OneHot", misc::one_hot), ("TopK", misc::top_k),
+    ("DFT", spectral::dft), ("STFT", spectral::stft), ("MelWeightMatrix", spectral::mel_weight_matrix), ("HannWindow", |c| spectral::window(c, "Hann")),
+    ("HammingWindow", |c| spectral::window(c, "Hamming")), ("BlackmanWindow", |c| spectral::window(c, "Blackman")),
+    ("TfIdfVectorizer", tfidf::tfidf_vectorizer), ("Trilu", misc::trilu), ("EyeLike", misc::eye_like), ("OneHot", misc::one_hot), ("TopK", misc::top_k),
     // Linear algebra and neural-network layers.
     ("Einsum", einsum::einsum), ("RNN", rnn::rnn), ("GRU", rnn::gru), ("LSTM", rnn::lstm),
     ("MatMul", nn::matmul), ("Gemm", nn::gemm), ("Conv", nn::conv), ("ConvTranspose", nn::conv_transpose),
@@ -145,12 +170,16 @@ static TABLE: &[(&str, Handler)] = &[
     ("BatchNormalization", nn::batch_norm), ("InstanceNormalization", nn::instance_norm),
     ("LayerNormalization", nn::layer_norm), ("RMSNormalization", nn::rms_norm), ("GroupNormalization", nn::group_norm),
     ("LpNormalization", nn::lp_norm), ("MeanVarianceNormalization", nn::mvn), ("LRN", nn::lrn),
-    ("Attention", attention::attention),
+    ("Attention", attention::attention), ("LinearAttention", recurrent::linear_attention),
+    ("CausalConvWithState", recurrent::causal_conv_with_state), ("RotaryEmbedding", rotary::rotary_embedding),
     ("NegativeLogLikelihoodLoss", loss::nll_loss), ("SoftmaxCrossEntropyLoss", loss::softmax_cross_entropy),
     // Quantization.
     ("QuantizeLinear", quant::quantize_linear), ("DequantizeLinear", quant::dequantize_linear),
     ("DynamicQuantizeLinear", quant::dynamic_quantize_linear), ("MatMulInteger", quant::matmul_integer),
-    ("QLinearMatMul", quant::qlinear_matmul),
+    ("QLinearMatMul", quant::qlinear_matmul), ("ConvInteger", quant::conv_integer),
+    ("QLinearConv", quant::qlinear_conv),
+    // Control flow (sub-graphs capture outer values).
+    ("If", control::if_), ("Loop", control::loop_), ("Scan", control::scan),
 ];
 
 impl Ctx<'_> {

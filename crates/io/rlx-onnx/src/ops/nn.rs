@@ -66,16 +66,24 @@ fn spatial_attr(c: &Ctx, name: &str, n: usize) -> Vec<usize> {
 }
 
 /// Add a `[C]` bias along axis 1 of an `[N, C, ...]` value.
-fn add_channel_bias(c: &mut Ctx, y: NodeId, b: NodeId) -> NodeId {
-    let r = c.rank(y);
+pub(super) fn add_channel_bias(c: &mut Ctx, y: NodeId, b: NodeId) -> NodeId {
     let dims = c.sdims(y);
     let bb = c.g.broadcast_in_dim(b, dims, &[1]);
-    let _ = r;
     c.g.add(y, bb)
 }
 
 pub(super) fn conv(c: &mut Ctx) -> Result<Vec<NodeId>> {
     let (x, w) = (c.x(0)?, c.x(1)?);
+    let mut y = conv_with_attrs(c, x, w)?;
+    if let Some(b) = c.opt(2) {
+        y = add_channel_bias(c, y, b);
+    }
+    Ok(vec![y])
+}
+
+/// `x` convolved with `w` as the node's `strides`, `dilations`, `pads` / `auto_pad` and
+/// `group` say (shared by Conv, ConvInteger and QLinearConv).
+pub(super) fn conv_with_attrs(c: &mut Ctx, x: NodeId, w: NodeId) -> Result<NodeId> {
     let (xd, wd) = (c.dims(x)?, c.dims(w)?);
     if xd.len() < 3 || wd.len() != xd.len() {
         return Err(c.err(format!("input {xd:?} and weight {wd:?} must be [N, C, *] and [O, C/g, *]")));
@@ -92,11 +100,7 @@ pub(super) fn conv(c: &mut Ctx) -> Result<Vec<NodeId>> {
         rhs_dilation: d,
         feature_group_count: c.ai("group", 1).max(1) as usize,
     };
-    let mut y = c.g.conv_general_dilated(x, w, p);
-    if let Some(b) = c.opt(2) {
-        y = add_channel_bias(c, y, b);
-    }
-    Ok(vec![y])
+    Ok(c.g.conv_general_dilated(x, w, p))
 }
 
 /// `ConvTranspose` as a convolution over the stride-dilated input with the flipped,
@@ -168,9 +172,7 @@ pub(super) fn conv_transpose(c: &mut Ctx) -> Result<Vec<NodeId>> {
 /// `MaxPool` / `AveragePool` / `LpPool` as `reduce_window`.
 pub(super) fn pool(c: &mut Ctx, kind: &str) -> Result<Vec<NodeId>> {
     let x = c.x(0)?;
-    if kind == "Max" && c.node.output.len() > 1 && !c.node.output[1].is_empty() {
-        return Err(c.err("the Indices output is not supported"));
-    }
+    let want_indices = kind == "Max" && c.node.output.len() > 1 && !c.node.output[1].is_empty();
     let xd = c.dims(x)?;
     if xd.len() < 3 {
         return Err(c.err(format!("input {xd:?} must be [N, C, *spatial]")));
@@ -195,8 +197,9 @@ pub(super) fn pool(c: &mut Ctx, kind: &str) -> Result<Vec<NodeId>> {
         }
     }
     let win: Vec<usize> = [vec![1, 1], k.clone()].concat();
+    let strides = s.clone();
     let st: Vec<usize> = [vec![1, 1], s].concat();
-    let dl: Vec<usize> = [vec![1, 1], d].concat();
+    let dl: Vec<usize> = [vec![1, 1], d.clone()].concat();
     let ones = vec![1; n + 2];
     let pad_all: Vec<(i64, i64)> = [vec![(0, 0); 2], pads.clone()].concat();
     let y = match kind {
@@ -232,7 +235,106 @@ pub(super) fn pool(c: &mut Ctx, kind: &str) -> Result<Vec<NodeId>> {
             c.g.pow(sum, ip)
         }
     };
+    if want_indices {
+        let geo = Window { k: &k, s: &strides, d: &d, pads: &pads };
+        let idx = max_pool_indices(c, x, y, &geo)?;
+        return Ok(vec![y, idx]);
+    }
     Ok(vec![y])
+}
+
+/// A pooling window: kernel, strides, dilations and (begin, end) pads per spatial dim.
+struct Window<'a> {
+    k: &'a [usize],
+    s: &'a [usize],
+    d: &'a [usize],
+    pads: &'a [(i64, i64)],
+}
+
+/// MaxPool's `Indices`: for each window the flat input index (`(n·C + c)·ΠS + spatial`,
+/// spatial row-major, or column-major with `storage_order = 1`) of its first maximum in
+/// row-major window order, as the ONNX reference. Each window offset compares a strided slice
+/// of the input with the pooled maximum; in-bounds masks and spatial indices are constants.
+fn max_pool_indices(c: &mut Ctx, x: NodeId, y: NodeId, w: &Window) -> Result<NodeId> {
+    let (xd, yd) = (c.dims(x)?, c.dims(y)?);
+    let n = xd.len() - 2;
+    let (sp_in, sp_out) = (&xd[2..], &yd[2..]);
+    let col_major = c.ai("storage_order", 0) != 0;
+    let mut place = vec![1usize; n]; // multiplier of each spatial coordinate in the flat index
+    for i in 0..n {
+        place[i] = if col_major { sp_in[..i].iter().product() } else { sp_in[i + 1..].iter().product() };
+    }
+    let zero = c.scalar_like(0.0, x);
+    let low: Vec<i64> = [vec![0, 0], w.pads.iter().map(|p| p.0.max(0)).collect()].concat();
+    let high: Vec<i64> = [vec![0, 0], w.pads.iter().map(|p| p.1.max(0)).collect()].concat();
+    let padded = c.g.pad(x, zero, &low, &high, &vec![0; n + 2]);
+    let out_n: usize = sp_out.iter().product();
+    let kn: usize = w.k.iter().product();
+    let (mut res, mut found) = (None::<NodeId>, None::<NodeId>);
+    for kf in 0..kn {
+        let mut koff = vec![0; n];
+        let mut r = kf;
+        for i in (0..n).rev() {
+            koff[i] = r % w.k[i];
+            r /= w.k[i];
+        }
+        // Constant in-bounds mask and spatial index over the output positions.
+        let (mut mask, mut idx) = (Vec::with_capacity(out_n), Vec::with_capacity(out_n));
+        for of in 0..out_n {
+            let (mut r, mut ok, mut flat) = (of, true, 0i64);
+            let mut pos = vec![0; n];
+            for i in (0..n).rev() {
+                pos[i] = r % sp_out[i];
+                r /= sp_out[i];
+            }
+            for i in 0..n {
+                let h = (pos[i] * w.s[i] + koff[i] * w.d[i]) as i64 - w.pads[i].0;
+                ok &= h >= 0 && h < sp_in[i] as i64;
+                flat += h.max(0) * place[i] as i64;
+            }
+            mask.push(ok);
+            idx.push(flat);
+        }
+        let bc = |c: &mut Ctx, t: rlx_ir::Tensor| -> Result<NodeId> {
+            let t = c.g.constant(t);
+            Ok(c.g.broadcast_in_dim(t, yd.clone(), &(2..n + 2).collect::<Vec<_>>()))
+        };
+        let mask = bc(c, rlx_ir::Tensor::from_vec(mask, sp_out).map_err(|e| c.err(e.to_string()))?)?;
+        let idx = bc(c, rlx_ir::Tensor::from_vec(idx, sp_out).map_err(|e| c.err(e.to_string()))?)?;
+        let start: Vec<usize> = (0..n + 2).map(|i| if i < 2 { 0 } else { koff[i - 2] * w.d[i - 2] }).collect();
+        let limit: Vec<usize> =
+            (0..n + 2).map(|i| if i < 2 { xd[i] } else { start[i] + (sp_out[i - 2] - 1) * w.s[i - 2] + 1 }).collect();
+        let step: Vec<usize> = (0..n + 2).map(|i| if i < 2 { 1 } else { w.s[i - 2] }).collect();
+        let v = c.g.slice(padded, &start, &limit, &step);
+        let eq = c.g.compare(rlx_ir::ops::CompareOp::Eq, v, y);
+        let mut hit = c.g.binary(rlx_ir::ops::BinaryOp::And, eq, mask);
+        if let Some(f) = found {
+            let nf = c.g.unary(rlx_ir::ops::UnaryOp::Not, f);
+            hit = c.g.binary(rlx_ir::ops::BinaryOp::And, hit, nf);
+        }
+        res = Some(match res {
+            Some(r) => c.g.select(hit, idx, r),
+            None => {
+                let z = c.scalar(0.0, DType::I64);
+                let z = c.g.broadcast_in_dim(z, yd.clone(), &[]);
+                c.g.select(hit, idx, z)
+            }
+        });
+        found = Some(match found {
+            Some(f) => c.g.binary(rlx_ir::ops::BinaryOp::Or, f, hit),
+            None => hit,
+        });
+    }
+    let res = res.ok_or_else(|| c.err("empty kernel"))?;
+    // (n·C + c) · ΠS.
+    let nc = c.g.iota(rlx_ir::Shape::new(&yd, DType::I64), 0);
+    let cc = c.g.iota(rlx_ir::Shape::new(&yd, DType::I64), 1);
+    let chans = c.scalar(xd[1] as f64, DType::I64);
+    let base = c.g.mul(nc, chans);
+    let base = c.g.add(base, cc);
+    let per = c.scalar(sp_in.iter().product::<usize>() as f64, DType::I64);
+    let base = c.g.mul(base, per);
+    Ok(c.g.add(res, base))
 }
 
 pub(super) fn global_pool(c: &mut Ctx, op: R) -> Result<Vec<NodeId>> {
@@ -299,21 +401,44 @@ pub(super) fn rms_norm(c: &mut Ctx) -> Result<Vec<NodeId>> {
 }
 
 pub(super) fn batch_norm(c: &mut Ctx) -> Result<Vec<NodeId>> {
-    let (x, sc, b, m, v) = (c.x(0)?, c.x(1)?, c.x(2)?, c.x(3)?, c.x(4)?);
-    if c.ai("training_mode", 0) != 0 {
-        return Err(c.err("training_mode (batch statistics, running-mean outputs) is not supported"));
-    }
+    let (x, sc, b, m0, v0) = (c.x(0)?, c.x(1)?, c.x(2)?, c.x(3)?, c.x(4)?);
     let eps = c.af("epsilon", 1e-5) as f64;
     let dims = c.sdims(x);
+    // training_mode: normalize by the batch statistics (population variance over every axis
+    // but 1) and also return the running statistics `running · momentum + batch · (1 −
+    // momentum)`, as the ONNX reference.
+    let training = c.ai("training_mode", 0) != 0;
+    let (m, v) = if training {
+        let axes: Vec<i64> = (0..dims.len() as i64).filter(|&a| a != 1).collect();
+        let bm = c.g.mean(x, &axes, false);
+        let bmb = c.g.broadcast_in_dim(bm, dims.clone(), &[1]);
+        let d = c.g.sub(x, bmb);
+        let d2 = c.g.mul(d, d);
+        (bm, c.g.mean(d2, &axes, false))
+    } else {
+        (m0, v0)
+    };
     let bc = |c: &mut Ctx, t: NodeId| c.g.broadcast_in_dim(t, dims.clone(), &[1]);
-    let (sc, b, m, v) = (bc(c, sc), bc(c, b), bc(c, m), bc(c, v));
-    let e = c.scalar_like(eps, v);
-    let ve = c.g.add(v, e);
+    let (scb, bb, mb, vb) = (bc(c, sc), bc(c, b), bc(c, m), bc(c, v));
+    let e = c.scalar_like(eps, vb);
+    let ve = c.g.add(vb, e);
     let inv = c.g.rsqrt(ve);
-    let dx = c.g.sub(x, m);
+    let dx = c.g.sub(x, mb);
     let y = c.g.mul(dx, inv);
-    let y = c.g.mul(y, sc);
-    Ok(vec![c.g.add(y, b)])
+    let y = c.g.mul(y, scb);
+    let y = c.g.add(y, bb);
+    if !training {
+        return Ok(vec![y]);
+    }
+    let mom = c.af("momentum", 0.9) as f64;
+    let run = |c: &mut Ctx, old: NodeId, batch: NodeId| {
+        let (k, k1) = (c.scalar_like(mom, old), c.scalar_like(1.0 - mom, batch));
+        let a = c.g.mul(old, k);
+        let b = c.g.mul(batch, k1);
+        c.g.add(a, b)
+    };
+    let (rm, rv) = (run(c, m0, m), run(c, v0, v));
+    Ok(vec![y, rm, rv])
 }
 
 pub(super) fn instance_norm(c: &mut Ctx) -> Result<Vec<NodeId>> {

@@ -1,17 +1,33 @@
 //! Linear quantization: QuantizeLinear / DequantizeLinear (per-tensor and per-axis),
-//! DynamicQuantizeLinear, MatMulInteger, QLinearMatMul.
+//! DynamicQuantizeLinear, MatMulInteger, QLinearMatMul, ConvInteger, QLinearConv.
 
 use super::Ctx;
 use crate::error::Result;
 use rlx_ir::ops::UnaryOp as U;
 use rlx_ir::{DType, NodeId};
 
-/// A per-axis (1-D) scale or zero point aligned to `axis` of `like`; scalars pass through.
+/// A per-axis (1-D) scale or zero point aligned to `axis` of `like`, or a blocked one (rank
+/// of `like`, `⌈n / block_size⌉` along `axis`) repeated `block_size` times along it; scalars
+/// pass through.
 fn per_axis(c: &mut Ctx, t: NodeId, like: NodeId) -> Result<NodeId> {
-    if c.ai("block_size", 0) != 0 {
-        return Err(c.err("blocked quantization (block_size) is not supported"));
-    }
     let (rt, rl) = (c.rank(t), c.rank(like));
+    let block = c.ai("block_size", 0);
+    if block > 0 {
+        let ax = c.axis(c.ai("axis", 1), rl)?;
+        let (td, xd) = (c.dims(t)?, c.dims(like)?);
+        let bs = block as usize;
+        if td.len() != rl || td[ax] * bs < xd[ax] {
+            return Err(c.err(format!("blocked scale {td:?} does not cover {xd:?} with block_size {bs} on axis {ax}")));
+        }
+        let mut big = td.clone();
+        big.insert(ax + 1, bs);
+        let keep: Vec<usize> = (0..rl).map(|i| if i <= ax { i } else { i + 1 }).collect();
+        let e = c.g.broadcast_in_dim(t, big, &keep);
+        let mut flat = td.clone();
+        flat[ax] = td[ax] * bs;
+        let e = c.g.reshape(e, flat);
+        return Ok(c.g.slice_in_dim(e, 0, xd[ax], ax as i64));
+    }
     if rt == 1 && rl > 1 {
         let ax = c.axis(c.ai("axis", 1), rl)?;
         let dims = c.sdims(like);
@@ -125,6 +141,62 @@ pub(super) fn qlinear_matmul(c: &mut Ctx) -> Result<Vec<NodeId>> {
     let (sa, sb, sy) = (c.g.convert(sa, DType::F32), c.g.convert(sb, DType::F32), c.g.convert(sy, DType::F32));
     let m = c.g.mul(sa, sb);
     let m = c.g.div(m, sy);
+    let y = c.g.mul(accf, m);
+    let one = c.scalar(1.0, DType::F32);
+    Ok(vec![quantize(c, y, one, zy, to)?])
+}
+
+/// `x − zero_point` in f64 (exact for 8- and 16-bit integers); a 1-D zero point of a weight
+/// applies per output channel (axis 0).
+fn centered_f64(c: &mut Ctx, x: NodeId, zp: Option<NodeId>) -> NodeId {
+    let xf = c.g.convert(x, DType::F64);
+    let Some(z) = zp else { return xf };
+    let mut zf = c.g.convert(z, DType::F64);
+    if c.rank(z) == 1 && c.rank(x) > 1 {
+        let dims = c.sdims(x);
+        zf = c.g.broadcast_in_dim(zf, dims, &[0]);
+    }
+    c.g.sub(xf, zf)
+}
+
+/// A per-output-channel (1-D) factor aligned to axis 1 of `y`; scalars pass through.
+fn per_channel(c: &mut Ctx, t: NodeId, y: NodeId) -> NodeId {
+    if c.rank(t) != 1 {
+        return t;
+    }
+    let dims = c.sdims(y);
+    c.g.broadcast_in_dim(t, dims, &[1])
+}
+
+/// `ConvInteger`: `conv(x − x_zero_point, w − w_zero_point)` accumulated exactly (f64) and
+/// returned as int32.
+pub(super) fn conv_integer(c: &mut Ctx) -> Result<Vec<NodeId>> {
+    let (x, w) = (c.x(0)?, c.x(1)?);
+    let xc = centered_f64(c, x, c.opt(2));
+    let wc = centered_f64(c, w, c.opt(3));
+    let y = super::nn::conv_with_attrs(c, xc, wc)?;
+    Ok(vec![c.g.convert(y, DType::I32)])
+}
+
+/// `QLinearConv`: the integer convolution (plus the int32 bias `B`) rescaled by `x_scale ·
+/// w_scale / y_scale` (per output channel when `w_scale` is 1-D) and quantized with
+/// `y_zero_point`.
+pub(super) fn qlinear_conv(c: &mut Ctx) -> Result<Vec<NodeId>> {
+    let (x, sx, zx, w, sw, zw, sy) = (c.x(0)?, c.x(1)?, c.opt(2), c.x(3)?, c.x(4)?, c.opt(5), c.x(6)?);
+    let zy = c.opt(7);
+    let to = zy.map(|z| c.dtype(z)).unwrap_or(DType::U8);
+    let xc = centered_f64(c, x, zx);
+    let wc = centered_f64(c, w, zw);
+    let mut acc = super::nn::conv_with_attrs(c, xc, wc)?;
+    if let Some(b) = c.opt(8) {
+        let b = c.g.convert(b, DType::F64);
+        acc = super::nn::add_channel_bias(c, acc, b);
+    }
+    let (sx, sw, sy) = (c.g.convert(sx, DType::F32), c.g.convert(sw, DType::F32), c.g.convert(sy, DType::F32));
+    let m = c.g.mul(sx, sw);
+    let m = c.g.div(m, sy);
+    let accf = c.g.convert(acc, DType::F32);
+    let m = per_channel(c, m, accf);
     let y = c.g.mul(accf, m);
     let one = c.scalar(1.0, DType::F32);
     Ok(vec![quantize(c, y, one, zy, to)?])

@@ -420,15 +420,33 @@ pub(super) fn gather_elements(c: &mut Ctx) -> Result<Vec<NodeId>> {
 }
 
 pub(super) fn gather_nd(c: &mut Ctx) -> Result<Vec<NodeId>> {
-    let (x, idx) = (c.x(0)?, c.x(1)?);
-    if c.ai("batch_dims", 0) != 0 {
-        return Err(c.err("batch_dims > 0 is not supported"));
+    let (mut x, mut idx) = (c.x(0)?, c.x(1)?);
+    let mut dims = c.dims(x)?;
+    let mut idims = c.dims(idx)?;
+    let mut k = *idims.last().ok_or_else(|| c.err("indices must have rank >= 1"))?;
+    let b = usize::try_from(c.ai("batch_dims", 0)).unwrap_or(usize::MAX);
+    if b.checked_add(k).is_none_or(|n| n > dims.len()) || b >= idims.len() || idims[..b] != dims[..b] {
+        return Err(c.err(format!("batch_dims {b} and index depth {k} do not fit data {dims:?} / indices {idims:?}")));
     }
-    let dims = c.dims(x)?;
-    let idims = c.dims(idx)?;
-    let k = *idims.last().ok_or_else(|| c.err("indices must have rank >= 1"))?;
-    if k > dims.len() {
-        return Err(c.err(format!("index depth {k} exceeds data rank {}", dims.len())));
+    let out_dims: Vec<usize> = idims[..idims.len() - 1].iter().chain(&dims[b + k..]).copied().collect();
+    if b > 0 {
+        // Fold the batch dims into one and make it the first index coordinate (an iota).
+        let nb: usize = dims[..b].iter().product();
+        let mut xd = vec![nb];
+        xd.extend(&dims[b..]);
+        x = c.g.reshape(x, xd.clone());
+        let mut id = vec![nb];
+        id.extend(&idims[b..]);
+        let ix = c.g.reshape(idx, id.clone());
+        let ix = c.g.convert(ix, DType::I64);
+        let mut bd = id.clone();
+        bd[id.len() - 1] = 1;
+        let bi = c.g.iota(rlx_ir::Shape::new(&bd, DType::I64), 0);
+        idx = c.g.concatenate(&[bi, ix], (id.len() - 1) as i64);
+        (dims, k) = (xd, k + 1);
+        let last = id.len() - 1;
+        idims = id;
+        idims[last] = k;
     }
     let bound: Vec<i64> = dims[..k].iter().map(|&d| d as i64).collect();
     let bound = c.i64s(&bound);
@@ -438,7 +456,8 @@ pub(super) fn gather_nd(c: &mut Ctx) -> Result<Vec<NodeId>> {
     let gd = GatherDims { offset_dims, collapsed_slice_dims: (0..k).collect(), start_index_map: (0..k).collect() };
     let mut sizes = vec![1; k];
     sizes.extend_from_slice(&dims[k..]);
-    Ok(vec![c.g.gather(x, idx, gd, &sizes, GatherMode::Clip)])
+    let y = c.g.gather(x, idx, gd, &sizes, GatherMode::Clip);
+    Ok(vec![if b > 0 { c.g.reshape(y, out_dims) } else { y }])
 }
 
 pub(super) fn depth_to_space(c: &mut Ctx) -> Result<Vec<NodeId>> {
@@ -468,4 +487,93 @@ pub(super) fn space_to_depth(c: &mut Ctx) -> Result<Vec<NodeId>> {
     let r = c.g.reshape(x, [d[0], d[1], d[2] / b, b, d[3] / b, b]);
     let t = c.g.transpose(r, &[0, 3, 5, 1, 2, 4]);
     Ok(vec![c.g.reshape(t, [d[0], d[1] * b * b, d[2] / b, d[3] / b])])
+}
+
+/// `CenterCropPad` (opset 18): each listed axis (`axes`, default all) is cropped or zero-padded
+/// to `shape[i]` around its center; an odd difference puts the extra element at the end (as
+/// the ONNX reference: start `⌊(dim − size) / 2⌋` when cropping, `⌊(size − dim) / 2⌋` zeros
+/// before when padding).
+pub(super) fn center_crop_pad(c: &mut Ctx) -> Result<Vec<NodeId>> {
+    let x = c.x(0)?;
+    let dims = c.dims(x)?;
+    let r = dims.len();
+    let sizes = c.ints_in(1)?;
+    let axes: Vec<usize> = match c.aints("axes") {
+        Some(a) => a.iter().map(|&a| c.axis(a, r)).collect::<Result<_>>()?,
+        None => (0..r).collect(),
+    };
+    if sizes.len() != axes.len() || sizes.iter().any(|&s| s < 0) {
+        return Err(c.err(format!("shape {sizes:?} needs one non-negative size per axis {axes:?}")));
+    }
+    let (mut start, mut limit) = (vec![0; r], dims.clone());
+    let (mut low, mut high) = (vec![0i64; r], vec![0i64; r]);
+    for (&a, &s) in axes.iter().zip(&sizes) {
+        let (s, d) = (s as usize, dims[a]);
+        if s < d {
+            start[a] = (d - s) / 2;
+            limit[a] = start[a] + s;
+        } else {
+            low[a] = ((s - d) / 2) as i64;
+            high[a] = (s - d) as i64 - low[a];
+        }
+    }
+    let y = c.g.slice(x, &start, &limit, &[]);
+    if low.iter().chain(&high).all(|&p| p == 0) {
+        return Ok(vec![y]);
+    }
+    let zero = c.scalar_like(0.0, x);
+    Ok(vec![c.g.pad(y, zero, &low, &high, &vec![0; r])])
+}
+
+/// `Compress` (opset 11): the slices of `input` along `axis` (flattened when absent) whose
+/// `condition` entry is true (entries past its end count as false). The condition must be
+/// known at import time, since it fixes the result's shape.
+pub(super) fn compress(c: &mut Ctx) -> Result<Vec<NodeId>> {
+    let mut x = c.x(0)?;
+    let keep = c.ints_in(1)?;
+    let ax = match c.has("axis") {
+        true => c.axis(c.ai("axis", 0), c.rank(x))?,
+        false => {
+            let n = c.ty(x).numel().ok_or_else(|| c.err("needs static dims to flatten"))?;
+            x = c.g.reshape(x, [n]);
+            0
+        }
+    };
+    let n = c.dims(x)?[ax];
+    let idx: Vec<i64> = (0..n.min(keep.len())).filter(|&i| keep[i] != 0).map(|i| i as i64).collect();
+    let idx = c.i64s(&idx);
+    Ok(vec![c.g.take(x, idx, ax as i64)])
+}
+
+/// `ReverseSequence` (opset 10): for each batch entry `b` (along `batch_axis`), the first
+/// `sequence_lens[b]` elements along `time_axis` are reversed and the rest kept. The lengths
+/// must be known at import time (they become a constant gather index).
+pub(super) fn reverse_sequence(c: &mut Ctx) -> Result<Vec<NodeId>> {
+    let x = c.x(0)?;
+    let lens = c.ints_in(1)?;
+    let dims = c.dims(x)?;
+    let r = dims.len();
+    let (ta, ba) = (c.axis(c.ai("time_axis", 0), r)?, c.axis(c.ai("batch_axis", 1), r)?);
+    if ta == ba || lens.len() != dims[ba] || lens.iter().any(|&l| l < 0 || l as usize > dims[ta]) {
+        return Err(c.err(format!("sequence_lens {lens:?} do not fit {dims:?} (time axis {ta}, batch axis {ba})")));
+    }
+    // src[i] for every element: the time index it reads.
+    let n: usize = dims.iter().product();
+    let mut src = Vec::with_capacity(n);
+    for flat in 0..n {
+        let (mut rem, mut t, mut b) = (flat, 0, 0);
+        for d in (0..r).rev() {
+            let i = rem % dims[d];
+            rem /= dims[d];
+            if d == ta {
+                t = i as i64;
+            }
+            if d == ba {
+                b = i;
+            }
+        }
+        src.push(if t < lens[b] { lens[b] - 1 - t } else { t });
+    }
+    let idx = c.g.constant(Tensor::from_vec(src, &dims).map_err(|e| c.err(e.to_string()))?);
+    Ok(vec![take_along_axis(c.g, x, idx, ta)])
 }

@@ -3,14 +3,19 @@
 //! Q8_0, Q4_0 and Q4_1 against Q8_0 activations, and the tile loop ([`tile`]) shared with the
 //! K-quant kernels of [`super::q8k`].
 //!
-//! Each activation row is quantized once per call to Q8_0 blocks (`d = amax / 127` rounded to
-//! f16, `q = round(x / d)`, exactly `quantize_row_q8_0_ref`) into scratch, together with
-//! `d · Σq` per block; then every weight row is a sum over blocks of `d_w · d_x · Σ q_w·q_x`
-//! (+ `m_w · d_x · Σq_x` for Q4_1). With AVX-512 VNNI the 32-term integer dot is one 256-bit
-//! `vpdpbusd` of the weights as unsigned bytes (nibbles; Q8_0: `q + 128`, exact for every i8)
-//! against the activation bytes, the constant part (`-8`, `-128`) going into the `d_w · d_x Σq`
-//! term; f16 scales are converted 16 blocks at a time, and a kernel computes an `R × C` tile
-//! (weight rows × activation rows, see [`tile`]) with one horizontal sum per output. AVX-512
+//! Each activation row is quantized once per call to Q8_0 blocks into scratch, as llama.cpp's
+//! x86 `quantize_row_q8_0` / `quantize_row_q8_1` (AVX path) do: `d = amax / 127` (stored
+//! rounded to f16), `q = round_half_even(x · (127 / amax))`, and for Q4_1 the Q8_1 block sum
+//! `s = f16(d · Σq)` (with the unrounded `d`). Then every weight row is a sum over blocks of
+//! `d_w · d_x · Σ q_w·q_x` (f32 lanes, FMA per block, one horizontal sum at the end) plus, for
+//! Q4_1, `Σ m_w · s_x` accumulated block by block in scalar FMAs: the order of
+//! `ggml_vec_dot_q4_1_q8_1` / `_q8_0_q8_0`, so the fast mode reproduces llama.cpp's CPU results
+//! up to the order of nothing (the integer dots are exact). With AVX-512 VNNI the 32-term
+//! integer dot is one 256-bit `vpdpbusd` of the weights as unsigned bytes (nibbles; Q8_0:
+//! `q + 128`) against the activation bytes, started from `-off · Σx` per lane (`off` = 8 for
+//! Q4_0, 128 for Q8_0) so each lane holds the exact signed dot; f16 scales are converted 16
+//! blocks at a time, and a kernel computes an `R × C` tile (weight rows × activation rows, see
+//! [`tile`]) with one horizontal sum per output. AVX-512
 //! CPUs without VNNI use AVX2 `vpmaddubsw` + `vpmaddwd` with llama.cpp's `|x| · sign(w, x)`
 //! trick (weights in `-127..=127`), one row at a time; elsewhere, or under
 //! `SimdLevel::Baseline`, a scalar loop.
@@ -19,8 +24,7 @@
 //! the per-block sums, i.e. it differs from the f32 reference (the composite's body) by the
 //! activation quantization error, at most `Σ_i |W[j, i]| · amax(block(i)) / 254` per output
 //! (the rounding error of a Q8_0 value is at most half a step `d_x / 2 = amax / 254`). This is
-//! what llama.cpp does, and what the tests check. Unlike llama.cpp's Q8_1 the `d · Σq` term
-//! used for Q4_1 is kept in f32, not f16.
+//! what llama.cpp does, and what the tests check.
 
 use half::f16;
 use rlx_gguf::GgmlType;
@@ -54,13 +58,16 @@ pub(super) fn simd_level(simd: bool) -> u8 {
 }
 
 /// Bytes of one quantized activation row of `k` values: `q i8[k] | d f32[k / 32] | s f32[k / 32]`
-/// (`d` the f16-rounded block scale, `s = d · Σ q` per block).
+/// (`d` the f16-rounded block scale, `s = f16(d · Σ q)` per block: Q8_1's block sum).
 pub(super) fn row_bytes_q8_0(k: usize) -> usize {
     k + 8 * (k / QK)
 }
 
 /// Quantize `x` (whole Q8_0 blocks) into one activation row `out` (layout of
-/// [`row_bytes_q8_0`]) as `quantize_row_q8_0_ref`.
+/// [`row_bytes_q8_0`]) as llama.cpp's x86 `quantize_row_q8_1` (the AVX path, which
+/// `quantize_row_q8_0` shares but for the sum): `id = 127 / amax` (not `1 / d`) and rounding
+/// half to even (`_mm256_round_ps`), which differ from `quantize_row_q8_0_ref` (`1 / d`,
+/// `roundf`) in the last bit of a few values per row.
 pub(super) fn quantize_q8_0(x: &[f32], out: &mut [u8]) {
     let nb = x.len() / QK;
     let (q, ds) = out.split_at_mut(x.len());
@@ -68,16 +75,17 @@ pub(super) fn quantize_q8_0(x: &[f32], out: &mut [u8]) {
     for (b, (xb, qb)) in x.chunks_exact(QK).zip(q.chunks_exact_mut(QK)).enumerate() {
         let amax = xb.iter().fold(0.0f32, |a, v| a.max(v.abs()));
         let dd = amax / 127.0;
-        let id = if dd != 0.0 { 1.0 / dd } else { 0.0 };
+        let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
         let mut sum = 0i32;
         for (qv, &v) in qb.iter_mut().zip(xb) {
-            let qi = (v * id).round() as i8;
+            let qi = (v * id).round_ties_even() as i8;
             *qv = qi as u8;
             sum += i32::from(qi);
         }
         let db = f16::from_f32(dd).to_f32();
+        let sb = f16::from_f32(dd * sum as f32).to_f32();
         d[4 * b..4 * b + 4].copy_from_slice(&db.to_le_bytes());
-        s[4 * b..4 * b + 4].copy_from_slice(&(db * sum as f32).to_le_bytes());
+        s[4 * b..4 * b + 4].copy_from_slice(&sb.to_le_bytes());
     }
 }
 
@@ -301,9 +309,12 @@ mod avx {
     /// activation rows `x` (layout of [`super::row_bytes_q8_0`]).
     ///
     /// Per block: the weights as unsigned bytes `u` (Q4_0/Q4_1: the nibbles, low then high;
-    /// Q8_0: `q + 128`), one 256-bit `vpdpbusd` against the activation bytes, then `+= d_w d_x ·
-    /// Σ u q` in f32 lanes; the offset (`-8 d_w`, `-128 d_w` or `m_w` times `d_x Σ q`) and the
-    /// f16 scales go 16 blocks at a time.
+    /// Q8_0: `q + 128`), one 256-bit `vpdpbusd` against the activation bytes started from
+    /// `-off · Σx` per lane (the exact signed dot; `off` 8 for Q4_0, 128 for Q8_0, 0 for Q4_1),
+    /// then `+= d_w d_x · dot` in f32 lanes; Q4_1's `m_w · s_x` goes into a scalar FMA chain per
+    /// output, block by block, and the f16 scales are converted 16 blocks at a time. This is
+    /// the arithmetic, in order, of llama.cpp's AVX2/VNNI `ggml_vec_dot_q4_1_q8_1` /
+    /// `_q4_0_q8_0` / `_q8_0_q8_0`.
     ///
     /// # Safety
     /// AVX-512F/BW/VL + VNNI, AVX2, FMA, F16C; every `w[r]` points to `nb` blocks, every `x[c]`
@@ -319,11 +330,12 @@ mod avx {
             Q4_1 => (20, 4),
             _ => (34, 2),
         };
-        let off = match K {
-            Q4_0 => -8.0,
-            Q4_1 => 1.0,
-            _ => -128.0,
-        };
+        // The constant subtracted from the unsigned weight bytes, as bytes for `vpdpbusd`.
+        let off = _mm256_set1_epi8(match K {
+            Q4_0 => 8,
+            Q4_1 => 0,
+            _ => -128,
+        });
         let m4 = _mm256_set1_epi8(0x0f);
         let flip = _mm256_set1_epi8(-128);
         let offs = _mm512_mullo_epi32(
@@ -331,8 +343,10 @@ mod avx {
             _mm512_set1_epi32(ts as i32),
         );
         let mut acc = [[_mm256_setzero_ps(); C]; R];
-        let mut macc = [[_mm512_setzero_ps(); C]; R];
+        let mut summs = [[0f32; C]; R];
         let mut sc = [[[0f32; GROUP]; C]; R];
+        let mut mw = [[0f32; GROUP]; R];
+        let mut sx = [[0f32; GROUP]; C];
         let mut g0 = 0;
         // SAFETY (every pointer below): block `b < nb` of row `r` spans `ts` bytes from
         // `w[r] + b ts`; activation row `c` has `32 nb` bytes, then `nb` d and `nb` s floats.
@@ -340,25 +354,39 @@ mod avx {
             while g0 < nb {
                 let gn = GROUP.min(nb - g0);
                 let lanes: __mmask16 = if gn == GROUP { 0xffff } else { (1u16 << gn) - 1 };
+                if K == Q4_1 {
+                    for c in 0..C {
+                        let xs = x[c].add(QK * nb + 4 * (nb + g0)).cast::<f32>();
+                        _mm512_storeu_ps(sx[c].as_mut_ptr(), _mm512_maskz_loadu_ps(lanes, xs));
+                    }
+                }
                 for r in 0..R {
                     let base = w[r].add(g0 * ts);
                     let h = _mm512_mask_i32gather_epi32::<1>(_mm512_setzero_si512(), lanes, offs, base.cast());
                     let dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));
-                    let o = if K == Q4_1 {
-                        _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(h)))
-                    } else {
-                        _mm512_mul_ps(dw, _mm512_set1_ps(off))
-                    };
+                    if K == Q4_1 {
+                        let m = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(h)));
+                        _mm512_storeu_ps(mw[r].as_mut_ptr(), m);
+                    }
                     for c in 0..C {
                         let xd = x[c].add(QK * nb + 4 * g0).cast::<f32>();
-                        let xs = x[c].add(QK * nb + 4 * (nb + g0)).cast::<f32>();
                         _mm512_storeu_ps(sc[r][c].as_mut_ptr(), _mm512_mul_ps(dw, _mm512_maskz_loadu_ps(lanes, xd)));
-                        macc[r][c] = _mm512_fmadd_ps(o, _mm512_maskz_loadu_ps(lanes, xs), macc[r][c]);
                     }
                 }
                 for i in 0..gn {
                     let b = g0 + i;
                     let xv: [__m256i; C] = std::array::from_fn(|c| _mm256_loadu_si256(x[c].add(QK * b).cast()));
+                    // `-off · Σx` per lane: the dot below is then the signed one, exactly.
+                    let init: [__m256i; C] = std::array::from_fn(|c| {
+                        if K == Q4_1 {
+                            _mm256_setzero_si256()
+                        } else {
+                            _mm256_sub_epi32(
+                                _mm256_setzero_si256(),
+                                _mm256_dpbusd_epi32(_mm256_setzero_si256(), off, xv[c]),
+                            )
+                        }
+                    });
                     for r in 0..R {
                         let p = w[r].add(b * ts + qo);
                         let u = if K == Q8_0 {
@@ -368,16 +396,19 @@ mod avx {
                             _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(v), v), m4)
                         };
                         for c in 0..C {
-                            let dot = _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, xv[c]);
+                            let dot = _mm256_dpbusd_epi32(init[c], u, xv[c]);
                             let s = _mm256_broadcast_ss(&sc[r][c][i]);
                             acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), s, acc[r][c]);
+                            if K == Q4_1 {
+                                summs[r][c] = mw[r][i].mul_add(sx[c][i], summs[r][c]);
+                            }
                         }
                     }
                 }
                 g0 += gn;
             }
         }
-        std::array::from_fn(|r| std::array::from_fn(|c| hsum256(acc[r][c]) + _mm512_reduce_add_ps(macc[r][c])))
+        std::array::from_fn(|r| std::array::from_fn(|c| hsum256(acc[r][c]) + summs[r][c]))
     }
 
     /// One legacy weight row against one quantized activation row with AVX2 integer ops (CPUs

@@ -21,8 +21,8 @@
 //!   in `R × C` register tiles (weight rows × activation rows); other schemes run exact.
 //!   Results differ from the f32 reference by the activation quantization error.
 //!
-//! Work split: output columns (weight rows) in chunks across rayon threads when `M · N · K` is
-//! large; in the `tile` path one contiguous range of rows per thread. All scratch is allocated
+//! Work split: output columns (weight rows) in chunks across threads when `M · N · K` is large
+//! (the executor's spinning team, [`super::spin`], else rayon); in the `tile` path one contiguous range of rows per thread. All scratch is allocated
 //! by [`select`]; [`run`] allocates nothing.
 
 mod decode;
@@ -30,6 +30,7 @@ mod exact;
 mod int8;
 mod q8k;
 
+use super::spin::{self, SyncPtr as OutPtr};
 use crate::CpuOptions;
 use rayon::prelude::*;
 use rlx_gguf::GgmlType;
@@ -167,20 +168,6 @@ pub fn select(
     })
 }
 
-/// Raw output pointer shared by the row chunks (each writes disjoint columns).
-#[derive(Clone, Copy)]
-struct OutPtr(*mut f32);
-// SAFETY: chunks write disjoint elements of one live buffer while `run` blocks on them.
-unsafe impl Send for OutPtr {}
-unsafe impl Sync for OutPtr {}
-
-impl OutPtr {
-    /// The pointer (a method, so closures capture the `Sync` wrapper, not the raw field).
-    fn get(self) -> *mut f32 {
-        self.0
-    }
-}
-
 /// Run `k` on `x` and the packed weights `w` into `out` (`[.., N]` f32).
 pub fn run(k: &mut QMatmulKernel, x: &Tensor, w: &Tensor, out: &mut Tensor) -> Result<(), IrError> {
     let err = |msg: &str| IrError::Eval { op: NAME.into(), msg: msg.into() };
@@ -231,16 +218,11 @@ pub fn run(k: &mut QMatmulKernel, x: &Tensor, w: &Tensor, out: &mut Tensor) -> R
     };
     let nchunks = n.div_ceil(chunk);
     if path == Path::Rowwise {
-        let rows = &mut k.scratch[..nchunks * kk];
-        if nchunks > 1 {
-            rows.par_chunks_mut(kk).enumerate().for_each(|(c, s)| body(c, s));
-        } else {
-            body(0, rows);
-        }
-    } else if nchunks > 1 {
-        (0..nchunks).into_par_iter().for_each(|c| body(c, &mut []));
+        let rows = OutPtr(k.scratch.as_mut_ptr());
+        // SAFETY: chunk c uses only its own row `c` of the scratch (`nchunks · kk` long).
+        spin::for_each(nchunks, |c| body(c, unsafe { rows.slice(c * kk, kk) }));
     } else {
-        body(0, &mut []);
+        spin::for_each(nchunks, |c| body(c, &mut []));
     }
     Ok(())
 }
@@ -257,12 +239,7 @@ fn run_q8(k: &QMatmulKernel, level: u8, wb: &[u8], y: &mut [f32]) {
             unsafe { *yp.get().add(mi * n + j0 + r) = v };
         });
     };
-    let nchunks = n.div_ceil(chunk);
-    if nchunks > 1 {
-        (0..nchunks).into_par_iter().for_each(body);
-    } else {
-        body(0);
-    }
+    spin::for_each(n.div_ceil(chunk), body);
 }
 
 /// The `fused` path for the schemes of [`decode`] (M = 1): chunks of rows across threads.
@@ -270,16 +247,14 @@ fn run_decode(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32]) {
     if !k.xblk.is_empty() {
         decode::block_sums(xs, decode::sum_len(k.ty), &mut k.xblk);
     }
-    let (chunk, row_bytes, ty, xblk) = (k.chunk, k.row_bytes, k.ty, &k.xblk[..]);
-    let body = |c: usize, yc: &mut [f32]| {
-        let w = &wb[c * chunk * row_bytes..(c * chunk + yc.len()) * row_bytes];
-        decode_dot_rows(ty, w, row_bytes, xs, xblk, yc);
-    };
-    if y.len() > chunk {
-        y.par_chunks_mut(chunk).enumerate().for_each(|(c, yc)| body(c, yc));
-    } else {
-        body(0, y);
-    }
+    let (chunk, row_bytes, ty, xblk, n) = (k.chunk, k.row_bytes, k.ty, &k.xblk[..], y.len());
+    let yp = OutPtr(y.as_mut_ptr());
+    spin::for_each(n.div_ceil(chunk), |c| {
+        let (j0, j1) = (c * chunk, ((c + 1) * chunk).min(n));
+        // SAFETY: chunks write disjoint ranges `j0..j1` of `y`, which outlives the call.
+        let yc = unsafe { yp.slice(j0, j1 - j0) };
+        decode_dot_rows(ty, &wb[j0 * row_bytes..j1 * row_bytes], row_bytes, xs, xblk, yc);
+    });
 }
 
 /// [`decode::dot_rows`] (the `fused` path is planned only where it can run).
