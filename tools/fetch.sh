@@ -80,7 +80,9 @@ fetch_minilm_onnx() {
 
 fetch_minilm_l6_onnx() {
   local out="$CACHE/minilm/all-MiniLM-L6-v2.onnx"
-  if [ ! -f "$out" ]; then
+  # Re-export when the exporter changed since (an older export had [1]-shaped scalars that
+  # ONNX Runtime's graph optimizer rejects).
+  if [ ! -f "$out" ] || [ "$out" -ot "$(dirname "$0")/refgen/gen_bert_minilm.py" ]; then
     fetch_minilm >/dev/null
     python3 "$(dirname "$0")/refgen/gen_bert_minilm.py" --onnx-only >&2
   fi

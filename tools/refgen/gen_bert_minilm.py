@@ -91,7 +91,9 @@ def export_onnx(w, cfg, path):
     inits, nodes = [], []
 
     def init(name, arr):
-        inits.append(numpy_helper.from_array(np.ascontiguousarray(arr), name))
+        # np.asarray keeps 0-D scalars 0-D (np.ascontiguousarray made them [1], which Range
+        # rejects and ONNX Runtime's extended optimizations fail on).
+        inits.append(numpy_helper.from_array(np.asarray(arr, order="C"), name))
         return name
 
     def node(op, ins, **attrs):
@@ -112,7 +114,7 @@ def export_onnx(w, cfg, path):
     init("shape_heads", np.array([0, 0, heads, hd], np.int64))
     init("shape_merge", np.array([0, 0, hidden], np.int64))
     init("ax_01", np.array([1, 2], np.int64))
-    init("ax1", np.array([1], np.int64))
+    init("ax1", np.array(1, np.int64))
 
     def ln(x, p):
         return node("LayerNormalization", [x, p + ".weight", p + ".bias"], axis=-1, epsilon=eps)
@@ -122,7 +124,7 @@ def export_onnx(w, cfg, path):
 
     # Embeddings.
     seq = node("Gather", [node("Shape", ["input_ids"]), "ax1"], axis=0)
-    pos = node("Range", ["start0_s", node("Squeeze", [seq]), "one_s"])
+    pos = node("Range", ["start0_s", seq, "one_s"])
     init("start0_s", np.array(0, np.int64))
     init("one_s", np.array(1, np.int64))
     x = node("Gather", ["embeddings.word_embeddings.weight", "input_ids"])

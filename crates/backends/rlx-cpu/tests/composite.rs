@@ -165,6 +165,9 @@ fn layer_norm_variants() {
 
 #[test]
 fn native_list() {
-    assert_eq!(rlx_cpu::native_composites(), &["softmax", "log_softmax", "layer_norm", "rms_norm", "dequant_matmul"]);
+    assert_eq!(
+        rlx_cpu::native_composites(),
+        &["softmax", "log_softmax", "layer_norm", "rms_norm", "dequant_matmul", "scaled_dot_product_attention"]
+    );
     assert!(matches!(Kernel::CompositeBody, Kernel::CompositeBody));
 }

@@ -5,7 +5,8 @@
 //! - [`hir_stage`] (always run): `verify`, `inline_composites` (the composites the backend has
 //!   no native kernel for, named by [`PassOptions::native_composites`]), `legalize`;
 //! - [`mir_stage`] (run when [`PassOptions::optimize`]): `const_fold`, `simplify`, `cse`, `dce`,
-//!   then `fuse` (elementwise regions into `fused_elementwise` composites) and `epilogue`
+//!   `attention` (matmul, scale, mask, softmax, matmul into one `scaled_dot_product_attention`
+//!   when the backend runs it natively), then `fuse` (elementwise regions into `fused_elementwise` composites) and `epilogue`
 //!   (a `dot_general` with the elementwise region that alone reads it into one `dot_epilogue`
 //!   composite), both when [`PassOptions::fuse`].
 //!
@@ -29,6 +30,11 @@ use rlx_ir::{Graph, IrError};
 use std::collections::BTreeSet;
 use std::fmt;
 use thiserror::Error;
+
+/// Composites that MIR passes create from primitives (only when they are in
+/// [`PassOptions::native_composites`]): a runtime asks its backend about these names too, not
+/// just about the composites already in the graph.
+pub const PASS_COMPOSITES: &[&str] = &[passes::attention::SDPA];
 
 /// Errors from the compiler.
 #[derive(Debug, Clone, Error, PartialEq)]
@@ -152,7 +158,8 @@ pub fn hir_stage() -> Vec<Pass> {
 
 /// The MIR stage: constant folding, algebraic simplification, CSE, DCE (in that order: folding
 /// and simplification expose duplicates for CSE, and all three leave dead nodes for DCE), then
-/// elementwise fusion on the cleaned graph, then matmul epilogues (a product absorbs the
+/// attention patterns into the native attention composite (before fusion would split them),
+/// then elementwise fusion on the cleaned graph, then matmul epilogues (a product absorbs the
 /// elementwise region that alone reads it).
 pub fn mir_stage() -> Vec<Pass> {
     vec![
@@ -160,6 +167,7 @@ pub fn mir_stage() -> Vec<Pass> {
         Pass { name: "simplify", run: passes::simplify::run },
         Pass { name: "cse", run: passes::cse::run },
         Pass { name: "dce", run: passes::dce::run },
+        Pass { name: "attention", run: passes::attention::run },
         Pass { name: "fuse", run: passes::fuse::run },
         Pass { name: "epilogue", run: passes::epilogue::run },
     ]

@@ -220,7 +220,18 @@ fn inline_and_pipeline_report() {
     let names: Vec<&str> = report.passes.iter().map(|r| r.pass).collect();
     assert_eq!(
         names,
-        ["verify", "inline_composites", "legalize", "const_fold", "simplify", "cse", "dce", "fuse", "epilogue"]
+        [
+            "verify",
+            "inline_composites",
+            "legalize",
+            "const_fold",
+            "simplify",
+            "cse",
+            "dce",
+            "attention",
+            "fuse",
+            "epilogue"
+        ]
     );
     assert_eq!(report.passes[1].stats.changed, 2);
     assert!(report.passes.iter().all(|r| r.ir.is_some()));

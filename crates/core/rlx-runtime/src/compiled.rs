@@ -240,6 +240,8 @@ impl CompiledGraph {
         let mut g = specialize(&self.graph, &b)?;
         let mut names = BTreeSet::new();
         composite_names(&g, &mut names);
+        // Composites the MIR passes create (attention) need the backend's answer too.
+        names.extend(rlx_compile::PASS_COMPOSITES.iter().map(|s| s.to_string()));
         let native_composites = names
             .into_iter()
             .filter(|name| {

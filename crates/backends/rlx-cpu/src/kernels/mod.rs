@@ -6,6 +6,7 @@
 //! allocates nothing (except [`Kernel::CompositeBody`], the slow fallback). Every fast kernel
 //! gives the reference's results within float rounding (see each module's docs).
 
+pub mod attention;
 pub mod composite;
 pub mod conv;
 pub mod dot;
@@ -26,8 +27,9 @@ pub mod window;
 use rlx_ir::{DType, Graph, IrError, NodeId, Op, Tensor};
 
 /// Composites with a native kernel here (others are inlined before compile): those of
-/// [`composite::NATIVE`] and [`qmatmul::NAME`].
-pub const NATIVE_COMPOSITES: &[&str] = &["softmax", "log_softmax", "layer_norm", "rms_norm", qmatmul::NAME];
+/// [`composite::NATIVE`], [`qmatmul::NAME`] and [`attention::NAME`].
+pub const NATIVE_COMPOSITES: &[&str] =
+    &["softmax", "log_softmax", "layer_norm", "rms_norm", qmatmul::NAME, attention::NAME];
 
 /// The kernel chosen for one node.
 #[derive(Clone, Debug)]
@@ -56,6 +58,8 @@ pub enum Kernel {
     Fused(Box<fused::FusedKernel>),
     /// A `dot_epilogue`: a product with its elementwise epilogue.
     Epilogue(Box<epilogue::EpilogueKernel>),
+    /// `scaled_dot_product_attention` as flash-style tiles.
+    Attention(Box<attention::AttentionKernel>),
     /// A composite without a native kernel for these operands: evaluate its body.
     CompositeBody,
 }
@@ -76,6 +80,7 @@ impl Kernel {
             Kernel::QMatmul(k) => k.name(),
             Kernel::Fused(k) => k.name(),
             Kernel::Epilogue(k) => k.name(),
+            Kernel::Attention(k) => k.name(),
             Kernel::CompositeBody => "composite_body",
         }
     }
@@ -97,6 +102,9 @@ pub fn select(g: &Graph, id: NodeId, opts: &crate::CpuOptions) -> Kernel {
         }
         if c.name == epilogue::NAME {
             return epilogue::select(c, &ins, &outs).map_or(Kernel::CompositeBody, |k| Kernel::Epilogue(Box::new(k)));
+        }
+        if c.name == attention::NAME {
+            return attention::select(c, &ins, &outs).map_or(Kernel::CompositeBody, |k| Kernel::Attention(Box::new(k)));
         }
         if c.name == qmatmul::NAME {
             return qmatmul::select(c, &ins, &outs, opts)
@@ -172,6 +180,7 @@ pub fn run(k: &mut Kernel, op: &Op, ins: &[&Tensor], outs: &mut [Tensor]) -> Res
         Kernel::QMatmul(k) => qmatmul::run(k, ins[0], ins[1], &mut outs[0]),
         Kernel::Fused(k) => fused::run(k, ins, outs),
         Kernel::Epilogue(k) => epilogue::run(k, ins, outs),
+        Kernel::Attention(k) => attention::run(k, ins, &mut outs[0]),
         Kernel::CompositeBody => match op {
             Op::Composite(c) => composite::run_body(c, ins, outs),
             _ => op.eval_into(ins, outs),

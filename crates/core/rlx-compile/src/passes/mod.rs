@@ -1,6 +1,7 @@
 //! The passes, one module each, each with one entry point
 //! `pub fn run(&mut Graph, &PassOptions) -> Result<PassStats, CompileError>`.
 
+pub mod attention;
 pub mod const_fold;
 pub mod cse;
 pub mod dce;

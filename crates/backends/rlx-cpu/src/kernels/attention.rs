@@ -1,0 +1,402 @@
+//! Native kernel for the `scaled_dot_product_attention` composite (f32): flash-style tiles that
+//! never materialize the `Sq × Sk` score matrix.
+//!
+//! Operands follow the composite (`rlx_ir::compose::attention`): `q` `[B, H, Sq, D]`, `k`
+//! `[B, Hk, Sk, D]`, `v` `[B, Hk, Sk, Dv]` (grouped heads: query head `h` reads key/value head
+//! `h / (H / Hk)`), plus the key lengths (`padding`, i32 or i64 `[B]`) or the bias (`bias`, f32
+//! added to the scores or bool `true` = attend, broadcastable to `[B, H, Sq, Sk]`); attrs
+//! `mask` and `scale`. The output `[B, H, Sq, Dv]` is written in place of the accumulator.
+//!
+//! Per task (batch, head, block of [`BQ`] query rows), for each block of [`BK`] keys:
+//! `S = scale · Q Kᵀ` (one `gemm` call into a stack tile), the mask, then the online softmax of
+//! FlashAttention: with the running row max `m` and sum `l`, `m' = max(m, max S)`, `P = exp(S -
+//! m')`, `l' = l·exp(m - m') + ΣP`, `O' = O·exp(m - m') + P V` (a second `gemm` accumulating
+//! into the output rows); at the end `O /= l`. Key blocks that a causal mask or the padding
+//! length hides entirely are skipped. Tasks run in parallel with rayon.
+//!
+//! Semantics match the decomposition (`softmax(q kᵀ · scale + mask) v`): a query row that sees
+//! no key (every score `-inf`) gives NaN, as the decomposition's softmax of an all-`-inf` row.
+//! Results differ from it only by rounding: the exponentials are rescaled once per key block
+//! and the normalization is applied to `P V` instead of `P`, so each output element is within a
+//! few f32 ulps times the row's `Σ|p·v|` (the tests use 1e-5 absolute + relative).
+//! Alternative considered: an explicit AVX-512 micro-kernel for the two products; `gemm` at
+//! these tile sizes is already register-blocked and keeps one implementation of the products.
+
+use super::reduce::max_row;
+use super::simd::{dispatch, exp_f32, threads};
+use rayon::prelude::*;
+use rlx_ir::ops::Composite;
+use rlx_ir::{Attr, DType, IrError, Tensor};
+
+/// The composite this kernel runs.
+pub const NAME: &str = "scaled_dot_product_attention";
+
+/// Query rows per task.
+pub const BQ: usize = 64;
+/// Keys per block (the score tile is `BQ × BK` f32 on the stack: 32 KiB).
+pub const BK: usize = 128;
+
+/// The mask of an [`AttentionKernel`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum AttnMask {
+    /// Every key is visible.
+    None,
+    /// Query `i` sees keys `j ≤ i`.
+    Causal,
+    /// Operand 3 holds the key length of each batch (this integer dtype).
+    Padding(DType),
+    /// Operand 3 is the bias: bool (`true` = attend) or f32 (added), read at element strides
+    /// `strides` over `[B, H, Sq, Sk]` (0 on broadcast dims).
+    Bias {
+        /// Bool mask rather than an additive one.
+        is_bool: bool,
+        /// Element strides per `[B, H, Sq, Sk]` dim.
+        strides: [usize; 4],
+    },
+}
+
+/// A planned attention: dims, scale and mask.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AttentionKernel {
+    /// Batch.
+    pub b: usize,
+    /// Query heads.
+    pub h: usize,
+    /// Key / value heads (divides `h`).
+    pub hk: usize,
+    /// Query length.
+    pub sq: usize,
+    /// Key length.
+    pub sk: usize,
+    /// Head dim of q and k.
+    pub d: usize,
+    /// Head dim of v and the output.
+    pub dv: usize,
+    /// Score scale.
+    pub scale: f32,
+    /// The mask.
+    pub mask: AttnMask,
+}
+
+impl AttentionKernel {
+    /// Name for reports.
+    pub fn name(&self) -> &'static str {
+        "attention_f32"
+    }
+}
+
+/// Plan composite `c` on operands `ins` giving `outs`, when this kernel handles them: f32
+/// rank-4 q/k/v with `Sk, D ≥ 1` (an empty key axis or head dim runs the decomposition).
+pub fn select(c: &Composite, ins: &[(Vec<usize>, DType)], outs: &[(Vec<usize>, DType)]) -> Option<AttentionKernel> {
+    if c.name != NAME || ins.len() < 3 || outs.len() != 1 {
+        return None;
+    }
+    let (q, k, v, o) = (&ins[0], &ins[1], &ins[2], &outs[0]);
+    if [q, k, v, o].iter().any(|(d, t)| d.len() != 4 || *t != DType::F32) {
+        return None;
+    }
+    let [b, h, sq, d] = q.0[..] else { return None };
+    let [_, hk, sk, _] = k.0[..] else { return None };
+    let dv = v.0[3];
+    let shapes_ok = k.0 == [b, hk, sk, d] && v.0 == [b, hk, sk, dv] && o.0 == [b, h, sq, dv];
+    if !shapes_ok || hk == 0 || h % hk != 0 || sk == 0 || d == 0 {
+        return None;
+    }
+    let scale = match c.attrs.get("scale")? {
+        Attr::Float(s) => *s as f32,
+        _ => return None,
+    };
+    let mask = match (c.attrs.get("mask")?, ins.get(3)) {
+        (Attr::Str(m), None) if m == "none" => AttnMask::None,
+        (Attr::Str(m), None) if m == "causal" => AttnMask::Causal,
+        (Attr::Str(m), Some((dims, t)))
+            if m == "padding" && dims[..] == [b] && matches!(t, DType::I32 | DType::I64) =>
+        {
+            AttnMask::Padding(*t)
+        }
+        (Attr::Str(m), Some((dims, t))) if m == "bias" && matches!(t, DType::F32 | DType::Bool) && dims.len() <= 4 => {
+            AttnMask::Bias { is_bool: *t == DType::Bool, strides: broadcast_strides(dims, [b, h, sq, sk])? }
+        }
+        _ => return None,
+    };
+    Some(AttentionKernel { b, h, hk, sq, sk, d, dv, scale, mask })
+}
+
+/// Element strides of a row-major tensor `dims` broadcast (NumPy rules, right-aligned) to
+/// `to`: 0 on broadcast dims; `None` when it does not broadcast.
+fn broadcast_strides(dims: &[usize], to: [usize; 4]) -> Option<[usize; 4]> {
+    let mut st = [0; 4];
+    let mut acc = 1;
+    for (k, &n) in dims.iter().enumerate().rev() {
+        let axis = 4 - dims.len() + k;
+        if n != 1 && n != to[axis] {
+            return None;
+        }
+        st[axis] = if n == 1 { 0 } else { acc };
+        acc *= n;
+    }
+    Some(st)
+}
+
+/// The mask operand as read during a run.
+#[derive(Clone, Copy)]
+enum MaskData<'a> {
+    None,
+    Causal,
+    Lens(&'a [usize]),
+    Bias(&'a [f32], [usize; 4]),
+    Bool(&'a [bool], [usize; 4]),
+}
+
+/// Run the planned attention into `out` (`[B, H, Sq, Dv]`).
+///
+/// Errors: operands that differ from the plan (a compiler bug).
+pub fn run(k: &AttentionKernel, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrError> {
+    let err = || IrError::Eval { op: NAME.into(), msg: "operands differ from the plan".into() };
+    let f = |i: usize| ins.get(i).and_then(|t| t.as_slice::<f32>()).ok_or_else(err);
+    let (q, kk, v) = (f(0)?, f(1)?, f(2)?);
+    let kv = k.b * k.hk * k.sk;
+    if q.len() != k.b * k.h * k.sq * k.d || kk.len() != kv * k.d || v.len() != kv * k.dv {
+        return Err(err());
+    }
+    // Padding lengths, clamped to [0, Sk], live on the stack for small batches.
+    let mut lens_buf = smallvec::SmallVec::<[usize; 64]>::new();
+    let mask = match &k.mask {
+        AttnMask::None => MaskData::None,
+        AttnMask::Causal => MaskData::Causal,
+        AttnMask::Padding(t) => {
+            let t3 = ins.get(3).ok_or_else(err)?;
+            let clamp = |x: i64| x.clamp(0, k.sk as i64) as usize;
+            match t {
+                DType::I32 => lens_buf.extend(t3.as_slice::<i32>().ok_or_else(err)?.iter().map(|&x| clamp(x as i64))),
+                _ => lens_buf.extend(t3.as_slice::<i64>().ok_or_else(err)?.iter().map(|&x| clamp(x))),
+            }
+            if lens_buf.len() != k.b {
+                return Err(err());
+            }
+            MaskData::Lens(&lens_buf)
+        }
+        AttnMask::Bias { is_bool, strides } => {
+            let t3 = ins.get(3).ok_or_else(err)?;
+            let need = 1 + (0..4).map(|a| strides[a] * ([k.b, k.h, k.sq, k.sk][a] - 1)).sum::<usize>();
+            if *is_bool {
+                let s = t3.as_slice::<bool>().ok_or_else(err)?;
+                (s.len() >= need).then_some(MaskData::Bool(s, *strides)).ok_or_else(err)?
+            } else {
+                let s = t3.as_slice::<f32>().ok_or_else(err)?;
+                (s.len() >= need).then_some(MaskData::Bias(s, *strides)).ok_or_else(err)?
+            }
+        }
+    };
+    let o = out.as_mut_slice::<f32>().ok_or_else(err)?;
+    if o.len() != k.b * k.h * k.sq * k.dv {
+        return Err(err());
+    }
+    if o.is_empty() {
+        return Ok(());
+    }
+    let per_head = k.sq * k.dv;
+    let ops = Operands { q, k: kk, v, mask };
+    let task = |bh: usize, qb: usize, rows: &mut [f32]| {
+        dispatch(
+            #[inline(always)]
+            || tile(k, &ops, bh, qb * BQ, rows),
+        )
+    };
+    let tasks = k.b * k.h * k.sq.div_ceil(BQ);
+    if threads() > 1 && tasks > 1 {
+        o.par_chunks_mut(per_head).enumerate().for_each(|(bh, head)| {
+            head.par_chunks_mut(BQ * k.dv).enumerate().for_each(|(qb, rows)| task(bh, qb, rows));
+        });
+    } else {
+        for (bh, head) in o.chunks_mut(per_head).enumerate() {
+            for (qb, rows) in head.chunks_mut(BQ * k.dv).enumerate() {
+                task(bh, qb, rows);
+            }
+        }
+    }
+    Ok(())
+}
+
+struct Operands<'a> {
+    q: &'a [f32],
+    k: &'a [f32],
+    v: &'a [f32],
+    mask: MaskData<'a>,
+}
+
+/// One task: query rows `q0 .. q0 + o.len() / dv` of flattened (batch, head) `bh`, written to
+/// `o` (those rows of the output, used as the accumulator).
+#[inline(always)]
+fn tile(k: &AttentionKernel, x: &Operands<'_>, bh: usize, q0: usize, o: &mut [f32]) {
+    let (d, dv, sk) = (k.d, k.dv, k.sk);
+    let rows = o.len() / dv;
+    let (bi, hi) = (bh / k.h, bh % k.h);
+    let kh = hi / (k.h / k.hk);
+    let qp = &x.q[(bh * k.sq + q0) * d..][..rows * d];
+    let kb = &x.k[(bi * k.hk + kh) * sk * d..][..sk * d];
+    let vb = &x.v[(bi * k.hk + kh) * sk * dv..][..sk * dv];
+    let kend = match x.mask {
+        MaskData::Causal => sk.min(q0 + rows),
+        MaskData::Lens(l) => l[bi],
+        _ => sk,
+    };
+    let mut s = [0f32; BQ * BK];
+    let mut m = [f32::NEG_INFINITY; BQ];
+    let mut l = [0f32; BQ];
+    let mut started = false;
+    for j0 in (0..kend).step_by(BK) {
+        let cols = BK.min(kend - j0);
+        let st = &mut s[..rows * cols];
+        // SAFETY: `qp` holds rows × d, `kb[j0 * d..]` holds cols keys of d (row stride d),
+        // `st` holds rows × cols; all strides address inside those slices.
+        unsafe {
+            gemm::gemm(
+                rows,
+                cols,
+                d,
+                st.as_mut_ptr(),
+                1,
+                cols as isize,
+                false,
+                qp.as_ptr(),
+                1,
+                d as isize,
+                kb.as_ptr().add(j0 * d),
+                d as isize,
+                1,
+                0.0f32,
+                k.scale,
+                false,
+                false,
+                false,
+                gemm::Parallelism::None,
+            )
+        };
+        for (r, sr) in st.chunks_exact_mut(cols).enumerate() {
+            let i = q0 + r;
+            apply_mask(x.mask, sr, bi, hi, i, j0);
+            // NaN-propagating max: a NaN score makes the row NaN, as in the decomposition.
+            let mx = max_row(sr);
+            let m_new = if mx.is_nan() { mx } else { m[r].max(mx) };
+            if m_new == f32::NEG_INFINITY {
+                // Nothing visible yet in this row: weights 0, state unchanged.
+                sr.fill(0.0);
+                continue;
+            }
+            let sum = exp_sum(sr, m_new);
+            let corr = exp_f32(m[r] - m_new);
+            l[r] = l[r] * corr + sum;
+            m[r] = m_new;
+            if started && corr != 1.0 {
+                for e in &mut o[r * dv..(r + 1) * dv] {
+                    *e *= corr;
+                }
+            }
+        }
+        // SAFETY: `st` holds rows × cols (row stride cols), `vb[j0 * dv..]` holds cols rows of
+        // dv, `o` holds rows × dv.
+        unsafe {
+            gemm::gemm(
+                rows,
+                dv,
+                cols,
+                o.as_mut_ptr(),
+                1,
+                dv as isize,
+                started,
+                st.as_ptr(),
+                1,
+                cols as isize,
+                vb.as_ptr().add(j0 * dv),
+                1,
+                dv as isize,
+                if started { 1.0f32 } else { 0.0 },
+                1.0f32,
+                false,
+                false,
+                false,
+                gemm::Parallelism::None,
+            )
+        };
+        started = true;
+    }
+    for (r, orow) in o.chunks_exact_mut(dv).enumerate() {
+        if !started || l[r] == 0.0 {
+            // A row that sees no key: NaN, as the decomposition's softmax of all -inf.
+            orow.fill(f32::NAN);
+        } else {
+            let inv = 1.0 / l[r];
+            for e in orow {
+                *e *= inv;
+            }
+        }
+    }
+}
+
+/// `x = exp(x - m)` in place; returns the sum (16 partial sums, so the loop vectorizes).
+#[inline(always)]
+fn exp_sum(x: &mut [f32], m: f32) -> f32 {
+    let mut acc = [0f32; 16];
+    let mut chunks = x.chunks_exact_mut(16);
+    for c in &mut chunks {
+        for (e, a) in c.iter_mut().zip(&mut acc) {
+            *e = exp_f32(*e - m);
+            *a += *e;
+        }
+    }
+    let mut sum = 0f32;
+    for e in chunks.into_remainder() {
+        *e = exp_f32(*e - m);
+        sum += *e;
+    }
+    sum + acc.iter().sum::<f32>()
+}
+
+/// Mask the scores `sr` of query `i` against keys `j0 ..` (batch `bi`, head `hi`).
+#[inline(always)]
+fn apply_mask(mask: MaskData<'_>, sr: &mut [f32], bi: usize, hi: usize, i: usize, j0: usize) {
+    match mask {
+        MaskData::None | MaskData::Lens(_) => {}
+        MaskData::Causal => {
+            // Keys j > i are hidden; the block ends at most at the block's last query.
+            let first_hidden = (i + 1).saturating_sub(j0).min(sr.len());
+            sr[first_hidden..].fill(f32::NEG_INFINITY);
+        }
+        MaskData::Bias(b, st) => {
+            let base = bi * st[0] + hi * st[1] + i * st[2] + j0 * st[3];
+            if st[3] == 1 {
+                let n = sr.len();
+                for (e, &a) in sr.iter_mut().zip(&b[base..base + n]) {
+                    *e += a;
+                }
+            } else {
+                for (c, e) in sr.iter_mut().enumerate() {
+                    *e += b[base + c * st[3]];
+                }
+            }
+        }
+        MaskData::Bool(b, st) => {
+            let base = bi * st[0] + hi * st[1] + i * st[2] + j0 * st[3];
+            for (c, e) in sr.iter_mut().enumerate() {
+                if !b[base + c * st[3]] {
+                    *e = f32::NEG_INFINITY;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::broadcast_strides;
+
+    #[test]
+    fn strides_of_broadcast_bias() {
+        assert_eq!(broadcast_strides(&[2, 1, 1, 5], [2, 3, 4, 5]), Some([5, 0, 0, 1]));
+        assert_eq!(broadcast_strides(&[4, 5], [2, 3, 4, 5]), Some([0, 0, 5, 1]));
+        assert_eq!(broadcast_strides(&[], [2, 3, 4, 5]), Some([0, 0, 0, 0]));
+        assert_eq!(broadcast_strides(&[3, 4, 1], [2, 3, 4, 5]), Some([0, 4, 1, 0]));
+        assert_eq!(broadcast_strides(&[3, 5], [2, 3, 4, 5]), None);
+    }
+}

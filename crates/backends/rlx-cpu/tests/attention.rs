@@ -1,0 +1,147 @@
+//! The native `scaled_dot_product_attention` kernel (flash-style tiles) against the reference
+//! interpreter's evaluation of the composite's decomposition (`softmax(q kᵀ·scale + mask) v`
+//! with the full score matrix), for every mask kind, grouped heads, lengths that are not
+//! multiples of the tile sizes (64 queries × 128 keys), fully masked rows (NaN, as the
+//! decomposition) and 1 and 2 threads.
+//!
+//! Tolerance `TOL` (1e-5 absolute + 1e-5 relative on outputs of magnitude ≤ 1): the kernel
+//! rescales its exponentials once per key block, normalizes `P V` rather than `P`, and uses the
+//! backend's `exp_f32` (≈1 ulp) where the interpreter calls libm, so results agree to a few f32
+//! ulps times the number of keys summed, not bitwise.
+
+mod common;
+use common::{Tol, check_graph, rand_tensor};
+use rlx_ir::op::MaskKind;
+use rlx_ir::{DType, Graph, Shape, Tensor};
+
+const TOL: Tol = Tol { abs: 1e-5, rel: 1e-5 };
+
+/// Which mask a case uses.
+#[derive(Clone, Copy, Debug)]
+enum M {
+    None,
+    Causal,
+    /// Key lengths per batch.
+    Padding,
+    /// Additive f32 bias of these dims (broadcast to [B, H, Sq, Sk]).
+    Bias(&'static [char]),
+    /// Bool mask [Sq, Sk].
+    Bool,
+}
+
+/// Dims of a case: batch, heads, kv heads, sq, sk, d, dv.
+#[derive(Clone, Copy, Debug)]
+struct Case {
+    b: usize,
+    h: usize,
+    hk: usize,
+    sq: usize,
+    sk: usize,
+    d: usize,
+    dv: usize,
+}
+
+fn dims_of(spec: &[char], c: Case) -> Vec<usize> {
+    spec.iter()
+        .map(|ch| match ch {
+            'b' => c.b,
+            'h' => c.h,
+            'q' => c.sq,
+            'k' => c.sk,
+            _ => 1,
+        })
+        .collect()
+}
+
+/// Build the case, run it compiled (1 and 2 threads) and by the reference; check the kernel ran.
+fn run_case(c: Case, m: M, seed: u64) {
+    let what = format!("{c:?} {m:?}");
+    let mut g = Graph::new("attn");
+    let f32s = |d: &[usize]| Shape::new(d, DType::F32);
+    let q = g.input("q", f32s(&[c.b, c.h, c.sq, c.d]));
+    let k = g.input("k", f32s(&[c.b, c.hk, c.sk, c.d]));
+    let v = g.input("v", f32s(&[c.b, c.hk, c.sk, c.dv]));
+    let mut feeds = vec![
+        ("q", rand_tensor(&[c.b, c.h, c.sq, c.d], DType::F32, seed, -1.0, 1.0)),
+        ("k", rand_tensor(&[c.b, c.hk, c.sk, c.d], DType::F32, seed + 1, -1.0, 1.0)),
+        ("v", rand_tensor(&[c.b, c.hk, c.sk, c.dv], DType::F32, seed + 2, -1.0, 1.0)),
+    ];
+    let mask = match m {
+        M::None => MaskKind::None,
+        M::Causal => MaskKind::Causal,
+        M::Padding => {
+            // Batch 0 sees no key (NaN rows), the others a partial and an over-long length.
+            let l = g.input("lens", Shape::new(&[c.b], DType::I32));
+            let lens: Vec<i32> =
+                (0..c.b as i32).map(|i| [0, c.sk as i32 / 2 + 1, c.sk as i32 + 7][i as usize % 3]).collect();
+            feeds.push(("lens", Tensor::from_vec(lens, &[c.b]).unwrap()));
+            MaskKind::Padding(l)
+        }
+        M::Bias(spec) => {
+            let dims = dims_of(spec, c);
+            let l = g.input("bias", f32s(&dims));
+            let mut t = rand_tensor(&dims, DType::F32, seed + 3, -2.0, 2.0);
+            // Some -inf entries; the first key-row of the bias fully masked.
+            let n = *dims.last().unwrap();
+            for (i, x) in t.as_mut_slice::<f32>().unwrap().iter_mut().enumerate() {
+                if i < n || i % 5 == 0 {
+                    *x = f32::NEG_INFINITY;
+                }
+            }
+            feeds.push(("bias", t));
+            MaskKind::Bias(l)
+        }
+        M::Bool => {
+            let l = g.input("bias", Shape::new(&[c.sq, c.sk], DType::Bool));
+            // Row 0 sees nothing; otherwise a pseudo-random pattern.
+            let v: Vec<bool> = (0..c.sq * c.sk).map(|i| i >= c.sk && (i * 7919) % 3 != 0).collect();
+            feeds.push(("bias", Tensor::from_vec(v, &[c.sq, c.sk]).unwrap()));
+            MaskKind::Bias(l)
+        }
+    };
+    let y = g.scaled_dot_product_attention(q, k, v, mask, None);
+    g.set_outputs(vec![y]);
+    assert!(g.error().is_none(), "{what}: {:?}", g.error());
+    for threads in [Some(1), Some(2)] {
+        let kernels = check_graph(&g, &feeds, threads, TOL, &what);
+        assert!(kernels.iter().any(|k| k == "attention_f32"), "{what}: kernels {kernels:?}");
+    }
+}
+
+#[test]
+fn every_mask_kind_on_tile_edges() {
+    let cases = [
+        Case { b: 1, h: 2, hk: 2, sq: 1, sk: 1, d: 4, dv: 4 },
+        Case { b: 2, h: 3, hk: 3, sq: 70, sk: 130, d: 16, dv: 8 },
+        Case { b: 3, h: 4, hk: 2, sq: 129, sk: 129, d: 32, dv: 32 },
+        Case { b: 1, h: 2, hk: 1, sq: 5, sk: 300, d: 8, dv: 12 },
+    ];
+    let masks = [M::None, M::Causal, M::Padding, M::Bias(&['b', '1', '1', 'k']), M::Bias(&['q', 'k']), M::Bool];
+    for (i, c) in cases.iter().enumerate() {
+        for (j, m) in masks.iter().enumerate() {
+            run_case(*c, *m, (i * 10 + j) as u64);
+        }
+    }
+}
+
+#[test]
+fn random_shapes() {
+    let mut s = 12345u64;
+    let mut next = |n: usize| {
+        s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        1 + (s >> 33) as usize % n
+    };
+    for seed in 0..8 {
+        let hk = next(2);
+        let c = Case { b: next(2), h: hk * next(2), hk, sq: next(150), sk: next(270), d: next(40), dv: next(40) };
+        let m = [M::None, M::Causal, M::Padding, M::Bias(&['h', 'q', 'k']), M::Bool][seed % 5];
+        run_case(c, m, 100 + seed as u64);
+    }
+}
+
+/// The MiniLM layout: bias `[B, 1, 1, Sk]` from an attention mask, 12 heads of 32, seq 128.
+#[test]
+fn encoder_shape_with_padding_bias() {
+    let c = Case { b: 2, h: 12, hk: 12, sq: 128, sk: 128, d: 32, dv: 32 };
+    run_case(c, M::Bias(&['b', '1', '1', 'k']), 7);
+}
