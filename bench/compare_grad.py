@@ -15,6 +15,7 @@ Needs: cargo, python3 with jax[cpu] 0.10.2 (`pip install -r tools/refgen/require
 """
 
 import argparse
+import os
 import statistics
 
 from _common import build, median_ms, peer_cmd, pin, print_ratios, run

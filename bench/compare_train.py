@@ -19,6 +19,7 @@ Needs: cargo, python3 with jax + optax (`pip install -r tools/refgen/requirement
 """
 
 import argparse
+import os
 import json
 import statistics
 import sys
