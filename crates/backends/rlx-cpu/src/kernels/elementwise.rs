@@ -7,11 +7,12 @@
 //! reference's (which computes in f64 and rounds) within f32 rounding: `add`..`div`, `max`,
 //! `min`, `sqrt`, `abs`, `neg`, `floor`, `ceil`, comparisons and `select` are bit-identical;
 //! `exp` and `logistic` use [`super::simd::exp_f32`] (about 1 ulp), `tanh` uses
-//! [`super::simd::tanh_f32`] (about 2 ulp); every other unary op
+//! [`super::simd::tanh_f32`] (about 2 ulp), `erf` uses [`super::simd::erf_f32`] (about 1e-7
+//! absolute); every other unary op
 //! evaluates the reference's f64 formula per element (bit-identical, parallel, not
 //! vectorized).
 
-use super::simd::{PAR_THRESHOLD, dispatch, exp_f32, tanh_f32, threads};
+use super::simd::{PAR_THRESHOLD, dispatch, erf_f32, exp_f32, tanh_f32, threads};
 use rayon::prelude::*;
 use rlx_ir::ops::{BinaryOp, CompareOp, UnaryOp};
 use rlx_ir::{DType, Elem, IrError, Op, Tensor, with_dtype};
@@ -333,6 +334,7 @@ pub(crate) fn unary_block(u: UnaryOp, x: &[f32], o: &mut [f32]) {
         Rsqrt => map!(|v: f32| 1.0 / v.sqrt()),
         Exp => map!(exp_f32),
         Tanh => map!(tanh_f32),
+        Erf => map!(erf_f32),
         Logistic => map!(|v: f32| {
             let e = exp_f32(-v.abs());
             let r = 1.0 / (1.0 + e);
