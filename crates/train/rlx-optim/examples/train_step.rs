@@ -8,26 +8,9 @@
 use rlx_ir::{DType, Graph, Shape};
 use rlx_optim::data::{self, epoch_order};
 use rlx_optim::{Adam, Trainer, TrainerOptions, UpdateMode};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+#[path = "../tests/common/counting_alloc.rs"]
+mod counting_alloc;
 use std::time::Instant;
-
-struct Counting;
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards to the system allocator; only counts calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        unsafe { System.dealloc(p, l) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -66,7 +49,7 @@ fn main() {
     while ts.len() < 200 || start.elapsed().as_secs_f64() < 2.0 {
         let order = epoch_order(ds.train.len(), 0, epoch);
         for batch in order.chunks_exact(b) {
-            let a0 = ALLOCS.load(Ordering::Relaxed);
+            let a0 = counting_alloc::allocs();
             let t0 = Instant::now();
             let x = tr.input_mut::<f32>("x").expect("x");
             for (k, &i) in batch.iter().enumerate() {
@@ -79,7 +62,7 @@ fn main() {
             std::hint::black_box(tr.step().expect("step"));
             ts.push(t0.elapsed().as_secs_f64() * 1e6);
             if ts.len() > 3 {
-                allocs += ALLOCS.load(Ordering::Relaxed) - a0;
+                allocs += counting_alloc::allocs() - a0;
             }
         }
         epoch += 1;

@@ -8,24 +8,8 @@
 use rlx_ir::{DType, Graph, Shape};
 use rlx_optim::{Adam, Trainer, TrainerOptions, UpdateMode};
 use rlx_runtime::CompileOptions;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-struct Counting;
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        unsafe { System.dealloc(p, l) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
+#[path = "common/counting_alloc.rs"]
+mod counting_alloc;
 
 fn forward() -> Graph {
     let mut g = Graph::new("mlp");
@@ -66,12 +50,12 @@ fn allocs_per_steps(update: UpdateMode, compile: CompileOptions, steps: usize) -
     for s in 1..3 {
         step(s);
     }
-    let before = ALLOCS.load(Ordering::Relaxed);
+    let before = counting_alloc::allocs();
     let mut last = first;
     for s in 3..3 + steps {
         last = step(s);
     }
-    let n = ALLOCS.load(Ordering::Relaxed) - before;
+    let n = counting_alloc::allocs() - before;
     assert!(last.is_finite() && first.is_finite());
     let gemm = tr.steps().iter().filter(|s| s.kernel.starts_with("gemm")).count();
     (n, gemm)
