@@ -2,7 +2,7 @@
 //! interpreter's evaluation of the composite's decomposition (`softmax(q kᵀ·scale + mask) v`
 //! with the full score matrix), for every mask kind, grouped heads, lengths that are not
 //! multiples of the tile sizes (64 queries × 128 keys), fully masked rows (NaN, as the
-//! decomposition) and 1 and 2 threads.
+//! decomposition), 1 and 2 threads, and both layouts (`[B, H, S, D]` and `[B, S, H, D]`).
 //!
 //! Tolerance `TOL` (1e-5 absolute + 1e-5 relative on outputs of magnitude ≤ 1): the kernel
 //! rescales its exponentials once per key block, normalizes `P V` rather than `P`, and uses the
@@ -11,7 +11,7 @@
 
 mod common;
 use common::{Tol, check_graph, rand_tensor};
-use rlx_ir::op::MaskKind;
+use rlx_ir::op::{AttentionLayout, MaskKind};
 use rlx_ir::{DType, Graph, Shape, Tensor};
 
 const TOL: Tol = Tol { abs: 1e-5, rel: 1e-5 };
@@ -55,16 +55,26 @@ fn dims_of(spec: &[char], c: Case) -> Vec<usize> {
 
 /// Build the case, run it compiled (1 and 2 threads) and by the reference; check the kernel ran.
 fn run_case(c: Case, m: M, seed: u64) {
-    let what = format!("{c:?} {m:?}");
+    run_case_in(c, m, seed, AttentionLayout::Bhsd)
+}
+
+/// [`run_case`] with q, k, v and the result in `layout`.
+fn run_case_in(c: Case, m: M, seed: u64, layout: AttentionLayout) {
+    let what = format!("{c:?} {m:?} {layout:?}");
     let mut g = Graph::new("attn");
     let f32s = |d: &[usize]| Shape::new(d, DType::F32);
-    let q = g.input("q", f32s(&[c.b, c.h, c.sq, c.d]));
-    let k = g.input("k", f32s(&[c.b, c.hk, c.sk, c.d]));
-    let v = g.input("v", f32s(&[c.b, c.hk, c.sk, c.dv]));
+    let dims = |h: usize, s: usize, d: usize| match layout {
+        AttentionLayout::Bhsd => [c.b, h, s, d],
+        AttentionLayout::Bshd => [c.b, s, h, d],
+    };
+    let (qd, kd, vd) = (dims(c.h, c.sq, c.d), dims(c.hk, c.sk, c.d), dims(c.hk, c.sk, c.dv));
+    let q = g.input("q", f32s(&qd));
+    let k = g.input("k", f32s(&kd));
+    let v = g.input("v", f32s(&vd));
     let mut feeds = vec![
-        ("q", rand_tensor(&[c.b, c.h, c.sq, c.d], DType::F32, seed, -1.0, 1.0)),
-        ("k", rand_tensor(&[c.b, c.hk, c.sk, c.d], DType::F32, seed + 1, -1.0, 1.0)),
-        ("v", rand_tensor(&[c.b, c.hk, c.sk, c.dv], DType::F32, seed + 2, -1.0, 1.0)),
+        ("q", rand_tensor(&qd, DType::F32, seed, -1.0, 1.0)),
+        ("k", rand_tensor(&kd, DType::F32, seed + 1, -1.0, 1.0)),
+        ("v", rand_tensor(&vd, DType::F32, seed + 2, -1.0, 1.0)),
     ];
     let mask = match m {
         M::None => MaskKind::None,
@@ -99,7 +109,7 @@ fn run_case(c: Case, m: M, seed: u64) {
             MaskKind::Bias(l)
         }
     };
-    let y = g.scaled_dot_product_attention(q, k, v, mask, None);
+    let y = g.scaled_dot_product_attention_with_layout(q, k, v, mask, None, layout);
     g.set_outputs(vec![y]);
     assert!(g.error().is_none(), "{what}: {:?}", g.error());
     for threads in [Some(1), Some(2)] {
@@ -120,6 +130,21 @@ fn every_mask_kind_on_tile_edges() {
     for (i, c) in cases.iter().enumerate() {
         for (j, m) in masks.iter().enumerate() {
             run_case(*c, *m, (i * 10 + j) as u64);
+        }
+    }
+}
+
+#[test]
+fn bshd_layout_every_mask_kind_with_grouped_heads() {
+    let cases = [
+        Case { b: 2, h: 3, hk: 3, sq: 70, sk: 130, d: 16, dv: 8 },
+        Case { b: 3, h: 4, hk: 2, sq: 129, sk: 129, d: 32, dv: 32 },
+        Case { b: 1, h: 2, hk: 1, sq: 5, sk: 300, d: 8, dv: 12 },
+    ];
+    let masks = [M::None, M::Causal, M::Padding, M::Bias(&['b', '1', '1', 'k']), M::Bias(&['h', 'q', 'k']), M::Bool];
+    for (i, c) in cases.iter().enumerate() {
+        for (j, m) in masks.iter().enumerate() {
+            run_case_in(*c, *m, (i * 10 + j) as u64, AttentionLayout::Bshd);
         }
     }
 }

@@ -34,7 +34,7 @@ pub use verify::{bind_symbols, specialize, verify};
 
 /// Helper enums of the builder API, at the path the spec imports (`rlx_ir::op::Activation`).
 pub mod op {
-    pub use crate::compose::{Activation, MaskKind, RopeLayout, RopeStyle};
+    pub use crate::compose::{Activation, AttentionLayout, MaskKind, RopeLayout, RopeStyle};
 }
 
 /// Re-export so `with_dtype!` works in downstream crates.

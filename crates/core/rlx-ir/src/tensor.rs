@@ -456,8 +456,41 @@ impl Tensor {
         });
         Tensor { shape: self.shape.clone(), data }
     }
-    /// Raw little-endian bytes of the storage.
+    /// Raw little-endian bytes of the storage (bool as one byte, 0 or 1): borrowed on
+    /// little-endian targets (no copy, so hashing a large weight costs one pass over it),
+    /// converted elsewhere.
+    pub fn le_bytes(&self) -> std::borrow::Cow<'_, [u8]> {
+        use std::borrow::Cow;
+        if cfg!(target_endian = "big") {
+            return Cow::Owned(self.to_le_bytes_converted());
+        }
+        // SAFETY: every storage type is a primitive number, `half`'s `u16` wrappers, or `bool`
+        // (one byte, 0 or 1): no padding and no uninitialized bytes, alignment of `u8` is 1,
+        // and the byte length is the slice's size in bytes. On a little-endian target the
+        // in-memory bytes are the little-endian encoding.
+        fn raw<T>(v: &[T]) -> &[u8] {
+            unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+        }
+        Cow::Borrowed(match &self.data {
+            Data::F32(v) => raw(v),
+            Data::F64(v) => raw(v),
+            Data::F16(v) => raw(v),
+            Data::BF16(v) => raw(v),
+            Data::I8(v) => raw(v),
+            Data::I16(v) => raw(v),
+            Data::I32(v) => raw(v),
+            Data::I64(v) => raw(v),
+            Data::U8(v) => v,
+            Data::U32(v) => raw(v),
+            Data::Bool(v) => raw(v),
+        })
+    }
+    /// Raw little-endian bytes of the storage, owned (see [`Tensor::le_bytes`]).
     pub fn to_le_bytes(&self) -> Vec<u8> {
+        self.le_bytes().into_owned()
+    }
+    /// Element-by-element little-endian encoding (big-endian targets).
+    fn to_le_bytes_converted(&self) -> Vec<u8> {
         match &self.data {
             Data::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
             Data::F64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
@@ -506,8 +539,8 @@ impl Tensor {
     }
 }
 
-/// Serialized form: dtype, dims, and the little-endian bytes as hex (keeps NaN/inf exact,
-/// which JSON numbers cannot).
+/// Serialized form for human-readable formats (JSON): dtype, dims, and the little-endian
+/// bytes as hex (keeps NaN/inf exact, which JSON numbers cannot).
 #[derive(Serialize, Deserialize)]
 struct TensorRepr {
     dtype: DType,
@@ -515,12 +548,70 @@ struct TensorRepr {
     hex: String,
 }
 
+/// Serialized form for binary formats (`is_human_readable() == false`: CBOR, the compile
+/// cache's fingerprint): dtype, dims, and the little-endian bytes as one byte string, written
+/// straight from the storage (no hex, no copy on little-endian targets).
+#[derive(Serialize)]
+struct TensorBin<'a> {
+    dtype: DType,
+    shape: &'a [usize],
+    bytes: RawBytes<'a>,
+}
+
+/// A byte string that serializes with `serialize_bytes` (a plain `&[u8]` is a sequence).
+struct RawBytes<'a>(&'a [u8]);
+
+impl Serialize for RawBytes<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(self.0)
+    }
+}
+
+#[derive(Deserialize)]
+struct TensorBinOwned {
+    dtype: DType,
+    shape: Vec<usize>,
+    bytes: ByteBuf,
+}
+
+/// Owned bytes read from a byte string (or, from formats without one, a sequence of `u8`).
+struct ByteBuf(Vec<u8>);
+
+impl<'de> Deserialize<'de> for ByteBuf {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<ByteBuf, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = ByteBuf;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("tensor bytes")
+            }
+            fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<ByteBuf, E> {
+                Ok(ByteBuf(v.to_vec()))
+            }
+            fn visit_byte_buf<E: serde::de::Error>(self, v: Vec<u8>) -> Result<ByteBuf, E> {
+                Ok(ByteBuf(v))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<ByteBuf, A::Error> {
+                let mut v = Vec::new();
+                while let Some(b) = a.next_element::<u8>()? {
+                    v.push(b);
+                }
+                Ok(ByteBuf(v))
+            }
+        }
+        d.deserialize_byte_buf(V)
+    }
+}
+
 impl Serialize for Tensor {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let bytes = self.le_bytes();
+        if !s.is_human_readable() {
+            return TensorBin { dtype: self.dtype(), shape: &self.shape, bytes: RawBytes(&bytes) }.serialize(s);
+        }
         const HEX: &[u8; 16] = b"0123456789abcdef";
-        let bytes = self.to_le_bytes();
         let mut hex = String::with_capacity(bytes.len() * 2);
-        for b in bytes {
+        for &b in bytes.iter() {
             hex.push(HEX[(b >> 4) as usize] as char);
             hex.push(HEX[(b & 15) as usize] as char);
         }
@@ -531,6 +622,10 @@ impl Serialize for Tensor {
 impl<'de> Deserialize<'de> for Tensor {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Tensor, D::Error> {
         use serde::de::Error;
+        if !d.is_human_readable() {
+            let r = TensorBinOwned::deserialize(d)?;
+            return Tensor::from_le_bytes(&r.shape, r.dtype, &r.bytes.0).map_err(D::Error::custom);
+        }
         let r = TensorRepr::deserialize(d)?;
         if r.hex.len() % 2 != 0 || !r.hex.is_ascii() {
             return Err(D::Error::custom("tensor hex payload has odd length or non-ascii"));
@@ -581,6 +676,33 @@ mod tests {
         let s = serde_json::to_string(&t).unwrap();
         let back: Tensor = serde_json::from_str(&s).unwrap();
         assert_eq!(t.to_le_bytes(), back.to_le_bytes());
+    }
+
+    #[test]
+    fn binary_serde_keeps_bits_and_bytes() {
+        // CBOR is not human-readable: the tensor travels as one byte string, not hex.
+        let ts = [
+            Tensor::from_vec(vec![f32::NAN, -0.0, f32::NEG_INFINITY, 1.5], &[2, 2]).unwrap(),
+            Tensor::from_vec(vec![true, false, true], &[3]).unwrap(),
+            Tensor::from_vec(vec![f16::from_f32(0.5), f16::NAN], &[2]).unwrap(),
+            Tensor::from_vec(vec![-7i64], &[]).unwrap(),
+        ];
+        for t in ts {
+            let mut buf = vec![];
+            ciborium::into_writer(&t, &mut buf).unwrap();
+            assert!(buf.len() < 64 + t.to_le_bytes().len(), "binary form is not hex");
+            let back: Tensor = ciborium::from_reader(buf.as_slice()).unwrap();
+            assert_eq!((back.dtype(), back.shape()), (t.dtype(), t.shape()));
+            assert_eq!(back.to_le_bytes(), t.to_le_bytes());
+        }
+    }
+
+    #[test]
+    fn le_bytes_are_little_endian() {
+        let t = Tensor::from_vec(vec![1.0f32, -2.0], &[2]).unwrap();
+        assert_eq!(&*t.le_bytes(), &[0, 0, 0x80, 0x3f, 0, 0, 0, 0xc0]);
+        let b = Tensor::from_vec(vec![true, false], &[2]).unwrap();
+        assert_eq!(&*b.le_bytes(), &[1, 0]);
     }
 
     #[test]

@@ -64,3 +64,41 @@ fn encoder_24_layers_compile_time() {
     assert!(!a.compile_report().unwrap().cache_hit && b.compile_report().unwrap().cache_hit);
     eprintln!("24-layer encoder: first compile {first:?}, second (cache hit) {second:?}");
 }
+
+/// `x · W + b` then a transpose: one weight constant of `n` f32 and one attribute to vary.
+fn weighted(w: &[f32], perm: &[usize]) -> Graph {
+    let mut g = Graph::new("fp");
+    let x = g.input("x", rlx_ir::Shape::new(&[2, 3], DType::F32));
+    let w = g.constant(Tensor::from_vec(w.to_vec(), &[3, 2]).unwrap());
+    let y = g.matmul(x, w, rlx_ir::Shape::new(&[2, 2], DType::F32));
+    let y = g.transpose(y, perm);
+    g.set_outputs(vec![y]);
+    g
+}
+
+#[test]
+fn fingerprint_tells_graphs_apart_and_is_stable() {
+    use rlx_runtime::fingerprint;
+    let opts = rlx_compile::PassOptions::default();
+    let w = [0.5f32, -1.0, 2.0, 0.25, 3.0, -0.0];
+    let fp = |g: &Graph| fingerprint(g, &opts, "cpu").unwrap();
+    let a = fp(&weighted(&w, &[1, 0]));
+    assert_eq!(a, fp(&weighted(&w, &[1, 0])), "equal graphs hash equal");
+    // A graph read back from JSON (another process's view of it) hashes the same.
+    let back = rlx_ir::hir_from_json(&rlx_ir::hir_to_json(&weighted(&w, &[1, 0])).unwrap()).unwrap();
+    assert_eq!(a, fp(&back), "stable across a save / load");
+    let mut ulp = w;
+    ulp[3] = f32::from_bits(ulp[3].to_bits() + 1);
+    assert_ne!(a, fp(&weighted(&ulp, &[1, 0])), "a one-ulp weight change");
+    let mut zero = w;
+    zero[5] = 0.0;
+    assert_ne!(a, fp(&weighted(&zero, &[1, 0])), "-0.0 and 0.0 differ");
+    assert_ne!(a, fp(&weighted(&w, &[0, 1])), "a different op attribute");
+    assert_ne!(a, fingerprint(&weighted(&w, &[1, 0]), &opts, "other").unwrap(), "another backend");
+    let no_fuse = rlx_compile::PassOptions { fuse: false, ..opts.clone() };
+    assert_ne!(a, fingerprint(&weighted(&w, &[1, 0]), &no_fuse, "cpu").unwrap(), "other pass options");
+    let mut bad = weighted(&w, &[1, 0]);
+    let x = bad.inputs()[0];
+    bad.transpose(x, &[0, 0]);
+    assert!(fingerprint(&bad, &opts, "cpu").is_err(), "a graph with a recorded error is refused");
+}

@@ -5,6 +5,8 @@
 //!     cargo run --release -p rlx-onnx --example onnx_bench -- MODEL.onnx BATCH SEQ THREADS
 //!
 //! One warm-up run, then at least 5 runs and at least 1 s; prints
+//! `rlx import <ms> ms compile <ms> ms first_run <ms> ms steps <n> (transpose <n>)` (compile: a cold compile
+//! for the static input shapes — specialize, fingerprint, passes, CPU plan) and then
 //! `rlx median <ms> ms reps=<n>`.
 
 use rlx_ir::Tensor;
@@ -46,11 +48,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         feeds.push((n.clone(), Tensor::from_vec(v, &[b, s])?));
     }
     let shapes: HashMap<String, Vec<usize>> = names.iter().map(|n| (n.clone(), vec![b, s])).collect();
+    let t_import = Instant::now();
     let (_, im) = import_file(Path::new(model), ImportOptions { input_shapes: shapes, ..Default::default() })?;
+    let import_ms = t_import.elapsed().as_secs_f64() * 1e3;
     let opts = CompileOptions::default().with_threads(t);
+    let t_compile = Instant::now();
     let mut compiled = Session::try_new(Device::Cpu)?.try_compile_with(im.graph, &opts)?;
     let refs: Vec<(&str, Tensor)> = feeds.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
+    let compile_ms = t_compile.elapsed().as_secs_f64() * 1e3;
+    let t_first = Instant::now();
     compiled.run_tensors(&refs)?;
+    let first_ms = t_first.elapsed().as_secs_f64() * 1e3;
+    let steps = compiled.steps();
+    let transposes = steps.iter().filter(|s| s.kernel == "transpose").count();
+    println!(
+        "rlx import {import_ms:.1} ms compile {compile_ms:.1} ms first_run {first_ms:.1} ms steps {} (transpose {transposes})",
+        steps.len()
+    );
     let mut ts = vec![];
     let start = Instant::now();
     while ts.len() < 5 || start.elapsed().as_secs_f64() < 1.0 {

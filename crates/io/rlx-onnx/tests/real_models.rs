@@ -6,7 +6,9 @@
 //! `tools/fetch.sh minilm-onnx`. Without the model files the test prints SKIP to stderr.
 //! The fp32 model's attention (MatMul, Div, Add mask, Softmax, MatMul per layer) must reach
 //! the CPU's native attention kernel through the compiler's `attention` pass: one
-//! `attention_f32` step per layer, and no separate softmax step.
+//! `attention_f32` step per layer, and no separate softmax step; the head transposes around it
+//! (3 in, 1 out per layer) are absorbed into the kernel's `[B, S, H, D]` layout, so no
+//! `transpose` step is left.
 
 use rlx_ir::{DType, Tensor};
 use rlx_onnx::{ImportOptions, import_file};
@@ -76,9 +78,14 @@ fn check(model: &str, min_cos: f64, attention_steps: Option<usize>) {
     let steps = compiled.steps();
     let n_attn = steps.iter().filter(|s| s.kernel == "attention_f32").count();
     let n_softmax = steps.iter().filter(|s| s.kernel == "softmax_f32").count();
-    eprintln!("{model}: {} steps, {n_attn} attention_f32, {n_softmax} softmax_f32", steps.len());
+    let n_transpose = steps.iter().filter(|s| s.kernel == "transpose").count();
+    eprintln!(
+        "{model}: {} steps, {n_attn} attention_f32, {n_softmax} softmax_f32, {n_transpose} transpose",
+        steps.len()
+    );
     if let Some(want) = attention_steps {
         assert_eq!((n_attn, n_softmax), (want, 0), "{model}: attention steps (native kernel, no softmax left)");
+        assert_eq!(n_transpose, 0, "{model}: head transposes absorbed into the attention layout");
     }
     let hidden = outs[k].cast(DType::F32);
     assert_eq!(&hidden.shape()[..2], &[b, s], "{model}: hidden state shape");

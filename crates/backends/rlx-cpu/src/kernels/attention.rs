@@ -5,7 +5,10 @@
 //! `[B, Hk, Sk, D]`, `v` `[B, Hk, Sk, Dv]` (grouped heads: query head `h` reads key/value head
 //! `h / (H / Hk)`), plus the key lengths (`padding`, i32 or i64 `[B]`) or the bias (`bias`, f32
 //! added to the scores or bool `true` = attend, broadcastable to `[B, H, Sq, Sk]`); attrs
-//! `mask` and `scale`. The output `[B, H, Sq, Dv]` is written in place of the accumulator.
+//! `mask`, `scale` and `layout`. The output `[B, H, Sq, Dv]` is written in place of the
+//! accumulator. With `layout = "bshd"` q, k, v and the output are `[B, S, H, D]` and every
+//! product reads and writes rows at the stride `H·D` (no transposes); tasks then cover one
+//! block of query rows of one batch for all heads, so the output chunks stay disjoint slices.
 //!
 //! Per task (batch, head, block of [`BQ`] query rows), for each block of [`BK`] keys:
 //! `S = scale · Q Kᵀ` (one `gemm` call into a stack tile), the mask, then the online softmax of
@@ -25,6 +28,7 @@
 use super::reduce::max_row;
 use super::simd::{dispatch, exp_f32, threads};
 use rayon::prelude::*;
+use rlx_ir::compose::AttentionLayout;
 use rlx_ir::ops::Composite;
 use rlx_ir::{Attr, DType, IrError, Tensor};
 
@@ -76,6 +80,8 @@ pub struct AttentionKernel {
     pub scale: f32,
     /// The mask.
     pub mask: AttnMask,
+    /// q, k, v and the output are `[B, S, H, D]` (else `[B, H, S, D]`).
+    pub bshd: bool,
 }
 
 impl AttentionKernel {
@@ -95,10 +101,14 @@ pub fn select(c: &Composite, ins: &[(Vec<usize>, DType)], outs: &[(Vec<usize>, D
     if [q, k, v, o].iter().any(|(d, t)| d.len() != 4 || *t != DType::F32) {
         return None;
     }
-    let [b, h, sq, d] = q.0[..] else { return None };
-    let [_, hk, sk, _] = k.0[..] else { return None };
-    let dv = v.0[3];
-    let shapes_ok = k.0 == [b, hk, sk, d] && v.0 == [b, hk, sk, dv] && o.0 == [b, h, sq, dv];
+    let bshd = AttentionLayout::of_attrs(&c.attrs)? == AttentionLayout::Bshd;
+    // The [B, H, S, D] view of each operand.
+    let view = |x: &[usize]| if bshd { [x[0], x[2], x[1], x[3]] } else { [x[0], x[1], x[2], x[3]] };
+    let (qv, kv, vv, ov) = (view(&q.0), view(&k.0), view(&v.0), view(&o.0));
+    let [b, h, sq, d] = qv;
+    let [_, hk, sk, _] = kv;
+    let dv = vv[3];
+    let shapes_ok = kv == [b, hk, sk, d] && vv == [b, hk, sk, dv] && ov == [b, h, sq, dv];
     if !shapes_ok || hk == 0 || h % hk != 0 || sk == 0 || d == 0 {
         return None;
     }
@@ -119,7 +129,7 @@ pub fn select(c: &Composite, ins: &[(Vec<usize>, DType)], outs: &[(Vec<usize>, D
         }
         _ => return None,
     };
-    Some(AttentionKernel { b, h, hk, sq, sk, d, dv, scale, mask })
+    Some(AttentionKernel { b, h, hk, sq, sk, d, dv, scale, mask, bshd })
 }
 
 /// Element strides of a row-major tensor `dims` broadcast (NumPy rules, right-aligned) to
@@ -195,27 +205,64 @@ pub fn run(k: &AttentionKernel, ins: &[&Tensor], out: &mut Tensor) -> Result<(),
     if o.is_empty() {
         return Ok(());
     }
-    let per_head = k.sq * k.dv;
     let ops = Operands { q, k: kk, v, mask };
-    let task = |bh: usize, qb: usize, rows: &mut [f32]| {
+    let task = |bh: usize, qb: usize, rows: &mut [f32], at: OutRows| {
         dispatch(
             #[inline(always)]
-            || tile(k, &ops, bh, qb * BQ, rows),
+            || tile(k, &ops, bh, qb * BQ, rows, at),
         )
     };
-    let tasks = k.b * k.h * k.sq.div_ceil(BQ);
-    if threads() > 1 && tasks > 1 {
+    let blocks = k.sq.div_ceil(BQ);
+    let par = threads() > 1 && k.b * k.h * blocks > 1;
+    if k.bshd {
+        // Output [B, Sq, H, Dv]: a block of query rows of one batch holds every head's rows,
+        // so a task takes that block and runs its heads one after another.
+        let per_batch = k.sq * k.h * k.dv;
+        let heads = |bi: usize, qb: usize, rows: &mut [f32]| {
+            let n = rows.len() / (k.h * k.dv);
+            for hi in 0..k.h {
+                task(bi * k.h + hi, qb, rows, OutRows { n, stride: k.h * k.dv, offset: hi * k.dv });
+            }
+        };
+        if par {
+            o.par_chunks_mut(per_batch).enumerate().for_each(|(bi, batch)| {
+                batch.par_chunks_mut(BQ * k.h * k.dv).enumerate().for_each(|(qb, rows)| heads(bi, qb, rows));
+            });
+        } else {
+            for (bi, batch) in o.chunks_mut(per_batch).enumerate() {
+                for (qb, rows) in batch.chunks_mut(BQ * k.h * k.dv).enumerate() {
+                    heads(bi, qb, rows);
+                }
+            }
+        }
+        return Ok(());
+    }
+    let per_head = k.sq * k.dv;
+    let plain = |rows: &[f32]| OutRows { n: rows.len() / k.dv, stride: k.dv, offset: 0 };
+    if par {
         o.par_chunks_mut(per_head).enumerate().for_each(|(bh, head)| {
-            head.par_chunks_mut(BQ * k.dv).enumerate().for_each(|(qb, rows)| task(bh, qb, rows));
+            head.par_chunks_mut(BQ * k.dv).enumerate().for_each(|(qb, rows)| {
+                let at = plain(rows);
+                task(bh, qb, rows, at)
+            });
         });
     } else {
         for (bh, head) in o.chunks_mut(per_head).enumerate() {
             for (qb, rows) in head.chunks_mut(BQ * k.dv).enumerate() {
-                task(bh, qb, rows);
+                let at = plain(rows);
+                task(bh, qb, rows, at);
             }
         }
     }
     Ok(())
+}
+
+/// Where a task's output rows sit in its chunk: `n` rows, row `r` at `offset + r · stride`.
+#[derive(Clone, Copy)]
+struct OutRows {
+    n: usize,
+    stride: usize,
+    offset: usize,
 }
 
 struct Operands<'a> {
@@ -225,17 +272,32 @@ struct Operands<'a> {
     mask: MaskData<'a>,
 }
 
-/// One task: query rows `q0 .. q0 + o.len() / dv` of flattened (batch, head) `bh`, written to
-/// `o` (those rows of the output, used as the accumulator).
+/// One task: query rows `q0 .. q0 + at.n` of flattened (batch, head) `bh`, written to the
+/// rows `at` of `o` (used as the accumulator).
 #[inline(always)]
-fn tile(k: &AttentionKernel, x: &Operands<'_>, bh: usize, q0: usize, o: &mut [f32]) {
+fn tile(k: &AttentionKernel, x: &Operands<'_>, bh: usize, q0: usize, o: &mut [f32], at: OutRows) {
     let (d, dv, sk) = (k.d, k.dv, k.sk);
-    let rows = o.len() / dv;
+    let rows = at.n;
     let (bi, hi) = (bh / k.h, bh % k.h);
     let kh = hi / (k.h / k.hk);
-    let qp = &x.q[(bh * k.sq + q0) * d..][..rows * d];
-    let kb = &x.k[(bi * k.hk + kh) * sk * d..][..sk * d];
-    let vb = &x.v[(bi * k.hk + kh) * sk * dv..][..sk * dv];
+    // Offsets of row 0 and row strides of this head's q, k, v.
+    let (qo, qs, ko, ks, vo, vs) = if k.bshd {
+        (
+            ((bi * k.sq + q0) * k.h + hi) * d,
+            k.h * d,
+            (bi * sk * k.hk + kh) * d,
+            k.hk * d,
+            (bi * sk * k.hk + kh) * dv,
+            k.hk * dv,
+        )
+    } else {
+        ((bh * k.sq + q0) * d, d, (bi * k.hk + kh) * sk * d, d, (bi * k.hk + kh) * sk * dv, dv)
+    };
+    let qp = &x.q[qo..][..(rows - 1) * qs + d];
+    let kb = &x.k[ko..][..(sk - 1) * ks + d];
+    let vb = &x.v[vo..][..(sk - 1) * vs + dv];
+    let os = at.stride;
+    let o = &mut o[at.offset..][..(rows - 1) * os + dv];
     let kend = match x.mask {
         MaskData::Causal => sk.min(q0 + rows),
         MaskData::Lens(l) => l[bi],
@@ -248,8 +310,8 @@ fn tile(k: &AttentionKernel, x: &Operands<'_>, bh: usize, q0: usize, o: &mut [f3
     for j0 in (0..kend).step_by(BK) {
         let cols = BK.min(kend - j0);
         let st = &mut s[..rows * cols];
-        // SAFETY: `qp` holds rows × d, `kb[j0 * d..]` holds cols keys of d (row stride d),
-        // `st` holds rows × cols; all strides address inside those slices.
+        // SAFETY: `qp` holds rows of d at stride qs, `kb[j0 * ks..]` holds cols keys of d at
+        // stride ks, `st` holds rows × cols; all strides address inside those slices.
         unsafe {
             gemm::gemm(
                 rows,
@@ -261,9 +323,9 @@ fn tile(k: &AttentionKernel, x: &Operands<'_>, bh: usize, q0: usize, o: &mut [f3
                 false,
                 qp.as_ptr(),
                 1,
-                d as isize,
-                kb.as_ptr().add(j0 * d),
-                d as isize,
+                qs as isize,
+                kb.as_ptr().add(j0 * ks),
+                ks as isize,
                 1,
                 0.0f32,
                 k.scale,
@@ -289,13 +351,13 @@ fn tile(k: &AttentionKernel, x: &Operands<'_>, bh: usize, q0: usize, o: &mut [f3
             l[r] = l[r] * corr + sum;
             m[r] = m_new;
             if started && corr != 1.0 {
-                for e in &mut o[r * dv..(r + 1) * dv] {
+                for e in &mut o[r * os..r * os + dv] {
                     *e *= corr;
                 }
             }
         }
-        // SAFETY: `st` holds rows × cols (row stride cols), `vb[j0 * dv..]` holds cols rows of
-        // dv, `o` holds rows × dv.
+        // SAFETY: `st` holds rows × cols (row stride cols), `vb[j0 * vs..]` holds cols rows of
+        // dv at stride vs, `o` holds rows of dv at stride os.
         unsafe {
             gemm::gemm(
                 rows,
@@ -303,14 +365,14 @@ fn tile(k: &AttentionKernel, x: &Operands<'_>, bh: usize, q0: usize, o: &mut [f3
                 cols,
                 o.as_mut_ptr(),
                 1,
-                dv as isize,
+                os as isize,
                 started,
                 st.as_ptr(),
                 1,
                 cols as isize,
-                vb.as_ptr().add(j0 * dv),
+                vb.as_ptr().add(j0 * vs),
                 1,
-                dv as isize,
+                vs as isize,
                 if started { 1.0f32 } else { 0.0 },
                 1.0f32,
                 false,
@@ -321,7 +383,8 @@ fn tile(k: &AttentionKernel, x: &Operands<'_>, bh: usize, q0: usize, o: &mut [f3
         };
         started = true;
     }
-    for (r, orow) in o.chunks_exact_mut(dv).enumerate() {
+    for r in 0..rows {
+        let orow = &mut o[r * os..r * os + dv];
         if !started || l[r] == 0.0 {
             // A row that sees no key: NaN, as the decomposition's softmax of all -inf.
             orow.fill(f32::NAN);

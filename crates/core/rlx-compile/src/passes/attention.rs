@@ -13,10 +13,19 @@
 //! they stay materialized and nothing changes). Runs only when the backend has a native kernel
 //! for the composite ([`crate::PassOptions::native_composites`]): the composite is not inlined
 //! again after the HIR stage.
+//!
+//! Then the head transposes: an f32 `[B, H, S, D]` attention (matched here or built with the
+//! builder) whose operands come from `transpose(·, [0, 2, 1, 3])` (a BERT export's
+//! `[B, S, H·D]` → reshape `[B, S, H, D]` → transpose) and whose result is read only by such a
+//! transpose becomes the same attention in the `[B, S, H, D]` layout
+//! ([`rlx_ir::compose::AttentionLayout::Bshd`]) on the transposes' operands, and the result
+//! transpose disappears: the kernel reads and writes with strides instead of four copies per
+//! layer (as ONNX Runtime's fused `MultiHeadAttention`). Done when at least three of the four
+//! transposes go away; an operand or result that is not transposed gets a transpose instead.
 
 use crate::rebuild::{Rebuild, stats};
 use crate::{CompileError, PassOptions, PassStats};
-use rlx_ir::compose::MaskKind;
+use rlx_ir::compose::{AttentionLayout, MaskKind};
 use rlx_ir::ops::{BinaryOp, DotGeneral};
 use rlx_ir::{Attr, DType, Graph, NodeId, Op};
 
@@ -53,40 +62,144 @@ pub fn run(g: &mut Graph, opts: &PassOptions) -> Result<PassStats, CompileError>
     }
     let single = |id: NodeId| uses[id.index()] == 1;
     let found: Vec<Option<Match>> = (0..nodes.len()).map(|i| match_at(g, i, &single)).collect();
-    let changed = found.iter().flatten().count();
-    if changed == 0 {
-        return Ok(stats(before, g, 0));
+    let matched = found.iter().flatten().count();
+    if matched > 0 {
+        let mut rb = Rebuild::new(g);
+        for (i, n) in nodes.iter().enumerate() {
+            let Some(m) = &found[i] else {
+                rb.copy(n);
+                continue;
+            };
+            let q = rb.map[m.q.index()];
+            let mut k = rb.map[m.k.index()];
+            if m.k_transposed {
+                k = match &nodes[m.k.index()].op {
+                    // Fold [0, 1, 3, 2] into the transpose that made kᵀ.
+                    Op::Transpose { permutation } => {
+                        let p = permutation;
+                        rb.out.transpose(rb.map[nodes[m.k.index()].inputs[0].index()], &[p[0], p[1], p[3], p[2]])
+                    }
+                    _ => rb.out.transpose(k, &[0, 1, 3, 2]),
+                };
+            }
+            let v = rb.map[m.v.index()];
+            let mask = m.bias.map_or(MaskKind::None, |b| MaskKind::Bias(rb.map[b.index()]));
+            let y = rb.out.scaled_dot_product_attention(q, k, v, mask, Some(m.scale));
+            rb.alias(y);
+        }
+        finish(g, rb, "attention")?;
+        crate::passes::dce::run(g, opts)?;
+    }
+    let absorbed = absorb_head_transposes(g)?;
+    if absorbed > 0 {
+        crate::passes::dce::run(g, opts)?;
+    }
+    Ok(stats(before, g, matched + absorbed))
+}
+
+/// Replace `g` by the rebuilt graph, or report the builder error the rewrite caused.
+fn finish(g: &mut Graph, rb: Rebuild, pass: &'static str) -> Result<(), CompileError> {
+    let out = rb.finish(g);
+    if let Some(e) = out.error().filter(|_| g.error().is_none()) {
+        return Err(CompileError::PassBroke { pass, source: e.clone() });
+    }
+    *g = out;
+    Ok(())
+}
+
+/// The permutation between `[B, H, S, D]` and `[B, S, H, D]` (its own inverse).
+const SWAP: [usize; 4] = [0, 2, 1, 3];
+
+/// One `[B, H, S, D]` attention to move to `[B, S, H, D]`.
+struct Relayout {
+    /// Per q, k, v: the operand was `transpose(x, SWAP)` (read `x` instead).
+    from_transpose: [bool; 3],
+    /// Every reader of the result is `transpose(·, SWAP)` (they become the attention).
+    out_transposed: bool,
+    mask: &'static str,
+    scale: f64,
+}
+
+/// Move attentions whose head transposes can be absorbed to the `[B, S, H, D]` layout (see
+/// the module docs); returns how many moved.
+fn absorb_head_transposes(g: &mut Graph) -> Result<usize, CompileError> {
+    let nodes = g.nodes();
+    let mut readers: Vec<Vec<NodeId>> = vec![vec![]; nodes.len()];
+    for (i, n) in nodes.iter().enumerate() {
+        for x in &n.inputs {
+            readers[x.index()].push(NodeId(i as u32));
+        }
+    }
+    let is_swap = |id: NodeId| matches!(&g.node(id).op, Op::Transpose { permutation } if permutation[..] == SWAP);
+    let plan: Vec<Option<Relayout>> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let Op::Composite(c) = &n.op else { return None };
+            if c.name != SDPA || AttentionLayout::of_attrs(&c.attrs)? != AttentionLayout::Bhsd || n.is_tuple() {
+                return None;
+            }
+            if n.inputs[..3].iter().chain([&NodeId(i as u32)]).any(|&x| {
+                let s = g.shape(x);
+                s.dtype != DType::F32 || s.rank() != 4
+            }) {
+                return None;
+            }
+            let mask = match (c.attrs.get("mask"), n.inputs.len()) {
+                (Some(Attr::Str(m)), 3) if m == "none" => "none",
+                (Some(Attr::Str(m)), 3) if m == "causal" => "causal",
+                (Some(Attr::Str(m)), 4) if m == "padding" => "padding",
+                (Some(Attr::Str(m)), 4) if m == "bias" => "bias",
+                _ => return None,
+            };
+            let Some(Attr::Float(scale)) = c.attrs.get("scale") else { return None };
+            let from_transpose = [0, 1, 2].map(|j| is_swap(n.inputs[j]));
+            let r = &readers[i];
+            let out_transposed =
+                !g.outputs().contains(&NodeId(i as u32)) && !r.is_empty() && r.iter().all(|&u| is_swap(u));
+            let gone = from_transpose.iter().filter(|&&t| t).count() + out_transposed as usize;
+            (gone >= 3).then_some(Relayout { from_transpose, out_transposed, mask, scale: *scale })
+        })
+        .collect();
+    let moved = plan.iter().flatten().count();
+    if moved == 0 {
+        return Ok(0);
     }
     let mut rb = Rebuild::new(g);
     for (i, n) in nodes.iter().enumerate() {
-        let Some(m) = &found[i] else {
+        // A result transpose of a moved attention is the attention itself now.
+        if is_swap(NodeId(i as u32)) && plan[n.inputs[0].index()].as_ref().is_some_and(|p| p.out_transposed) {
+            rb.alias(rb.map[n.inputs[0].index()]);
+            continue;
+        }
+        let Some(p) = &plan[i] else {
             rb.copy(n);
             continue;
         };
-        let q = rb.map[m.q.index()];
-        let mut k = rb.map[m.k.index()];
-        if m.k_transposed {
-            k = match &nodes[m.k.index()].op {
-                // Fold [0, 1, 3, 2] into the transpose that made kᵀ.
-                Op::Transpose { permutation } => {
-                    let p = permutation;
-                    rb.out.transpose(rb.map[nodes[m.k.index()].inputs[0].index()], &[p[0], p[1], p[3], p[2]])
-                }
-                _ => rb.out.transpose(k, &[0, 1, 3, 2]),
-            };
-        }
-        let v = rb.map[m.v.index()];
-        let mask = m.bias.map_or(MaskKind::None, |b| MaskKind::Bias(rb.map[b.index()]));
-        let y = rb.out.scaled_dot_product_attention(q, k, v, mask, Some(m.scale));
+        let qkv = [0, 1, 2].map(|j| {
+            let x = n.inputs[j];
+            if p.from_transpose[j] {
+                rb.map[g.node(x).inputs[0].index()]
+            } else {
+                rb.out.transpose(rb.map[x.index()], &SWAP)
+            }
+        });
+        let extra = n.inputs.get(3).map(|m| rb.map[m.index()]);
+        let mask = match (p.mask, extra) {
+            ("causal", _) => MaskKind::Causal,
+            ("padding", Some(m)) => MaskKind::Padding(m),
+            ("bias", Some(m)) => MaskKind::Bias(m),
+            _ => MaskKind::None,
+        };
+        let [q, k, v] = qkv;
+        let y = rb.out.scaled_dot_product_attention_with_layout(q, k, v, mask, Some(p.scale), AttentionLayout::Bshd);
+        // With the result transposes absorbed, nothing reads this node's old value: its image
+        // is the [B, S, H, D] result that those transposes now alias.
+        let y = if p.out_transposed { y } else { rb.out.transpose(y, &SWAP) };
         rb.alias(y);
     }
-    let out = rb.finish(g);
-    if let Some(e) = out.error().filter(|_| g.error().is_none()) {
-        return Err(CompileError::PassBroke { pass: "attention", source: e.clone() });
-    }
-    *g = out;
-    crate::passes::dce::run(g, opts)?;
-    Ok(stats(before, g, changed))
+    finish(g, rb, "attention")?;
+    Ok(moved)
 }
 
 /// `d` batched over dims 0 and 1, contracting lhs dim 3 with rhs dim `rc`.
@@ -242,12 +355,14 @@ mod tests {
             rlx_ir::verify(&g).unwrap();
             assert_eq!(count(&g, SDPA), 1);
             assert_eq!(count(&g, "softmax"), 0, "the softmax is inside the composite now");
-            // kᵀ's transpose is folded: every transpose left is [0, 2, 1, 3].
-            for n in g.nodes() {
-                if let Op::Transpose { permutation } = &n.op {
-                    assert_eq!(permutation, &[0, 2, 1, 3]);
-                }
-            }
+            // kᵀ's transpose is folded and the head transposes are absorbed: the attention
+            // reads the reshaped projections in [B, S, H, D] and none is left.
+            assert!(!g.nodes().iter().any(|n| matches!(n.op, Op::Transpose { .. })), "{g}");
+            let c = g.nodes().iter().find_map(|n| match &n.op {
+                Op::Composite(c) if c.name == SDPA => Some(c),
+                _ => None,
+            });
+            assert_eq!(AttentionLayout::of_attrs(&c.unwrap().attrs), Some(AttentionLayout::Bshd));
             let mut mask = rand(&[2, 1, 1, 5], 9).to_f64_vec();
             mask[3] = -1e9;
             let feeds: HashMap<String, Tensor> = [
@@ -264,6 +379,60 @@ mod tests {
             let got = evaluate(&g, &feeds).unwrap()[0].to_f64_vec();
             for (a, b) in got.iter().zip(&want) {
                 assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "{a} vs {b}");
+            }
+        }
+    }
+
+    /// A builder-made `[B, H, S, D]` attention on inputs `[B, S, H, D]`: `transposed` says
+    /// which of q, k, v go through a head transpose, `out_t` whether the result does.
+    fn heads(transposed: [bool; 3], out_t: bool, mask: &str) -> Graph {
+        let (b, s, h, d) = (2, 5, 3, 4);
+        let mut g = Graph::new("heads");
+        let bias = g.input("bias", Shape::new(&[b, 1, 1, s], DType::F32));
+        let lens = g.input("lens", Shape::new(&[b], DType::I64));
+        let qkv = ["q", "k", "v"].map(|n| g.input(n, Shape::new(&[b, s, h, d], DType::F32)));
+        let [q, k, v] = [0, 1, 2].map(|j| if transposed[j] { g.transpose(qkv[j], &SWAP) } else { qkv[j] });
+        let mask = match mask {
+            "causal" => MaskKind::Causal,
+            "padding" => MaskKind::Padding(lens),
+            "bias" => MaskKind::Bias(bias),
+            _ => MaskKind::None,
+        };
+        let y = g.scaled_dot_product_attention(q, k, v, mask, None);
+        let y = if out_t { g.transpose(y, &SWAP) } else { y };
+        let z = g.exp(y);
+        g.set_outputs(vec![z]);
+        g
+    }
+
+    #[test]
+    fn head_transposes_are_absorbed_for_every_mask() {
+        let feeds: HashMap<String, Tensor> = [
+            ("bias", rand(&[2, 1, 1, 5], 5)),
+            ("lens", Tensor::from_vec(vec![5i64, 2], &[2]).unwrap()),
+            ("q", rand(&[2, 5, 3, 4], 1)),
+            ("k", rand(&[2, 5, 3, 4], 2)),
+            ("v", rand(&[2, 5, 3, 4], 3)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let transposes = |g: &Graph| g.nodes().iter().filter(|n| matches!(n.op, Op::Transpose { .. })).count();
+        let cases = [([true; 3], true, 4, 0), ([true, true, false], true, 3, 1), ([true, false, true], false, 2, 2)];
+        for mask in ["none", "causal", "padding", "bias"] {
+            for (tr, out_t, before, after) in cases {
+                let g0 = heads(tr, out_t, mask);
+                assert_eq!(transposes(&g0), before);
+                let mut g = g0.clone();
+                let st = run(&mut g, &opts()).unwrap();
+                rlx_ir::verify(&g).unwrap();
+                assert_eq!(transposes(&g), after, "{mask} {tr:?} {out_t}: {g}");
+                assert_eq!(st.changed, usize::from(after < before));
+                let want = evaluate(&g0, &feeds).unwrap()[0].to_f64_vec();
+                let got = evaluate(&g, &feeds).unwrap()[0].to_f64_vec();
+                for (a, b) in got.iter().zip(&want) {
+                    assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "{mask}: {a} vs {b}");
+                }
             }
         }
     }

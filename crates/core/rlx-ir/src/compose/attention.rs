@@ -20,7 +20,11 @@
 //!   batch, not a PyTorch argument) masks keys `j ≥ len[b]`. Masked scores are `-inf`; a query
 //!   that can see no key gets NaN (PyTorch's math backend does the same). When `k`/`v` have
 //!   fewer heads than `q`, each is repeated `H / Hk` times along the head dim
-//!   (`repeat_interleave`, PyTorch's `enable_gqa`).
+//!   (`repeat_interleave`, PyTorch's `enable_gqa`). With [`AttentionLayout::Bshd`] the same
+//!   attention reads `q`, `k`, `v` as `[B, S, H, D]` and writes `[B, Sq, H, Dv]`: the
+//!   decomposition transposes dims 1 and 2 in and out, a native kernel reads with strides
+//!   (ONNX Runtime's `MultiHeadAttention` / flash-attention's BSHD), so the head transposes
+//!   around attention in a BERT export disappear.
 
 use super::{attrs, need_float};
 use crate::ops::{CompareOp, DotGeneral};
@@ -45,6 +49,31 @@ pub enum RopeStyle {
     /// GPT-J / RoFormer / llama.cpp `NORM`: element `2i` pairs with `2i + 1`; attr
     /// `"adjacent_pairs"`.
     AdjacentPairs,
+}
+
+/// Where the sequence and head dims sit in the operands and result of
+/// [`Graph::scaled_dot_product_attention_with_layout`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum AttentionLayout {
+    /// `[B, H, S, D]` (PyTorch SDPA), the default: no `layout` attr.
+    #[default]
+    Bhsd,
+    /// `[B, S, H, D]` (flash-attention's BSHD; a BERT export's `[B, S, H·D]` reshaped): attr
+    /// `"layout": Str("bshd")`.
+    Bshd,
+}
+
+impl AttentionLayout {
+    /// The layout named by a composite's attrs (`Bhsd` when there is no `layout` attr);
+    /// `None` for an unknown value.
+    pub fn of_attrs(a: &crate::Attrs) -> Option<AttentionLayout> {
+        match a.get("layout") {
+            None => Some(AttentionLayout::Bhsd),
+            Some(Attr::Str(s)) if s == "bhsd" => Some(AttentionLayout::Bhsd),
+            Some(Attr::Str(s)) if s == "bshd" => Some(AttentionLayout::Bshd),
+            _ => None,
+        }
+    }
 }
 
 /// The mask of [`Graph::scaled_dot_product_attention`].
@@ -192,17 +221,43 @@ impl Graph {
         mask: MaskKind,
         scale: Option<f64>,
     ) -> NodeId {
+        self.scaled_dot_product_attention_with_layout(q, k, v, mask, scale, AttentionLayout::Bhsd)
+    }
+
+    /// [`Graph::scaled_dot_product_attention`] with the operands and the result in `layout`:
+    /// for [`AttentionLayout::Bshd`], `q` `[B, Sq, H, D]`, `k` `[B, Sk, Hk, D]`, `v`
+    /// `[B, Sk, Hk, Dv]`, result `[B, Sq, H, Dv]`, attr `"layout": Str("bshd")`; the values
+    /// are those of the `[B, H, S, D]` attention on the operands with dims 1 and 2 swapped
+    /// (the mask still broadcasts to `[B, H, Sq, Sk]`). Errors as
+    /// `scaled_dot_product_attention`, on the swapped shapes.
+    pub fn scaled_dot_product_attention_with_layout(
+        &mut self,
+        q: NodeId,
+        k: NodeId,
+        v: NodeId,
+        mask: MaskKind,
+        scale: Option<f64>,
+        layout: AttentionLayout,
+    ) -> NodeId {
         const NAME: &str = "scaled_dot_product_attention";
         let mut ops = vec![q, k, v];
         if let MaskKind::Padding(m) | MaskKind::Bias(m) = mask {
             ops.push(m);
         }
-        let Some(t) = self.compose_types(NAME, &ops) else { return self.placeholder() };
-        let (qs, ks, vs) = (&t[0], &t[1], &t[2]);
+        let Some(mut t) = self.compose_types(NAME, &ops) else { return self.placeholder() };
         let bad = |g: &mut Graph, m: String| g.compose_fail(NAME, m);
-        if qs.rank() != 4 || ks.rank() != 4 || vs.rank() != 4 {
-            return bad(self, format!("q, k, v must be [B, H, S, D], got {qs}, {ks}, {vs}"));
+        if t[..3].iter().any(|s| s.rank() != 4) {
+            let want = if layout == AttentionLayout::Bshd { "[B, S, H, D]" } else { "[B, H, S, D]" };
+            return bad(self, format!("q, k, v must be {want}, got {}, {}, {}", t[0], t[1], t[2]));
         }
+        let bshd = layout == AttentionLayout::Bshd;
+        if bshd {
+            // Check the [B, H, S, D] view.
+            for s in &mut t[..3] {
+                s.dims.swap(1, 2);
+            }
+        }
+        let (qs, ks, vs) = (&t[0], &t[1], &t[2]);
         if let Err(m) = need_float(NAME, "q", qs) {
             return bad(self, m);
         }
@@ -239,9 +294,14 @@ impl Graph {
             _ => {}
         }
         let (sq, sk) = (qs.dims[2].clone(), ks.dims[2].clone());
-        let a = attrs([("mask", Attr::Str(mask.name().into())), ("scale", Attr::Float(scale))]);
+        let mut a = attrs([("mask", Attr::Str(mask.name().into())), ("scale", Attr::Float(scale))]);
+        if bshd {
+            a.insert("layout".into(), Attr::Str("bshd".into()));
+        }
         self.composite_with(NAME, a, &ops, |g, a| {
-            let (mut kk, mut vv) = (a[1], a[2]);
+            let swap = |g: &mut Graph, x: NodeId| if bshd { g.transpose(x, &[0, 2, 1, 3]) } else { x };
+            let qq = swap(g, a[0]);
+            let (mut kk, mut vv) = (swap(g, a[1]), swap(g, a[2]));
             if rep > 1 {
                 for x in [&mut kk, &mut vv] {
                     let s = g.shape(*x).dims.clone();
@@ -251,7 +311,7 @@ impl Graph {
                     *x = g.reshape(b, vec![s[0].clone(), h, s[2].clone(), s[3].clone()]);
                 }
             }
-            let sc = g.dot_general(a[0], kk, batched(3, 3));
+            let sc = g.dot_general(qq, kk, batched(3, 3));
             let c = g.scalar_like(scale, a[0]);
             let mut sc = g.mul(sc, c);
             let ninf = g.scalar_like(f64::NEG_INFINITY, a[0]);
@@ -279,7 +339,8 @@ impl Graph {
                 }
             }
             let p = g.softmax(sc, -1);
-            vec![g.dot_general(p, vv, batched(3, 2))]
+            let o = g.dot_general(p, vv, batched(3, 2));
+            vec![swap(g, o)]
         })[0]
     }
 }
@@ -500,6 +561,45 @@ mod tests {
             1e-12,
         );
         close(&out[3], &attn_ref(&qv, &kv, &vv, dims, hk, sk, s, |_, i, j| bias[i * sk + j]), 1e-12);
+    }
+
+    #[test]
+    fn sdpa_bshd_layout_is_the_transposed_bhsd() {
+        // [B, S, H, D] operands; every mask kind, grouped heads (H = 4, Hk = 2), Sq ≠ Sk.
+        let (b, h, hk, sq, sk, d) = (2, 4, 2, 3, 5, 2);
+        let mut g = Graph::new("t");
+        let q = g.input("q", Shape::new(&[b, sq, h, d], DType::F64));
+        let k = g.input("k", Shape::new(&[b, sk, hk, d], DType::F64));
+        let v = g.input("v", Shape::new(&[b, sk, hk, d], DType::F64));
+        let lens = g.input("lens", Shape::new(&[b], DType::I32));
+        let bias = g.input("bias", Shape::new(&[b, 1, sq, sk], DType::F64));
+        let masks = [MaskKind::None, MaskKind::Causal, MaskKind::Padding(lens), MaskKind::Bias(bias)];
+        let mut outs = vec![];
+        for mask in masks {
+            let y = g.scaled_dot_product_attention_with_layout(q, k, v, mask, None, AttentionLayout::Bshd);
+            assert_eq!(g.shape(y), &Shape::new(&[b, sq, h, d], DType::F64));
+            let (qt, kt, vt) =
+                (g.transpose(q, &[0, 2, 1, 3]), g.transpose(k, &[0, 2, 1, 3]), g.transpose(v, &[0, 2, 1, 3]));
+            let r = g.scaled_dot_product_attention(qt, kt, vt, mask, None);
+            outs.extend([y, g.transpose(r, &[0, 2, 1, 3])]);
+        }
+        g.set_outputs(outs);
+        let f = feeds(&[
+            ("q", t64(&wavy(b * h * sq * d, 0.1), &[b, sq, h, d])),
+            ("k", t64(&wavy(b * hk * sk * d, 1.1), &[b, sk, hk, d])),
+            ("v", t64(&wavy(b * hk * sk * d, 2.1), &[b, sk, hk, d])),
+            ("lens", Tensor::from_vec(vec![5i32, 2], &[b]).unwrap()),
+            ("bias", t64(&wavy(b * sq * sk, 3.1), &[b, 1, sq, sk])),
+        ]);
+        let out = run_both(&g, &f);
+        for pair in out.chunks(2) {
+            close(&pair[0], &pair[1].to_f64_vec(), 0.0);
+        }
+        let mut g = Graph::new("t");
+        let q = g.input("q", Shape::new(&[1, 2, 3, 2], DType::F32));
+        let k = g.input("k", Shape::new(&[1, 2, 2, 2], DType::F32));
+        g.scaled_dot_product_attention_with_layout(q, k, k, MaskKind::None, None, AttentionLayout::Bshd);
+        assert!(g.error().unwrap().to_string().contains("q has 3 heads, k/v 2"), "{:?}", g.error());
     }
 
     #[test]

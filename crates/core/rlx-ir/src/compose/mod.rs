@@ -26,7 +26,7 @@ pub mod quant;
 pub mod vjp;
 
 pub use activation::Activation;
-pub use attention::{MaskKind, RopeLayout, RopeStyle};
+pub use attention::{AttentionLayout, MaskKind, RopeLayout, RopeStyle};
 
 use crate::{Attr, Attrs, DType, Graph, IrError, Node, NodeId, Op, Shape, Tensor};
 

@@ -9,7 +9,7 @@
 //!   `dO` the cotangent and `O` the result: `dV = Pᵀ dO`, `dS = P ∘ (dO Vᵀ − rowsum(dO ∘ O))`,
 //!   `dQ = s · dS K`, `dK = s · dSᵀ Q`, key/value gradients summed over the query heads that
 //!   share a key head. Nothing of size `Sq × Sk` is kept from the forward pass. Padding and
-//!   bias masks use the decomposition.
+//!   bias masks and the `[B, S, H, D]` layout use the decomposition.
 
 use crate::ops::ad::{AdError, Cx, Tan, VjpRule};
 use crate::ops::{CompareOp, DotGeneral};
@@ -110,7 +110,9 @@ fn sum_heads(g: &mut Graph, x: NodeId, rep: usize) -> NodeId {
 
 impl VjpRule for Attention {
     fn applies(&self, attrs: &Attrs) -> bool {
+        // The `[B, S, H, D]` layout (a compiler rewrite for inference) uses the decomposition.
         matches!(attr_str(attrs, "mask"), Some("none" | "causal"))
+            && crate::compose::AttentionLayout::of_attrs(attrs) == Some(crate::compose::AttentionLayout::Bhsd)
     }
 
     fn vjp(&self, attrs: &Attrs, cx: &mut Cx, x: &[NodeId], y: &[NodeId], ct: &[Tan]) -> Result<Vec<Tan>, AdError> {
