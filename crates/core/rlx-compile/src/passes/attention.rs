@@ -351,7 +351,7 @@ mod tests {
             let g0 = onnx_style(div, mask);
             let mut g = g0.clone();
             let st = run(&mut g, &opts()).unwrap();
-            assert_eq!(st.changed, 1);
+            assert_eq!(st.changed, 2, "one attention matched, then moved to [B, S, H, D]");
             rlx_ir::verify(&g).unwrap();
             assert_eq!(count(&g, SDPA), 1);
             assert_eq!(count(&g, "softmax"), 0, "the softmax is inside the composite now");
@@ -390,7 +390,11 @@ mod tests {
         let mut g = Graph::new("heads");
         let bias = g.input("bias", Shape::new(&[b, 1, 1, s], DType::F32));
         let lens = g.input("lens", Shape::new(&[b], DType::I64));
-        let qkv = ["q", "k", "v"].map(|n| g.input(n, Shape::new(&[b, s, h, d], DType::F32)));
+        // A transposed operand is declared [B, S, H, D], the others [B, H, S, D].
+        let qkv = [0, 1, 2].map(|j| {
+            let dims = if transposed[j] { [b, s, h, d] } else { [b, h, s, d] };
+            g.input(["q", "k", "v"][j], Shape::new(&dims, DType::F32))
+        });
         let [q, k, v] = [0, 1, 2].map(|j| if transposed[j] { g.transpose(qkv[j], &SWAP) } else { qkv[j] });
         let mask = match mask {
             "causal" => MaskKind::Causal,
@@ -407,21 +411,22 @@ mod tests {
 
     #[test]
     fn head_transposes_are_absorbed_for_every_mask() {
-        let feeds: HashMap<String, Tensor> = [
-            ("bias", rand(&[2, 1, 1, 5], 5)),
-            ("lens", Tensor::from_vec(vec![5i64, 2], &[2]).unwrap()),
-            ("q", rand(&[2, 5, 3, 4], 1)),
-            ("k", rand(&[2, 5, 3, 4], 2)),
-            ("v", rand(&[2, 5, 3, 4], 3)),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
         let transposes = |g: &Graph| g.nodes().iter().filter(|n| matches!(n.op, Op::Transpose { .. })).count();
         let cases = [([true; 3], true, 4, 0), ([true, true, false], true, 3, 1), ([true, false, true], false, 2, 2)];
         for mask in ["none", "causal", "padding", "bias"] {
             for (tr, out_t, before, after) in cases {
                 let g0 = heads(tr, out_t, mask);
+                let dims = |n: &str| g0.shape(g0.input_by_name(n).unwrap()).static_dims().unwrap();
+                let feeds: HashMap<String, Tensor> = [
+                    ("bias", rand(&[2, 1, 1, 5], 5)),
+                    ("lens", Tensor::from_vec(vec![5i64, 2], &[2]).unwrap()),
+                    ("q", rand(&dims("q"), 1)),
+                    ("k", rand(&dims("k"), 2)),
+                    ("v", rand(&dims("v"), 3)),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect();
                 assert_eq!(transposes(&g0), before);
                 let mut g = g0.clone();
                 let st = run(&mut g, &opts()).unwrap();
