@@ -116,9 +116,9 @@ fn check_named_dims(declared: &[rlx_onnx::proto::ValueInfoProto], feeds: &[(Stri
 /// decimals.
 fn head_values(t: &Tensor) -> Vec<String> {
     let v = t.to_f64_vec();
-    let (exact, bool) = (!t.dtype().is_float(), t.dtype() == DType::Bool);
+    let (exact, is_bool) = (!t.dtype().is_float(), t.dtype() == DType::Bool);
     let text = |x: f64| match x {
-        x if bool => (x != 0.0).to_string(),
+        x if is_bool => (x != 0.0).to_string(),
         x if exact => format!("{x}"),
         x => format!("{x:.6}"),
     };
@@ -128,9 +128,9 @@ fn head_values(t: &Tensor) -> Vec<String> {
 /// The first [`HEAD`] values of `t` as JSON: integers and booleans as JSON integers / booleans, floats as
 /// numbers (non-finite ones as the strings `"NaN"`, `"inf"`, `"-inf"`).
 fn head_json(t: &Tensor) -> Vec<Value> {
-    let (exact, bool) = (!t.dtype().is_float(), t.dtype() == DType::Bool);
+    let (exact, is_bool) = (!t.dtype().is_float(), t.dtype() == DType::Bool);
     let num = |x: f64| match x {
-        x if bool => json!(x != 0.0),
+        x if is_bool => json!(x != 0.0),
         x if exact => json!(x as i64),
         x if x.is_finite() => json!(x),
         x => json!(x.to_string()),
@@ -159,7 +159,9 @@ pub fn run(model: &Path, inputs: &[String], output: Option<&PathBuf>, json_out: 
         let inits: Vec<&str> = g.initializer.iter().map(|t| t.name.as_deref().unwrap_or_default()).collect();
         let declared: Vec<&str> =
             g.input.iter().map(|i| i.name.as_deref().unwrap_or_default()).filter(|n| !inits.contains(n)).collect();
-        if let Some((unknown, _)) = feeds.iter().find(|(f, _)| !declared.contains(&f.as_str())) {
+        // An input that also has an initializer (older exports list those) may still be fed.
+        let named = |f: &str| g.input.iter().any(|i| i.name.as_deref() == Some(f));
+        if let Some((unknown, _)) = feeds.iter().find(|(f, _)| !named(f)) {
             return Err(err(format!(
                 "--input {unknown:?}: the model has no such input (inputs: {})",
                 declared.join(", ")
