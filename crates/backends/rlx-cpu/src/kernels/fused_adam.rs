@@ -63,7 +63,8 @@ fn scaled(g: &Graph, id: NodeId) -> Option<(NodeId, NodeId)> {
 /// space is `space`; `None` for anything else, including a region with any further member.
 pub(crate) fn match_body(body: &Graph, space: &[usize]) -> Option<AdamMatch> {
     let outs = body.outputs();
-    if outs.len() != 3 {
+    // One element: its "full" operands would classify as scalars; the register program runs it.
+    if outs.len() != 3 || space.iter().product::<usize>() < 2 {
         return None;
     }
     let pos = |op: BinaryOp| -> Vec<usize> {
