@@ -13,6 +13,7 @@ pub mod dot;
 pub mod elementwise;
 pub mod epilogue;
 pub mod fused;
+mod fused_adam;
 pub mod gemv;
 pub mod movement;
 #[cfg(target_arch = "x86_64")]
