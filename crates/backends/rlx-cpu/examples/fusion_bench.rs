@@ -8,49 +8,13 @@
 //! Prints `rlx WORKLOAD threads=T: median X ms steps=N kernels=[..] checksum=S`. Used by
 //! `bench/compare_fusion.py`; one warm-up run, then at least MIN_REPS (5) runs and MIN_SECS (1 s).
 
+// The encoder layer is the one rlx-runtime's memory test plans (one definition for both).
+#[path = "../../../core/rlx-runtime/tests/common/encoder.rs"]
+mod encoder;
+
 use rlx_cpu::{CpuExecutable, CpuOptions};
 use rlx_ir::{DType, Graph, Shape, Tensor};
 use std::time::Instant;
-
-/// One pre-norm transformer encoder layer on `x` `[seq, hidden]` (as `rlx-runtime`'s memory
-/// test): layer_norm, q/k/v projections, attention (no mask), output projection + residual,
-/// layer_norm, FFN with exact gelu + residual.
-fn encoder_layer(
-    g: &mut Graph,
-    x: rlx_ir::NodeId,
-    seq: usize,
-    hidden: usize,
-    heads: usize,
-    ffn: usize,
-) -> rlx_ir::NodeId {
-    let f32s = |d: &[usize]| Shape::new(d, DType::F32);
-    let p = |g: &mut Graph, n: &str, d: &[usize]| g.param(n, f32s(d));
-    let (g1, b1) = (p(g, "ln1.g", &[hidden]), p(g, "ln1.b", &[hidden]));
-    let h = g.layer_norm(x, Some(g1), Some(b1), -1, 1e-5);
-    let dh = hidden / heads;
-    let proj = |g: &mut Graph, n: &str| {
-        let w = p(g, &format!("{n}.w"), &[hidden, hidden]);
-        let b = p(g, &format!("{n}.b"), &[hidden]);
-        let y = g.linear(h, w, Some(b));
-        let y = g.reshape(y, [1, seq, heads, dh]);
-        g.transpose(y, &[0, 2, 1, 3])
-    };
-    let (q, k, v) = (proj(g, "q"), proj(g, "k"), proj(g, "v"));
-    let a = g.scaled_dot_product_attention(q, k, v, rlx_ir::op::MaskKind::None, None);
-    let a = g.transpose(a, &[0, 2, 1, 3]);
-    let a = g.reshape(a, [seq, hidden]);
-    let (wo, bo) = (p(g, "o.w", &[hidden, hidden]), p(g, "o.b", &[hidden]));
-    let o = g.linear(a, wo, Some(bo));
-    let x1 = g.add(x, o);
-    let (g2, b2) = (p(g, "ln2.g", &[hidden]), p(g, "ln2.b", &[hidden]));
-    let h2 = g.layer_norm(x1, Some(g2), Some(b2), -1, 1e-5);
-    let (w1, c1) = (p(g, "ff1.w", &[ffn, hidden]), p(g, "ff1.b", &[ffn]));
-    let f = g.linear(h2, w1, Some(c1));
-    let f = g.gelu(f, false);
-    let (w2, c2) = (p(g, "ff2.w", &[hidden, ffn]), p(g, "ff2.b", &[hidden]));
-    let f = g.linear(f, w2, Some(c2));
-    g.add(x1, f)
-}
 
 fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();
@@ -87,7 +51,7 @@ fn main() {
         "encoder" => {
             let d = vec![128usize, 384];
             let x = g.input("x", f32s(&d));
-            let y = encoder_layer(&mut g, x, 128, 384, 12, 1536);
+            let y = encoder::encoder_layer(&mut g, x, "", 128, 384, 12, 1536);
             g.set_outputs(vec![y]);
             d
         }

@@ -162,7 +162,11 @@ enum OutMode {
     /// The output is the only one in planned buffer `b`: swap the buffer with the caller's
     /// tensor (no copy).
     Swap(usize),
-    /// Input, param, fixed value, or a second output in the same buffer: copy into the
+    /// The output is result `k` of the multi-result step whose results are `fixed[s]`, and no
+    /// other output is: swap it with the caller's tensor, as [`OutMode::Swap`] (the step
+    /// rewrites it on every run).
+    SwapFixed(usize, usize),
+    /// Input, param, compile-time value, or a second output in the same place: copy into the
     /// caller's tensor, reusing its storage.
     Copy,
 }
@@ -286,11 +290,22 @@ impl CpuExecutable {
         };
         let team = Team::shared(opts.threads.unwrap_or_else(rayon::current_num_threads));
         let mut seen = vec![false; bufs.len()];
+        // Fixed results a step writes on every run (not compile-time values), and which of
+        // them an output has claimed.
+        let mut step_fixed: Vec<Vec<bool>> = fixed.iter().map(|ts| vec![false; ts.len()]).collect();
+        for st in &steps {
+            if let Loc::Fixed(s) = locs[st.node] {
+                step_fixed[s].iter_mut().for_each(|w| *w = true);
+            }
+        }
+        let mut claim = |s: usize, k: usize| std::mem::replace(&mut step_fixed[s][k], false);
         let out_modes = g
             .outputs()
             .iter()
             .map(|o| match locs[o.index()] {
                 Loc::Buf(b) if !std::mem::replace(&mut seen[b], true) => OutMode::Swap(b),
+                Loc::Fixed(s) if claim(s, 0) => OutMode::SwapFixed(s, 0),
+                Loc::TupleFixed(s, k) if claim(s, k) => OutMode::SwapFixed(s, k),
                 _ => OutMode::Copy,
             })
             .collect();
@@ -378,13 +393,26 @@ impl CpuExecutable {
             }
         }
         for (k, mode) in self.out_modes.iter().enumerate() {
-            if let &OutMode::Swap(b) = mode {
-                let spec = &self.lir.buffers[b];
-                let dst = &mut outputs[k];
-                if !dst.can_hold(spec.dtype, spec.elems, self.max_rank) {
-                    *dst = Tensor::with_capacity(spec.dtype, spec.elems, self.max_rank);
+            let dst = &mut outputs[k];
+            match *mode {
+                OutMode::Swap(b) => {
+                    let spec = &self.lir.buffers[b];
+                    if !dst.can_hold(spec.dtype, spec.elems, self.max_rank) {
+                        *dst = Tensor::with_capacity(spec.dtype, spec.elems, self.max_rank);
+                    }
+                    std::mem::swap(&mut self.bufs[b][0], dst);
                 }
-                std::mem::swap(&mut self.bufs[b][0], dst);
+                OutMode::SwapFixed(s, r) => {
+                    // The step writes into this tensor next run: give it the result's dims.
+                    let t = &mut self.fixed[s][r];
+                    let (dtype, numel) = (t.dtype(), t.numel());
+                    if !dst.can_hold(dtype, numel, self.max_rank) {
+                        *dst = Tensor::with_capacity(dtype, numel, self.max_rank);
+                    }
+                    dst.set_dims(t.shape());
+                    std::mem::swap(t, dst);
+                }
+                OutMode::Copy => {}
             }
         }
         Ok(())

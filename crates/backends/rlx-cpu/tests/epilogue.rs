@@ -122,3 +122,23 @@ proptest! {
         prop_assert!(ks.iter().any(|k| k.contains("epilogue")), "{:?}", ks);
     }
 }
+
+/// Weights that are graph constants (as ONNX initializers import) are packed once at compile
+/// time; the results must equal the reference on every run, plain and transposed, on one and
+/// two threads.
+#[test]
+fn constant_weights_are_prepacked() {
+    for (m, k, n) in [(300, 260, 70), (13, 40, 33)] {
+        let mut g = Graph::new("const_w");
+        let x = g.input("x", f32s(&[m, k]));
+        let w = g.constant(rand_tensor(&[n, k], DType::F32, 11, -1.0, 1.0));
+        let b = g.input("b", f32s(&[n]));
+        let y = g.linear(x, w, Some(b));
+        let out = g.relu(y);
+        g.set_outputs(vec![out]);
+        let f = &feeds(m, k, n, 9);
+        let f = [f[0].clone(), f[2].clone()];
+        let ks = check(&g, &f, "constant w");
+        assert_eq!(ks, ["gemm_epilogue_f32"], "{m}x{k}x{n}");
+    }
+}

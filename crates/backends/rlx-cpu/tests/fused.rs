@@ -196,3 +196,91 @@ proptest! {
         check_graph(&h, &feeds, Some(2), TOL, "random");
     }
 }
+
+/// The in-graph Adam / AdamW update as `rlx-optim` emits it (rank-0 inputs for the step
+/// scalars, constants for the betas and eps): results `m2, v2, p2`.
+fn adam_region(n: usize, wd: Option<f64>) -> Graph {
+    let mut g = Graph::new("adam");
+    let [m, v, gr, p] = ["m", "v", "g", "p"].map(|s| g.input(s, f32s(&[n / 8, 8])));
+    let [lr, ic1, ic2] = ["lr", "ic1", "ic2"].map(|s| g.input(s, f32s(&[])));
+    let k = |g: &mut Graph, x: f64| g.scalar(x, DType::F32);
+    let (b1, ob1, b2, ob2, eps) = (k(&mut g, 0.9), k(&mut g, 0.1), k(&mut g, 0.999), k(&mut g, 0.001), k(&mut g, 1e-8));
+    let (bm, og) = (g.mul(b1, m), g.mul(ob1, gr));
+    let m2 = g.add(bm, og);
+    let d = g.mul(m2, ic1);
+    let gg = g.mul(gr, gr);
+    let (bv, og2) = (g.mul(b2, v), g.mul(ob2, gg));
+    let v2 = g.add(bv, og2);
+    let vh = g.mul(v2, ic2);
+    let s = g.sqrt(vh);
+    let den = g.add(s, eps);
+    let mut q = g.div(d, den);
+    if let Some(wd) = wd {
+        let wd = k(&mut g, wd);
+        let wp = g.mul(wd, p);
+        q = g.add(q, wp);
+    }
+    let st = g.mul(lr, q);
+    let p2 = g.sub(p, st);
+    g.set_outputs(vec![m2, v2, p2]);
+    g
+}
+
+#[test]
+fn adam_region_runs_in_one_pass_bit_identical_to_unfused_kernels() {
+    use rlx_cpu::{CpuExecutable, CpuOptions};
+    for (n, wd) in [(8, None), (3000, None), (3000, Some(0.01)), (40_000, Some(0.01))] {
+        let g = adam_region(n, wd);
+        let dims = [n / 8, 8];
+        let mut feeds: Vec<(&str, Tensor)> = vec![
+            ("m", rand_tensor(&dims, DType::F32, 1, -0.1, 0.1)),
+            ("v", rand_tensor(&dims, DType::F32, 2, 0.0, 0.01)),
+            ("g", rand_tensor(&dims, DType::F32, 3, -1.0, 1.0)),
+            ("p", rand_tensor(&dims, DType::F32, 4, -1.0, 1.0)),
+        ];
+        for (name, v) in [("lr", 0.01f32), ("ic1", 1.0 / 0.19), ("ic2", 1.0 / 0.001999)] {
+            feeds.push((name, Tensor::from_vec(vec![v], &[]).unwrap()));
+        }
+        let what = format!("adam n={n} wd={wd:?}");
+        let kernels = fused_check(&g, &feeds, &what);
+        assert_eq!(kernels, ["fused_adam_f32"], "{what}");
+        // Bit-identical to the unfused elementwise kernels, at one and two threads.
+        let by_name = |g: &Graph, ids: &[rlx_ir::NodeId]| -> Vec<Tensor> {
+            ids.iter().map(|&i| feeds.iter().find(|(k, _)| Some(*k) == g.source_name(i)).unwrap().1.clone()).collect()
+        };
+        let mut fused = g.clone();
+        rlx_compile::passes::fuse::run(&mut fused, &Default::default()).unwrap();
+        let run = |g: &Graph, threads| {
+            let opts = CpuOptions { threads, flush_denormals: false, ..Default::default() };
+            let ins = by_name(g, g.inputs());
+            let refs: Vec<&Tensor> = ins.iter().collect();
+            CpuExecutable::compile(g, &opts).unwrap().run(&refs, &[]).unwrap()
+        };
+        let want = run(&g, Some(1));
+        for threads in [Some(1), Some(2)] {
+            let got = run(&fused, threads);
+            for (k, (a, b)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(a.to_le_bytes(), b.to_le_bytes(), "{what}: output {k} differs from the unfused kernels");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_region_that_only_resembles_adam_runs_the_register_program() {
+    // Reading m2 a second time (as an extra result) breaks the one-pass pattern.
+    let mut g = adam_region(64, None);
+    let outs = g.outputs().to_vec();
+    let extra = g.unary(rlx_ir::ops::UnaryOp::Neg, outs[0]);
+    g.set_outputs(vec![outs[0], outs[1], outs[2], extra]);
+    let dims = [8, 8];
+    let mut feeds: Vec<(&str, Tensor)> = ["m", "v", "g", "p"]
+        .iter()
+        .enumerate()
+        .map(|(k, &s)| (s, rand_tensor(&dims, DType::F32, k as u64, 0.0, 1.0)))
+        .collect();
+    for name in ["lr", "ic1", "ic2"] {
+        feeds.push((name, Tensor::from_vec(vec![0.5f32], &[]).unwrap()));
+    }
+    assert_eq!(fused_check(&g, &feeds, "adam + extra"), ["fused_elementwise_f32"]);
+}

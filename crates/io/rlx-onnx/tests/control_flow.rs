@@ -239,21 +239,7 @@ fn loop_with_a_known_trip_count_is_a_scan_with_scan_outputs() {
 /// captures thread through the scan body into the cond. v0 ± 3·w.
 #[test]
 fn nested_bodies_capture_through_each_level() {
-    let then_g = graph("then", vec![node("Add", &["v", "w"], &["t"], vec![])], vec![], &["t"]);
-    let else_g = graph("else", vec![node("Sub", &["v", "w"], &["e"], vec![])], vec![], &["e"]);
-    let body = graph(
-        "body",
-        vec![node("If", &["p"], &["v2"], vec![g_attr("then_branch", then_g), g_attr("else_branch", else_g)])],
-        vec![vi("i", I64, &[]), vi("c", BOOL, &[]), vi("v", F32, &[2])],
-        &["c", "v2"],
-    );
-    let g = graph(
-        "loop",
-        vec![node("Loop", &["M", "", "v0"], &["v"], vec![g_attr("body", body)])],
-        vec![vi("p", BOOL, &[]), vi("v0", F32, &[2]), vi("w", F32, &[2])],
-        &["v"],
-    );
-    let m = model(g, vec![("M", Tensor::from_vec(vec![3i64], &[]).unwrap())]);
+    let m = nested_model();
     let im = import(&m, &ImportOptions::default()).unwrap();
     let feeds = |p: bool| {
         vec![
@@ -335,7 +321,8 @@ fn malformed_bodies_are_typed_errors_naming_the_node() {
     assert!(e.to_string().contains("body") && e.to_string().contains("Scan_s"), "{e}");
 }
 
-/// A model with a `Loop` (scan form) whose body holds an `If`, for the mutation test.
+/// A model with a `Loop` (scan form) whose body holds an `If` on the outer `p`, both reading
+/// the outer `w`; 3 iterations. For the capture test and the mutation test.
 fn nested_model() -> ModelProto {
     let then_g = graph("then", vec![node("Add", &["v", "w"], &["t"], vec![])], vec![], &["t"]);
     let else_g = graph("else", vec![node("Sub", &["v", "w"], &["e"], vec![])], vec![], &["e"]);

@@ -4,8 +4,11 @@
 //! `tests/fixtures/smollm2_llama_top1.json` from `tools/refgen/gen_llama_top1.py` (libllama,
 //! 1 thread, every position's argmax). Fast mode with the f32 cache must agree with llama.cpp
 //! run with an f32 KV cache (so attention is f32 on both sides and only the quantized matmuls'
-//! arithmetic is compared) at ≥ 98% of positions. Reported too: exact mode against the same
-//! reference, and fast mode with an f16 cache against llama.cpp's default (f16 cache) context.
+//! arithmetic is compared) at ≥ 98% of positions (≥ 97% guarded, see the assertion). The
+//! report-only numbers — exact mode against the same reference, and fast mode with an f16 cache
+//! against llama.cpp's default (f16 cache) context — assert nothing and cost two more passes
+//! over the texts, so they live in an ignored test:
+//! `cargo test --release -p rlx-models --test fast_mode -- --include-ignored --nocapture`.
 //! The 4 texts run as one batch (different lengths; a finished text takes no more tokens).
 //! Needs `tools/fetch.sh smollm2`; prints SKIP to stderr when the model is absent.
 
@@ -50,26 +53,25 @@ fn agreement(model: &mut LlamaModel, fx: &serde_json::Value, key: &str, label: &
     (agree.iter().sum(), toks.iter().map(Vec::len).sum(), worst)
 }
 
+fn fixture() -> serde_json::Value {
+    let p = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/smollm2_llama_top1.json");
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+fn pct(a: usize, n: usize) -> f64 {
+    100.0 * a as f64 / n as f64
+}
+
 #[test]
 fn fast_mode_top1_agrees_with_llama_cpp() {
     let Some(path) = model_path() else { return };
-    let p = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/smollm2_llama_top1.json");
-    let fx: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
-    let pct = |a: usize, n: usize| 100.0 * a as f64 / n as f64;
+    let fx = fixture();
     let mut fast =
         LlamaModel::from_gguf_path(&path, CompileOptions::default().with_quantized_activations(true)).unwrap();
     let (fa, n, fd) = agreement(&mut fast, &fx, "argmax", "fast, f32 cache vs llama.cpp f32 cache");
-    fast.set_kv_dtype(KvCacheDtype::F16);
-    let (ha, _, _) = agreement(&mut fast, &fx, "argmax_default", "fast, f16 cache vs llama.cpp default");
-    drop(fast);
-    let mut exact = LlamaModel::from_gguf_path(&path, CompileOptions::default()).unwrap();
-    let (ea, _, ed) = agreement(&mut exact, &fx, "argmax", "exact, f32 cache vs llama.cpp f32 cache");
     eprintln!(
-        "top-1 agreement with llama.cpp over {n} positions: fast {:.2}% (top-1 logit within {fd:.3}), exact {:.2}% \
-         (within {ed:.3}); fast with f16 cache vs llama.cpp's default f16 cache {:.2}%",
-        pct(fa, n),
-        pct(ea, n),
-        pct(ha, n)
+        "top-1 agreement with llama.cpp over {n} positions: fast {:.2}% (top-1 logit within {fd:.3})",
+        pct(fa, n)
     );
     // The issue asks for >= 98%; not met yet (measured 97.42% = 529/543 since the kernel
     // follows llama.cpp's x86 Q8 rounding; 96.50% before; see the README: near-ties, and
@@ -78,5 +80,26 @@ fn fast_mode_top1_agrees_with_llama_cpp() {
         fa * 100 >= 97 * n,
         "fast mode agrees with llama.cpp at {fa}/{n} positions ({:.2}%), want >= 97%",
         pct(fa, n)
+    );
+}
+
+/// The README's other two agreement numbers; prints only (nothing here is a pass/fail claim).
+#[test]
+#[ignore = "report only, no assertion; two more passes over the texts: run with --include-ignored --nocapture"]
+fn fast_mode_report_exact_and_f16_cache() {
+    let Some(path) = model_path() else { return };
+    let fx = fixture();
+    let mut fast =
+        LlamaModel::from_gguf_path(&path, CompileOptions::default().with_quantized_activations(true)).unwrap();
+    fast.set_kv_dtype(KvCacheDtype::F16);
+    let (ha, n, _) = agreement(&mut fast, &fx, "argmax_default", "fast, f16 cache vs llama.cpp default");
+    drop(fast);
+    let mut exact = LlamaModel::from_gguf_path(&path, CompileOptions::default()).unwrap();
+    let (ea, _, ed) = agreement(&mut exact, &fx, "argmax", "exact, f32 cache vs llama.cpp f32 cache");
+    eprintln!(
+        "top-1 agreement with llama.cpp over {n} positions: exact {:.2}% (within {ed:.3}); \
+         fast with f16 cache vs llama.cpp's default f16 cache {:.2}%",
+        pct(ea, n),
+        pct(ha, n)
     );
 }

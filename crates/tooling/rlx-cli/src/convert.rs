@@ -24,7 +24,7 @@ use rlx_safetensors::{Dtype, SafetensorsFile, ShardedSafetensors};
 
 use serde_json::{Value, json};
 
-use crate::error::{CliError, Format, err, expect_format, write_error};
+use crate::error::{CliError, Format, check_output, err, expect_format, write_error};
 
 /// The `--quant` values accepted.
 pub const QUANT_TYPES: &[&str] =
@@ -117,6 +117,11 @@ pub fn convert(input: &Path, output: &Path, quant: &str) -> Result<ConvertReport
     let qt = parse_quant(quant)?;
     let needs = "rlx convert reads a safetensors checkpoint (or a sharded one's .index.json)";
     expect_format(input, &[Format::Safetensors, Format::ShardIndex], needs)?;
+    check_output("OUT", output)?;
+    let out_name = output.file_name().and_then(|s| s.to_str()).unwrap_or("").to_ascii_lowercase();
+    if [".safetensors", ".onnx", ".json", ".npz", ".npy"].iter().any(|e| out_name.ends_with(e)) {
+        return Err(err(format!("OUT {}: rlx convert writes GGUF; name it .gguf", output.display())));
+    }
     let src = Source::open(input)?;
     let mut w = GgufWriter::new();
     w.add_metadata("general.quantization_version", 2u32)?;

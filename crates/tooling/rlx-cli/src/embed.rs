@@ -90,14 +90,23 @@ enum Source {
     Onnx,
 }
 
-/// Resolve `--model`: a directory, an `.onnx` file, or a directory's `model.safetensors` (taken
-/// as its directory); any other format is named in the error.
+/// Resolve `--model`: a directory, an `.onnx` file, or a BERT directory's `model.safetensors` or
+/// `config.json` (taken as its directory); any other format is named in the error.
 fn source(model: &Path) -> Result<Source, CliError> {
     if model.is_dir() {
         return Ok(Source::Dir(model.to_path_buf()));
     }
     let needs = "rlx embed needs a BERT directory (config.json + model.safetensors) or an .onnx encoder";
+    let json = model.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
     match known_format(model)? {
+        // A BERT directory's config.json stands for its directory, as its model.safetensors
+        // does; another JSON file is not an encoder (rather than "malformed ONNX protobuf").
+        None if json => match model.parent() {
+            Some(dir) if dir.join("config.json").exists() && dir.join("model.safetensors").exists() => {
+                Ok(Source::Dir(dir.to_path_buf()))
+            }
+            _ => Err(err(format!("is a JSON file, but {needs}"))),
+        },
         Some(Format::Onnx) | None => Ok(Source::Onnx),
         Some(Format::Safetensors) => match model.parent() {
             Some(dir) if dir.join("config.json").exists() => Ok(Source::Dir(dir.to_path_buf())),

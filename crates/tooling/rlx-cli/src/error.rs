@@ -40,6 +40,20 @@ pub fn write_error(path: &Path, e: impl std::fmt::Display) -> CliError {
     err(format!("writing {}: {}", path.display(), without_path(&e.to_string(), path)))
 }
 
+/// Check an output path before the work that fills it (training, quantizing, running) rather
+/// than after: its directory exists and it is not itself a directory. `what` names it in the
+/// message (`--out`, `OUT`, `--output`).
+pub fn check_output(what: &str, out: &Path) -> Result<(), CliError> {
+    let dir = out.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if out.is_dir() {
+        Err(err(format!("{what} {} is a directory; give a file name", out.display())))
+    } else if !dir.is_dir() {
+        Err(err(format!("{what} {}: the directory {} does not exist", out.display(), dir.display())))
+    } else {
+        Ok(())
+    }
+}
+
 /// A model file's format, by content first (GGUF magic, protobuf is not self-describing so
 /// ONNX goes by name), then by name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

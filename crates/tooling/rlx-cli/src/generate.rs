@@ -47,7 +47,7 @@ pub struct GenerateArgs {
     #[arg(long, default_value_t = 40, allow_negative_numbers = true)]
     pub top_k: i32,
     /// Top-p (1.0 disables)
-    #[arg(long, default_value_t = 0.95)]
+    #[arg(long, default_value_t = 0.95, allow_negative_numbers = true)]
     pub top_p: f32,
     /// RNG seed
     #[arg(long, default_value_t = 0)]

@@ -449,6 +449,8 @@ impl Report {
             .iter()
             .map(|(k, v)| match v {
                 Value::String(x) => format!("{k} {x}"),
+                // A GGUF without `general.architecture` (e.g. from `rlx convert`): JSON keeps null.
+                Value::Null => format!("{k} (none)"),
                 v => format!("{k} {v}"),
             })
             .collect();

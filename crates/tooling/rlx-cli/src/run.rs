@@ -11,7 +11,7 @@ use rlx_onnx::ImportOptions;
 use rlx_runtime::{Device, Session};
 use serde_json::{Value, json};
 
-use crate::error::{CliError, Format, err, expect_format, write_error};
+use crate::error::{CliError, Format, check_output, err, expect_format, write_error};
 
 /// Values printed per output in human output.
 const HEAD: usize = 8;
@@ -83,9 +83,67 @@ fn write_npz(path: &Path, named: &[(String, Tensor)]) -> Result<(), CliError> {
     Ok(())
 }
 
+/// ONNX names a dynamic dim (`dim_param`, e.g. `sequence_length`) to say that inputs share it:
+/// a name bound to two sizes by the `.npy` files is an error naming both inputs, here rather
+/// than as a broadcast failure at some node deep inside the model.
+fn check_named_dims(declared: &[rlx_onnx::proto::ValueInfoProto], feeds: &[(String, Tensor)]) -> Result<(), CliError> {
+    use rlx_onnx::proto::tensor_shape_proto::dimension::Value as D;
+    use rlx_onnx::proto::type_proto::Value as T;
+    let mut bound: HashMap<&str, (usize, &str)> = HashMap::new();
+    for vi in declared {
+        let Some((name, t)) = feeds.iter().find(|(n, _)| Some(n.as_str()) == vi.name.as_deref()) else { continue };
+        let Some(T::TensorType(tt)) = vi.r#type.as_ref().and_then(|t| t.value.as_ref()) else { continue };
+        let Some(shape) = &tt.shape else { continue };
+        for (d, &size) in shape.dim.iter().zip(t.shape()) {
+            let Some(D::DimParam(p)) = &d.value else { continue };
+            match bound.get(p.as_str()) {
+                Some(&(s, first)) if s != size => {
+                    return Err(err(format!(
+                        "input {name:?} has {p} = {size}, but input {first:?} has {p} = {s} (the model names both dims {p})"
+                    )));
+                }
+                Some(_) => {}
+                None => {
+                    bound.insert(p, (size, name));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The first [`HEAD`] values of `t` as text: integers and booleans (`true`) as such, floats with 6
+/// decimals.
+fn head_values(t: &Tensor) -> Vec<String> {
+    let v = t.to_f64_vec();
+    let (exact, is_bool) = (!t.dtype().is_float(), t.dtype() == DType::Bool);
+    let text = |x: f64| match x {
+        x if is_bool => (x != 0.0).to_string(),
+        x if exact => format!("{x}"),
+        x => format!("{x:.6}"),
+    };
+    v.iter().take(HEAD).copied().map(text).collect()
+}
+
+/// The first [`HEAD`] values of `t` as JSON: integers and booleans as JSON integers / booleans, floats as
+/// numbers (non-finite ones as the strings `"NaN"`, `"inf"`, `"-inf"`).
+fn head_json(t: &Tensor) -> Vec<Value> {
+    let (exact, is_bool) = (!t.dtype().is_float(), t.dtype() == DType::Bool);
+    let num = |x: f64| match x {
+        x if is_bool => json!(x != 0.0),
+        x if exact => json!(x as i64),
+        x if x.is_finite() => json!(x),
+        x => json!(x.to_string()),
+    };
+    t.to_f64_vec().into_iter().take(HEAD).map(num).collect()
+}
+
 /// Run `model` on `inputs` (`name=FILE.npy`); returns the text to print.
 pub fn run(model: &Path, inputs: &[String], output: Option<&PathBuf>, json_out: bool) -> Result<String, CliError> {
     expect_format(model, &[Format::Onnx], "rlx run needs an ONNX model (rlx generate runs GGUF LLMs)")?;
+    if let Some(p) = output {
+        check_output("--output", p)?;
+    }
     let mut feeds: Vec<(String, Tensor)> = vec![];
     for spec in inputs {
         let (name, file) = spec.split_once('=').ok_or_else(|| err(format!("--input {spec:?} is not NAME=FILE.npy")))?;
@@ -101,9 +159,18 @@ pub fn run(model: &Path, inputs: &[String], output: Option<&PathBuf>, json_out: 
         let inits: Vec<&str> = g.initializer.iter().map(|t| t.name.as_deref().unwrap_or_default()).collect();
         let declared: Vec<&str> =
             g.input.iter().map(|i| i.name.as_deref().unwrap_or_default()).filter(|n| !inits.contains(n)).collect();
+        // An input that also has an initializer (older exports list those) may still be fed.
+        let named = |f: &str| g.input.iter().any(|i| i.name.as_deref() == Some(f));
+        if let Some((unknown, _)) = feeds.iter().find(|(f, _)| !named(f)) {
+            return Err(err(format!(
+                "--input {unknown:?}: the model has no such input (inputs: {})",
+                declared.join(", ")
+            )));
+        }
         if let Some(missing) = declared.iter().find(|n| !feeds.iter().any(|(f, _)| f == *n)) {
             return Err(err(format!("no --input for model input {missing:?} (inputs: {})", declared.join(", "))));
         }
+        check_named_dims(&g.input, &feeds)?;
     }
     let values: HashMap<String, Tensor> = feeds.iter().cloned().collect();
     let base_dir = model.parent().map(Path::to_path_buf);
@@ -125,9 +192,7 @@ pub fn run(model: &Path, inputs: &[String], output: Option<&PathBuf>, json_out: 
         let rows: Vec<Value> = named
             .iter()
             .map(|(n, t)| {
-                let v = t.to_f64_vec();
-                json!({"name": n, "dtype": t.dtype().numpy_name(), "shape": t.shape(),
-                       "values": v.iter().take(HEAD).map(|x| if x.is_finite() { json!(x) } else { json!(x.to_string()) }).collect::<Vec<_>>()})
+                json!({"name": n, "dtype": t.dtype().numpy_name(), "shape": t.shape(), "values": head_json(t)})
             })
             .collect();
         let mut obj = json!({"model": model.display().to_string(), "outputs": rows});
@@ -138,9 +203,8 @@ pub fn run(model: &Path, inputs: &[String], output: Option<&PathBuf>, json_out: 
     }
     let mut s = String::new();
     for (n, t) in &named {
-        let v = t.to_f64_vec();
-        let head: Vec<String> = v.iter().take(HEAD).map(|x| format!("{x:.6}")).collect();
-        let more = if v.len() > HEAD { ", ..." } else { "" };
+        let head = head_values(t);
+        let more = if t.numel() > HEAD { ", ..." } else { "" };
         s += &format!("{n}: {} {:?} [{}{more}]\n", t.dtype(), t.shape(), head.join(", "));
     }
     if let Some(p) = output {

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::error::{CliError, Format, err, expect_format, write_error};
+use crate::error::{CliError, Format, check_output, err, expect_format, write_error};
 
 /// The two model families.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -187,7 +187,7 @@ pub fn train(a: &TrainArgs, json: bool) -> Result<String, CliError> {
         return Err(err(format!("--clip must be a positive number, not {c}")));
     }
     if let Some(out) = &a.out {
-        check_out(out)?;
+        check_output("--out", out)?;
     }
     let per_epoch = (n / b) as u64;
     let sched = Schedule::Cosine { lr, decay_steps: per_epoch * a.epochs, alpha: 0.0 };
@@ -242,11 +242,9 @@ pub fn train(a: &TrainArgs, json: bool) -> Result<String, CliError> {
             100.0 * e.accuracy,
             e.seconds
         );
-        if json {
-            pb.suspend(|| eprintln!("{line}"))
-        } else {
-            pb.println(line)
-        }
+        // Above the bar on a terminal; `pb.println` would print nothing when stderr is not one
+        // (a pipe, a log file), losing every epoch's line.
+        pb.suspend(|| eprintln!("{line}"));
         log.push(e);
     }
     pb.finish_and_clear();
@@ -295,18 +293,6 @@ fn weights(tr: &Trainer<Optim>) -> Vec<(String, Tensor)> {
         .iter()
         .map(|(n, d)| (n.clone(), Tensor::from_vec(tr.param(n).expect("set").to_vec(), d).expect("dims match")))
         .collect()
-}
-
-/// Check `--out` before training rather than after: its directory exists and it is not one.
-fn check_out(out: &Path) -> Result<(), CliError> {
-    let dir = out.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    if out.is_dir() {
-        Err(err(format!("--out {} is a directory; give a file name", out.display())))
-    } else if !dir.is_dir() {
-        Err(err(format!("--out {}: the directory {} does not exist", out.display(), dir.display())))
-    } else {
-        Ok(())
-    }
 }
 
 /// `--eval FILE`: rebuild the model the file was trained as, on the data set it was trained

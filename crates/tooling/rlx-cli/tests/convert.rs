@@ -88,6 +88,10 @@ fn converts_every_quant_type() {
         assert_eq!(ids.ty, GgmlType::I64);
         assert_eq!(g.tensor_data("pos_ids").unwrap(), src.tensor_bytes("pos_ids").unwrap());
     }
+    // The converted file has no general.architecture: inspect says so rather than "null".
+    let o = rlx(&["inspect", dir.path().join("Q8_0.gguf").to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("architecture (none)") && !text.contains("null"), "{text}");
 }
 
 #[test]
@@ -103,6 +107,7 @@ fn bad_inputs_exit_1_with_one_line() {
     std::fs::write(&gguf, b"GGUF\x03\x00\x00\x00").unwrap();
     let d = dir.path().to_str().unwrap();
     let (missing, not_st, gguf) = (missing.to_str().unwrap(), not_st.to_str().unwrap(), gguf.to_str().unwrap());
+    let st_out = dir.path().join("out.safetensors").to_string_lossy().into_owned();
     for (args, subject, needle) in [
         (vec!["convert", missing, out, "--quant", "Q4_K"], missing, "No such file or directory"),
         (vec!["convert", src, out, "--quant", "Q9_9"], src, "unknown quant type"),
@@ -110,14 +115,18 @@ fn bad_inputs_exit_1_with_one_line() {
         (vec!["convert", not_st, out, "--quant", "Q8_0", "--json"], not_st, "header"),
         (vec!["convert", gguf, out, "--quant", "Q8_0"], gguf, "is a GGUF file, but rlx convert reads a safetensors"),
         (vec!["convert", d, out, "--quant", "Q8_0"], d, "is a directory"),
-        // The output path once: "writing <out>: <reason>", not the writer's "I/O error on <out>" again.
+        // The output is checked before any tensor is quantized (a large model takes minutes).
         (
             vec!["convert", src, "/nonexistent-dir/o.gguf", "--quant", "Q8_0"],
             src,
-            "writing /nonexistent-dir/o.gguf: No such",
+            "OUT /nonexistent-dir/o.gguf: the directory /nonexistent-dir does not exist",
         ),
+        (vec!["convert", src, d, "--quant", "Q8_0"], src, "is a directory; give a file name"),
+        // A GGUF named .safetensors would be found by content later, but is not what was asked.
+        (vec!["convert", src, &st_out, "--quant", "Q8_0"], src, "rlx convert writes GGUF; name it .gguf"),
     ] {
         let err = one_error_line(&rlx(&args), subject);
         assert!(err.contains(needle) && !err.contains("I/O error on"), "{args:?}: {err}");
     }
+    assert!(!Path::new(&st_out).exists(), "nothing written under a non-GGUF name");
 }

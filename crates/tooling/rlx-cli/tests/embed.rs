@@ -39,6 +39,10 @@ fn embed_safetensors_minilm_json_matches_reference() {
     let w = weights.to_string_lossy();
     let again = last_json(&rlx(&["embed", "--model", &w, "--json", SENTENCE, "Hello!"]));
     assert_eq!(again["embeddings"], v["embeddings"]);
+    // So does its config.json (not "malformed ONNX protobuf").
+    let c = dir.join("config.json").to_string_lossy().into_owned();
+    let again = last_json(&rlx(&["embed", "--model", &c, "--json", SENTENCE, "Hello!"]));
+    assert_eq!(again["embeddings"], v["embeddings"]);
 }
 
 #[test]
@@ -73,6 +77,13 @@ fn embed_bad_inputs_are_one_line_errors() {
     std::fs::write(&st, b"\x02\x00\x00\x00\x00\x00\x00\x00{}").unwrap();
     let s = st.to_string_lossy().into_owned();
     assert!(one_error_line(&rlx(&["embed", "--model", &s, "hi"]), &s).contains("without a config.json"));
+    // A JSON file outside a BERT directory is named as such, not parsed as ONNX.
+    std::fs::create_dir(tmp.path().join("cfg")).unwrap();
+    let json = tmp.path().join("cfg/config.json");
+    std::fs::write(&json, b"{}").unwrap();
+    let j = json.to_string_lossy().into_owned();
+    let e = one_error_line(&rlx(&["embed", "--model", &j, "hi"]), &j);
+    assert!(e.contains("is a JSON file, but rlx embed needs") && !e.contains("protobuf"), "{e}");
     let o = rlx(&["embed", "--model", &d]);
     assert_eq!(o.status.code(), Some(2), "no sentence is a usage error: {}", stderr(&o));
 }

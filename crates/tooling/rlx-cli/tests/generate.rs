@@ -57,6 +57,9 @@ fn zero_tokens_and_a_full_context_are_reported_as_such() {
     let err = stderr(&out);
     assert!(err.contains("note: stopped at the context limit of 8 tokens"), "{err}");
 
+    // A negative --top-p is the sampler's range error, not clap's "unexpected argument '-1'".
+    let e = one_error_line(&rlx(&["generate", "--model", &m, "--top-p", "-1", "--temperature", "0.5"]), &m);
+    assert!(e.contains("top_p -1 not in (0, 1]"), "{e}");
     let e = one_error_line(&rlx(&["generate", "--model", &m, "--ctx-size", "0"]), &m);
     assert!(e.contains("--ctx-size must be at least 1"), "{e}");
     let e = one_error_line(&rlx(&["generate", "--model", &m, "--ctx-size", "100000"]), &m);

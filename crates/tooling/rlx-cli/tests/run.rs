@@ -12,10 +12,11 @@ use std::process::Output;
 mod common;
 use common::{rlx, stderr};
 
-/// Write an f32 C-order `.npy` (format 1.0: magic, header length, dict padded to 64 bytes).
-fn write_npy(path: &Path, shape: &[usize], data: &[f32]) {
+/// Write a C-order `.npy` (format 1.0: magic, header length, dict padded to 64 bytes) of
+/// numpy type `descr` from little-endian element bytes.
+fn write_npy_bytes(path: &Path, descr: &str, shape: &[usize], data: &[u8]) {
     let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
-    let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({},), }}", dims.join(", "));
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': ({},), }}", dims.join(", "));
     while (10 + header.len() + 1) % 64 != 0 {
         header.push(' ');
     }
@@ -23,10 +24,18 @@ fn write_npy(path: &Path, shape: &[usize], data: &[f32]) {
     let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
     bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
     bytes.extend_from_slice(header.as_bytes());
-    for v in data {
-        bytes.extend_from_slice(&v.to_le_bytes());
-    }
+    bytes.extend_from_slice(data);
     std::fs::write(path, bytes).unwrap();
+}
+
+/// Write an f32 `.npy`.
+fn write_npy(path: &Path, shape: &[usize], data: &[f32]) {
+    write_npy_bytes(path, "<f4", shape, &data.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>());
+}
+
+/// Write an i64 `.npy`.
+fn write_npy_i64(path: &Path, shape: &[usize], data: &[i64]) {
+    write_npy_bytes(path, "<i8", shape, &data.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>());
 }
 
 /// The one error line for the model file `m`.
@@ -92,4 +101,45 @@ fn dynamic_model_without_inputs_names_the_missing_input_and_truncated_file_is_an
     let e = stderr_line(&rlx(&["run", &c]), &c);
     assert!(e.contains("malformed ONNX"), "{e}");
     std::fs::remove_file(&cut).ok();
+}
+
+#[test]
+fn minilm_inputs_are_checked_by_name_and_named_dim_and_integer_outputs_print_as_integers() {
+    let Some(model) = or_skip(MINILM_L3_ONNX, "rlx run on MiniLM-L3 with .npy inputs") else { return };
+    let m = model.to_string_lossy();
+    let dir = tempfile::tempdir().unwrap();
+    let npy = |name: &str, shape: &[usize], v: &[i64]| {
+        let p = dir.path().join(name);
+        write_npy_i64(&p, shape, v);
+        p.to_string_lossy().into_owned()
+    };
+    let ids = format!("input_ids={}", npy("ids.npy", &[1, 4], &[101, 2023, 2003, 102]));
+    let mask = format!("attention_mask={}", npy("mask.npy", &[1, 4], &[1; 4]));
+    let mask5 = format!("attention_mask={}", npy("mask5.npy", &[1, 5], &[1; 5]));
+
+    // A name the model does not have is named as such (not as the input it then lacks).
+    let foo = format!("foo={}", dir.path().join("ids.npy").display());
+    let e = stderr_line(&rlx(&["run", &m, "--input", &foo, "--input", &mask]), &m);
+    assert!(e.contains("--input \"foo\": the model has no such input (inputs: input_ids, attention_mask)"), "{e}");
+    // Both inputs are [batch_size, sequence_length]: 4 and 5 contradict before any node sees them.
+    let e = stderr_line(&rlx(&["run", &m, "--input", &ids, "--input", &mask5]), &m);
+    assert!(
+        e.contains("input \"attention_mask\" has sequence_length = 5, but input \"input_ids\" has sequence_length = 4"),
+        "{e}"
+    );
+    // --output is checked before the model is imported and run.
+    let bad_out = dir.path().join("no/such/dir/out.npz");
+    let e =
+        stderr_line(&rlx(&["run", &m, "--input", &ids, "--input", &mask, "--output", &bad_out.to_string_lossy()]), &m);
+    assert!(e.contains("does not exist"), "{e}");
+
+    // The model echoes input_ids as its int64 output "output": integers, not 101.000000.
+    let o = rlx(&["run", &m, "--input", &ids, "--input", &mask]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("output: i64 [1, 4] [101, 2023, 2003, 102]"), "{text}{}", stderr(&o));
+    let o = rlx(&["run", &m, "--input", &ids, "--input", &mask, "--json"]);
+    let v = common::last_json(&o);
+    let out = v["outputs"].as_array().unwrap().iter().find(|o| o["name"] == "output").expect("output");
+    assert_eq!(out["dtype"], "int64");
+    assert_eq!(out["values"], serde_json::json!([101, 2023, 2003, 102]));
 }

@@ -19,6 +19,11 @@ fn short_digits_run_trains_saves_and_reloads() {
     let losses: Vec<f64> = a["epoch_train_loss"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
     assert!(losses.windows(2).all(|w| w[1] < w[0]), "train loss falls every epoch: {losses:?}");
 
+    // Each epoch's line reaches stderr even when it is not a terminal (here a pipe), with and
+    // without --json.
+    let o = rlx(&["train", "--epochs", "2", "--seed", "3"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success() && err.contains("epoch 1/2: train loss") && err.contains("epoch 2/2: "), "{err}");
     let e = last_json(&rlx(&["train", "--dataset", "digits", "--eval", p, "--json"]));
     assert_eq!(e["test_accuracy"], a["test_accuracy"], "reloaded weights give the same accuracy");
     let again = last_json(&rlx(&args));

@@ -4,7 +4,8 @@
 //! with `--steps` the kernel of every step of the compiled training graph. For profiling
 //! (`perf record ... target/release/examples/train_step`), not a pass/fail check.
 //!
-//! `RLX_NUM_THREADS=1 cargo run --release -p rlx-optim --example train_step [-- --steps] [-- --host]`
+//! `RLX_NUM_THREADS=1 cargo run --release -p rlx-optim --example train_step [-- --steps] [-- --host] [-- --ir]`
+//! (`--ir`: print the compiled training graph after the last compiler pass).
 use rlx_ir::{DType, Graph, Shape};
 use rlx_optim::data::{self, epoch_order};
 use rlx_optim::{Adam, Trainer, TrainerOptions, UpdateMode};
@@ -29,7 +30,9 @@ fn main() {
     let loss = g.cross_entropy(logits, y);
     g.set_outputs(vec![loss]);
     let mode = if args.iter().any(|a| a == "--host") { UpdateMode::Host } else { UpdateMode::Auto };
-    let opts = TrainerOptions { update: mode, ..Default::default() };
+    let dump = args.iter().any(|a| a == "--ir");
+    let compile = rlx_runtime::CompileOptions::default().with_dump_ir(dump);
+    let opts = TrainerOptions { update: mode, compile, ..Default::default() };
     let mut tr = Trainer::new(&g, Adam::new(1e-2), opts).expect("trainer");
     for (k, (name, dims)) in tr.params().to_vec().iter().enumerate() {
         let n: usize = dims.iter().product();
@@ -40,6 +43,10 @@ fn main() {
         for s in tr.steps() {
             println!("step {s:?}");
         }
+    }
+    if dump {
+        let report = tr.compiled().compile_report().expect("compiled");
+        println!("{}", report.passes.last().and_then(|p| p.ir.as_deref()).unwrap_or(""));
     }
     println!("in-graph update: {}", tr.in_graph());
     let mut ts = Vec::with_capacity(1 << 20);

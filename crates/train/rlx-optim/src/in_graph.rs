@@ -2,7 +2,9 @@
 //! same formulas, emitted as f32 IR ops, so one compiled training step computes the forward
 //! pass, the loss, the gradients and the update (the elementwise stages fuse into one loop per
 //! param). The step-dependent scalars (rate, bias corrections, RAdam's rectification) are
-//! computed on the host in f64 by the functions `apply` uses and fed as rank-0 inputs.
+//! computed on the host in f64 by the functions `apply` uses and fed as rank-0 inputs; the
+//! bias corrections are fed as their reciprocals, so the graph multiplies where `apply`
+//! divides (a vector division costs about ten multiplications, and Adam had three per element).
 //!
 //! Differences from the host path: arithmetic is f32 (the host computes in f64 and rounds the
 //! stored values), so results agree to a few f32 ulps per step (tested: 10 steps within 1e-6
@@ -24,12 +26,12 @@ pub(crate) fn supported(rule: &Rule, shape: &[usize]) -> bool {
 pub(crate) enum Scalar {
     /// The rate of this step.
     Lr,
-    /// `1 − β₁ᵗ` (1 without bias correction).
-    C1,
-    /// `1 − β₁ᵗ⁺¹` (NAdam's look-ahead).
-    C1Next,
-    /// `1 − β₂ᵗ`.
-    C2,
+    /// `1 / (1 − β₁ᵗ)` (1 without bias correction).
+    InvC1,
+    /// `1 / (1 − β₁ᵗ⁺¹)` (NAdam's look-ahead).
+    InvC1Next,
+    /// `1 / (1 − β₂ᵗ)`.
+    InvC2,
     /// RAdam's rectification `r_t` (0: unrectified step).
     Rect,
 }
@@ -39,9 +41,9 @@ impl Scalar {
     pub(crate) fn name(self) -> &'static str {
         match self {
             Scalar::Lr => "__optim.lr",
-            Scalar::C1 => "__optim.c1",
-            Scalar::C1Next => "__optim.c1_next",
-            Scalar::C2 => "__optim.c2",
+            Scalar::InvC1 => "__optim.inv_c1",
+            Scalar::InvC1Next => "__optim.inv_c1_next",
+            Scalar::InvC2 => "__optim.inv_c2",
             Scalar::Rect => "__optim.rect",
         }
     }
@@ -62,9 +64,9 @@ impl Scalar {
         };
         let v = match self {
             Scalar::Lr => lr,
-            Scalar::C1 => beta1.map_or(1.0, |b| rule::bias_correction(rule, b, ti)),
-            Scalar::C1Next => beta1.map_or(1.0, |b| rule::bias_correction(rule, b, ti + 1)),
-            Scalar::C2 => beta2.map_or(1.0, |b| rule::bias_correction(rule, b, ti)),
+            Scalar::InvC1 => 1.0 / beta1.map_or(1.0, |b| rule::bias_correction(rule, b, ti)),
+            Scalar::InvC1Next => 1.0 / beta1.map_or(1.0, |b| rule::bias_correction(rule, b, ti + 1)),
+            Scalar::InvC2 => 1.0 / beta2.map_or(1.0, |b| rule::bias_correction(rule, b, ti)),
             Scalar::Rect => match (&rule.precond, beta2) {
                 (Precond::Rms { rectify: Some(thr), .. }, Some(b2)) => rule::rectification(b2, *thr, t),
                 _ => 1.0,
@@ -159,15 +161,15 @@ impl Emitter {
                 let og = g.mul(ob, gl);
                 let m2 = g.add(bm, og);
                 next.push(m2);
-                let c1 = self.scalar(g, Scalar::C1);
+                let inv_c1 = self.scalar(g, Scalar::InvC1);
                 d = if nesterov {
-                    let c1n = self.scalar(g, Scalar::C1Next);
+                    let inv_c1n = self.scalar(g, Scalar::InvC1Next);
                     let bm2 = g.mul(b, m2);
-                    let t1 = g.div(bm2, c1n);
-                    let t2 = g.div(og, c1);
+                    let t1 = g.mul(bm2, inv_c1n);
+                    let t2 = g.mul(og, inv_c1);
                     g.add(t1, t2)
                 } else {
-                    g.div(m2, c1)
+                    g.mul(m2, inv_c1)
                 };
             }
             Momentum::Interpolate { beta1, beta2 } => {
@@ -198,8 +200,8 @@ impl Emitter {
                 next.push(v2);
                 let vh = match accum {
                     Accum::Ema { .. } => {
-                        let c2 = self.scalar(g, Scalar::C2);
-                        g.div(v2, c2)
+                        let inv_c2 = self.scalar(g, Scalar::InvC2);
+                        g.mul(v2, inv_c2)
                     }
                     Accum::Sum => v2,
                 };

@@ -180,6 +180,11 @@ impl<O: Optimizer> Trainer<O> {
         self.compiled.steps()
     }
 
+    /// The compiled training step (its compile report, memory plan, dispatch report).
+    pub fn compiled(&self) -> &CompiledGraph {
+        &self.compiled
+    }
+
     /// Set a param's values. Errors: unknown name, wrong length.
     pub fn set_param(&mut self, name: &str, values: &[f32]) -> Result<()> {
         Ok(self.compiled.try_set_param(name, values)?)

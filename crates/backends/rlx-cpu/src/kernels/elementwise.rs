@@ -432,14 +432,15 @@ fn select_into<T: Elem>(p: &Bcast, pred: &[bool], a: &[T], b: &[T], o: &mut [T])
                             *o = if c { x } else { y };
                         }
                     }
-                    (x, y) => {
-                        for (i, (o, &c)) in seg.iter_mut().zip(pr).enumerate() {
-                            let pick = |v: Src<'_, T>| match v {
-                                Src::Slice(v) => v[i],
-                                Src::Scalar(v) => v,
-                            };
-                            *o = if c { pick(x) } else { pick(y) };
-                        }
+                    // One loop per operand shape (a per-element `match` kept it scalar).
+                    (Src::Slice(x), Src::Scalar(b)) => {
+                        seg.iter_mut().zip(pr).zip(x).for_each(|((o, &c), &a)| *o = if c { a } else { b })
+                    }
+                    (Src::Scalar(a), Src::Slice(y)) => {
+                        seg.iter_mut().zip(pr).zip(y).for_each(|((o, &c), &b)| *o = if c { a } else { b })
+                    }
+                    (Src::Scalar(a), Src::Scalar(b)) => {
+                        seg.iter_mut().zip(pr).for_each(|(o, &c)| *o = if c { a } else { b })
                     }
                 },
             ),

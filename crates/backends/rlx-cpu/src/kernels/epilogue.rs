@@ -13,6 +13,7 @@
 
 use super::dot::{self, DotKernel, Path};
 use super::fused::{self, FusedKernel};
+use super::sgemm;
 use super::simd::threads;
 use rlx_ir::ops::Composite;
 use rlx_ir::{DType, Graph, IrError, Node, NodeId, Op, Tensor};
@@ -32,6 +33,11 @@ pub struct EpilogueKernel {
 }
 
 impl EpilogueKernel {
+    /// Pack the product's rhs, a graph constant, once now ([`DotKernel::prepack_rhs`]).
+    pub fn prepack_rhs(&mut self, rhs: &Tensor) {
+        self.dot.prepack_rhs(rhs);
+    }
+
     /// Name for reports.
     pub fn name(&self) -> &'static str {
         match self.dot.path {
@@ -102,20 +108,31 @@ pub fn run(k: &mut EpilogueKernel, ins: &[&Tensor], outs: &mut [Tensor]) -> Resu
 }
 
 fn run_with(k: &mut EpilogueKernel, ins: &[&Tensor], outs: &mut [Tensor], acc: &mut Tensor) -> Result<(), IrError> {
-    let p = &k.dot.plan;
-    let blocked = threads() == 1 && p.batch == 1 && matches!(k.dot.path, Path::Gemm);
+    let (batch, m, n) = (k.dot.plan.batch, k.dot.plan.m, k.dot.plan.n);
+    let blocked = threads() == 1 && batch == 1 && matches!(k.dot.path, Path::Gemm);
     if !blocked {
         dot::run(&mut k.dot, ins[0], ins[1], acc)?;
         return fused::run(&mut k.region, &region_ins(acc, ins), outs);
     }
     let bad = || IrError::Eval { op: NAME.into(), msg: "operand dtype differs from the plan".into() };
     let (a, b) = (ins[0].as_slice::<f32>().ok_or_else(bad)?, ins[1].as_slice::<f32>().ok_or_else(bad)?);
-    let (m, n) = (p.m, p.n);
     let rows = (BLOCK_ELEMS / n.max(1)).max(1);
+    if dot::pack_rhs_f32(&mut k.dot, b)? {
+        // Row blocks of whole micro-kernel tiles; the rhs was packed once for all of them.
+        let rows = rows.next_multiple_of(sgemm::MR).min(sgemm::MC);
+        let mut r0 = 0;
+        while r0 < m {
+            let r1 = (r0 + rows).min(m);
+            dot::rows_packed_f32(&k.dot, a, acc.as_mut_slice::<f32>().ok_or_else(bad)?, r0, r1)?;
+            fused::run_range(&mut k.region, &region_ins(acc, ins), outs, r0 * n, r1 * n)?;
+            r0 = r1;
+        }
+        return Ok(());
+    }
     let mut r0 = 0;
     while r0 < m {
         let r1 = (r0 + rows).min(m);
-        dot::gemm_rows_f32(p, a, b, acc.as_mut_slice::<f32>().ok_or_else(bad)?, r0, r1)?;
+        dot::gemm_rows_f32(&k.dot.plan, a, b, acc.as_mut_slice::<f32>().ok_or_else(bad)?, r0, r1)?;
         fused::run_range(&mut k.region, &region_ins(acc, ins), outs, r0 * n, r1 * n)?;
         r0 = r1;
     }

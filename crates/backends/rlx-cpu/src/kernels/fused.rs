@@ -20,6 +20,7 @@
 //! `run` allocates nothing: the scratch registers and reduction accumulators are planned here.
 
 use super::elementwise::{Src, binary_block, unary_block};
+use super::fused_adam::{self, AdamMatch, AdamScalars};
 use super::simd::{dispatch, threads};
 use rayon::prelude::*;
 use rlx_ir::ops::{BinaryOp, CompareOp, Composite, ReduceOp, UnaryOp};
@@ -64,6 +65,18 @@ enum Instr {
     Reduce(ReduceOp, Arg, usize),
     /// Write to composite result `k`.
     Store(Arg, usize),
+    /// The whole Adam / AdamW update region in one pass ([`super::fused_adam`]).
+    Adam(Box<AdamInstr>),
+}
+
+/// Operands of [`Instr::Adam`]: views of `m, v, g, p` (read in place), the scalars in
+/// [`AdamMatch::scalars`] order, AdamW's decay, and the results `m2, v2, p2` are written to.
+#[derive(Clone, Debug)]
+struct AdamInstr {
+    full: [Arg; 4],
+    scalars: [Arg; 8],
+    wd: Option<Arg>,
+    outs: [usize; 3],
 }
 
 /// How a view reads its operand for output element `i`.
@@ -122,7 +135,11 @@ pub struct FusedKernel {
 impl FusedKernel {
     /// Name for reports.
     pub fn name(&self) -> &'static str {
-        if self.reds.is_empty() { "fused_elementwise_f32" } else { "fused_elementwise_reduce_f32" }
+        match (self.prog.as_slice(), self.reds.is_empty()) {
+            ([Instr::Adam(_)], _) => "fused_adam_f32",
+            (_, true) => "fused_elementwise_f32",
+            (_, false) => "fused_elementwise_reduce_f32",
+        }
     }
 }
 
@@ -234,131 +251,135 @@ pub fn select(c: &Composite, ins: &[(Vec<usize>, DType)], outs: &[(Vec<usize>, D
     let mut kinds = vec![None; body.outputs().len()];
     let mut reds = vec![];
     let mut row = n;
-    for (i, node) in nodes.iter().enumerate() {
-        let ty = node.ty();
-        let dims = ty.static_dims()?;
-        let is_bool = ty.dtype == DType::Bool;
-        let arg = |k: usize| val[node.inputs[k].index()];
-        let f32_in = |k: usize| body.shape(node.inputs[k]).dtype == DType::F32;
-        // Operand `k` as an instruction argument: a view when it is a composite operand read
-        // with NumPy broadcasting.
-        let operand = |b: &mut Builder, k: usize| -> Option<Arg> {
-            let x = node.inputs[k];
-            match &body.node(x).op {
-                Op::Input { .. } => {
-                    let xd = body.shape(x).static_dims()?;
-                    let input = body.inputs().iter().position(|&y| y == x)?;
-                    if xd.len() > dims.len() {
-                        return None;
-                    }
-                    let map: Vec<usize> = (dims.len() - xd.len()..dims.len()).collect();
-                    Some(b.view(input, &xd, &map, body.shape(x).dtype == DType::Bool))
-                }
-                _ => val[x.index()],
-            }
-        };
-        let def = match &node.op {
-            Op::Input { .. } => None,
-            Op::Constant(t) if t.numel() == 1 => Some(Arg::Imm(t.to_f64_vec()[0] as f32)),
-            Op::Constant(_) => return None,
-            Op::Reduce { op, axes } => {
-                let x = val[node.inputs[0].index()]?;
-                let r = space.len();
-                let this_row = if axes.as_slice() == [r - 1] { space[r - 1] } else { n };
-                if !reds.is_empty() && this_row != row {
-                    return None;
-                }
-                row = this_row;
-                reds.push(*op);
-                b.prog.push(Instr::Reduce(*op, x, reds.len() - 1));
-                None
-            }
-            _ if dims != space => return None,
-            Op::Unary(u) if f32_in(0) && !is_bool => {
-                let x = operand(&mut b, 0)?;
-                let d = b.reg();
-                b.prog.push(Instr::Unary(*u, x, d));
-                Some(Arg::Reg(d))
-            }
-            Op::Binary(op) if f32_in(0) && !is_bool => {
-                let (x, y) = (operand(&mut b, 0)?, operand(&mut b, 1)?);
-                let d = b.reg();
-                b.prog.push(Instr::Binary(*op, x, y, d));
-                Some(Arg::Reg(d))
-            }
-            Op::Compare(op) if f32_in(0) => {
-                let (x, y) = (operand(&mut b, 0)?, operand(&mut b, 1)?);
-                let d = b.reg();
-                b.prog.push(Instr::Compare(*op, x, y, d));
-                Some(Arg::Reg(d))
-            }
-            Op::Select => {
-                let (p, x, y) = (operand(&mut b, 0)?, operand(&mut b, 1)?, operand(&mut b, 2)?);
-                let d = b.reg();
-                b.prog.push(Instr::Select(p, x, y, d));
-                Some(Arg::Reg(d))
-            }
-            Op::ConvertElementType(to) => {
-                let x = operand(&mut b, 0)?;
-                let d = b.reg();
-                let from = body.shape(node.inputs[0]).dtype;
-                b.prog.push(if from == DType::F32 && *to == DType::Bool {
-                    Instr::NonZero(x, d)
-                } else {
-                    Instr::Copy(x, d)
-                });
-                Some(Arg::Reg(d))
-            }
-            Op::StopGradient => {
-                let x = operand(&mut b, 0)?;
-                let d = b.reg();
-                b.prog.push(Instr::Copy(x, d));
-                Some(Arg::Reg(d))
-            }
-            Op::BroadcastInDim { broadcast_dimensions, .. } => {
-                let x = node.inputs[0];
-                let d = b.reg();
-                let src = match &body.node(x).op {
+    if let Some(a) = fused_adam::match_body(body, &space) {
+        plan_adam(&mut b, body, &a, &mut kinds)?;
+    } else {
+        for (i, node) in nodes.iter().enumerate() {
+            let ty = node.ty();
+            let dims = ty.static_dims()?;
+            let is_bool = ty.dtype == DType::Bool;
+            let arg = |k: usize| val[node.inputs[k].index()];
+            let f32_in = |k: usize| body.shape(node.inputs[k]).dtype == DType::F32;
+            // Operand `k` as an instruction argument: a view when it is a composite operand read
+            // with NumPy broadcasting.
+            let operand = |b: &mut Builder, k: usize| -> Option<Arg> {
+                let x = node.inputs[k];
+                match &body.node(x).op {
                     Op::Input { .. } => {
                         let xd = body.shape(x).static_dims()?;
                         let input = body.inputs().iter().position(|&y| y == x)?;
-                        b.view(input, &xd, broadcast_dimensions, body.shape(x).dtype == DType::Bool)
+                        if xd.len() > dims.len() {
+                            return None;
+                        }
+                        let map: Vec<usize> = (dims.len() - xd.len()..dims.len()).collect();
+                        Some(b.view(input, &xd, &map, body.shape(x).dtype == DType::Bool))
                     }
-                    _ => arg(0)?,
-                };
-                b.prog.push(Instr::Copy(src, d));
-                Some(Arg::Reg(d))
-            }
-            _ => return None,
-        };
-        val[i] = def;
-        // Results of the composite are stored right after their definition.
-        for (k, &o) in body.outputs().iter().enumerate() {
-            if o.index() == i {
-                match &node.op {
-                    Op::Reduce { .. } => kinds[k] = Some(OutKind::Reduced(reds.len() - 1)),
-                    _ => {
-                        b.prog.push(Instr::Store(def?, k));
-                        kinds[k] = Some(OutKind::Elems);
+                    _ => val[x.index()],
+                }
+            };
+            let def = match &node.op {
+                Op::Input { .. } => None,
+                Op::Constant(t) if t.numel() == 1 => Some(Arg::Imm(t.to_f64_vec()[0] as f32)),
+                Op::Constant(_) => return None,
+                Op::Reduce { op, axes } => {
+                    let x = val[node.inputs[0].index()]?;
+                    let r = space.len();
+                    let this_row = if axes.as_slice() == [r - 1] { space[r - 1] } else { n };
+                    if !reds.is_empty() && this_row != row {
+                        return None;
+                    }
+                    row = this_row;
+                    reds.push(*op);
+                    b.prog.push(Instr::Reduce(*op, x, reds.len() - 1));
+                    None
+                }
+                _ if dims != space => return None,
+                Op::Unary(u) if f32_in(0) && !is_bool => {
+                    let x = operand(&mut b, 0)?;
+                    let d = b.reg();
+                    b.prog.push(Instr::Unary(*u, x, d));
+                    Some(Arg::Reg(d))
+                }
+                Op::Binary(op) if f32_in(0) && !is_bool => {
+                    let (x, y) = (operand(&mut b, 0)?, operand(&mut b, 1)?);
+                    let d = b.reg();
+                    b.prog.push(Instr::Binary(*op, x, y, d));
+                    Some(Arg::Reg(d))
+                }
+                Op::Compare(op) if f32_in(0) => {
+                    let (x, y) = (operand(&mut b, 0)?, operand(&mut b, 1)?);
+                    let d = b.reg();
+                    b.prog.push(Instr::Compare(*op, x, y, d));
+                    Some(Arg::Reg(d))
+                }
+                Op::Select => {
+                    let (p, x, y) = (operand(&mut b, 0)?, operand(&mut b, 1)?, operand(&mut b, 2)?);
+                    let d = b.reg();
+                    b.prog.push(Instr::Select(p, x, y, d));
+                    Some(Arg::Reg(d))
+                }
+                Op::ConvertElementType(to) => {
+                    let x = operand(&mut b, 0)?;
+                    let d = b.reg();
+                    let from = body.shape(node.inputs[0]).dtype;
+                    b.prog.push(if from == DType::F32 && *to == DType::Bool {
+                        Instr::NonZero(x, d)
+                    } else {
+                        Instr::Copy(x, d)
+                    });
+                    Some(Arg::Reg(d))
+                }
+                Op::StopGradient => {
+                    let x = operand(&mut b, 0)?;
+                    let d = b.reg();
+                    b.prog.push(Instr::Copy(x, d));
+                    Some(Arg::Reg(d))
+                }
+                Op::BroadcastInDim { broadcast_dimensions, .. } => {
+                    let x = node.inputs[0];
+                    let d = b.reg();
+                    let src = match &body.node(x).op {
+                        Op::Input { .. } => {
+                            let xd = body.shape(x).static_dims()?;
+                            let input = body.inputs().iter().position(|&y| y == x)?;
+                            b.view(input, &xd, broadcast_dimensions, body.shape(x).dtype == DType::Bool)
+                        }
+                        _ => arg(0)?,
+                    };
+                    b.prog.push(Instr::Copy(src, d));
+                    Some(Arg::Reg(d))
+                }
+                _ => return None,
+            };
+            val[i] = def;
+            // Results of the composite are stored right after their definition.
+            for (k, &o) in body.outputs().iter().enumerate() {
+                if o.index() == i {
+                    match &node.op {
+                        Op::Reduce { .. } => kinds[k] = Some(OutKind::Reduced(reds.len() - 1)),
+                        _ => {
+                            b.prog.push(Instr::Store(def?, k));
+                            kinds[k] = Some(OutKind::Elems);
+                        }
                     }
                 }
             }
-        }
-        // Free registers whose value is dead after this node, once per value: a repeated
-        // operand (`mul(t, t)`) freed twice would hand one register to two later values.
-        for (j, x) in node.inputs.iter().enumerate() {
-            if last[x.index()] == i
-                && !node.inputs[..j].contains(x)
-                && !body.outputs().contains(x)
-                && let Some(Arg::Reg(r)) = val[x.index()]
+            // Free registers whose value is dead after this node, once per value: a repeated
+            // operand (`mul(t, t)`) freed twice would hand one register to two later values.
+            for (j, x) in node.inputs.iter().enumerate() {
+                if last[x.index()] == i
+                    && !node.inputs[..j].contains(x)
+                    && !body.outputs().contains(x)
+                    && let Some(Arg::Reg(r)) = val[x.index()]
+                {
+                    b.free.push(r);
+                }
+            }
+            if last[i] <= i
+                && let Some(Arg::Reg(r)) = def
             {
                 b.free.push(r);
             }
-        }
-        if last[i] <= i
-            && let Some(Arg::Reg(r)) = def
-        {
-            b.free.push(r);
         }
     }
     let outs_k: Vec<OutKind> = kinds.into_iter().collect::<Option<_>>()?;
@@ -394,6 +415,44 @@ pub fn select(c: &Composite, ins: &[(Vec<usize>, DType)], outs: &[(Vec<usize>, D
         scratch: vec![0.0; t * b.regs.max(1) * REG_STRIDE],
         bounds,
     })
+}
+
+/// The program of a matched Adam region: one [`Instr::Adam`] reading its leaves as views
+/// (full tensors in place, scalars) or immediates.
+fn plan_adam(b: &mut Builder, body: &rlx_ir::Graph, a: &AdamMatch, kinds: &mut [Option<OutKind>]) -> Option<()> {
+    let mut arg = |x: rlx_ir::NodeId| -> Option<Arg> {
+        match &body.node(x).op {
+            Op::Constant(t) => Some(Arg::Imm(t.to_f64_vec()[0] as f32)),
+            _ => {
+                let xd = body.shape(x).static_dims()?;
+                let input = body.inputs().iter().position(|&y| y == x)?;
+                let out = b.out.len();
+                let map: Vec<usize> = (out.checked_sub(xd.len())?..out).collect();
+                Some(b.view(input, &xd, &map, false))
+            }
+        }
+    };
+    let full = [arg(a.full[0])?, arg(a.full[1])?, arg(a.full[2])?, arg(a.full[3])?];
+    let mut scalars = [Arg::Imm(0.0); 8];
+    for (s, &x) in scalars.iter_mut().zip(&a.scalars) {
+        *s = arg(x)?;
+    }
+    let wd = match a.wd {
+        Some(x) => Some(arg(x)?),
+        None => None,
+    };
+    // Full views must be read in place and scalars must be scalars, as `adam_block` reads them.
+    let ok = |x: &Arg, want_full: bool| match x {
+        Arg::View(k) => b.views[*k].access == if want_full { Access::Full } else { Access::Scalar },
+        Arg::Imm(_) => !want_full,
+        Arg::Reg(_) => false,
+    };
+    if !full.iter().all(|x| ok(x, true)) || !scalars.iter().chain(&wd).all(|x| ok(x, false)) {
+        return None;
+    }
+    b.prog.push(Instr::Adam(Box::new(AdamInstr { full, scalars, wd, outs: a.outs })));
+    kinds.iter_mut().for_each(|k| *k = Some(OutKind::Elems));
+    Some(())
 }
 
 /// Raw output pointers shared by tasks that write disjoint ranges.
@@ -490,7 +549,8 @@ pub fn run_range(
         return Err(IrError::Eval { op: NAME.into(), msg: "bad element range for a fused region".into() });
     }
     let ptrs = out_ptrs(k, ins, outs)?;
-    let stride = k.regs.max(1) * BLOCK;
+    // One task's registers (`REG_STRIDE` apart, as `run_task` addresses them).
+    let stride = k.regs.max(1) * REG_STRIDE;
     let mut scratch = std::mem::take(&mut k.scratch);
     run_task(k, ins, &ptrs, (start, end), &mut scratch[..stride], &mut [], 1);
     k.scratch = scratch;
@@ -605,6 +665,27 @@ fn run_task(
                     Src::Slice(x) => reg_mut(d).copy_from_slice(x),
                     Src::Scalar(v) => reg_mut(d).fill(v),
                 },
+                Instr::Adam(ref a) => {
+                    // Planned as full views read in place (slices) and scalars (`plan_adam`).
+                    let full = a.full.map(|x| match src(x) {
+                        Src::Slice(v) => v,
+                        Src::Scalar(_) => &[][..],
+                    });
+                    let scalar = |x: Arg| match src(x) {
+                        Src::Scalar(v) => v,
+                        Src::Slice(v) => v[0],
+                    };
+                    let sc = AdamScalars { s: a.scalars.map(scalar), wd: a.wd.map(scalar) };
+                    // SAFETY: this task owns elements [start, end) of every result; the three
+                    // results are distinct tensors.
+                    let [om, ov, op] = a
+                        .outs
+                        .map(|o| unsafe { std::slice::from_raw_parts_mut((ptrs[o].0.0 as *mut f32).add(s), len) });
+                    dispatch(
+                        #[inline(always)]
+                        || fused_adam::adam_block(full, sc, om, ov, op),
+                    );
+                }
                 Instr::Reduce(op, x, r) => {
                     let p = reduce_block(op, src(x), len);
                     acc[r] = combine(op, acc[r], p);
@@ -670,8 +751,24 @@ fn gather_t<T: Copy>(a: &Access, x: &[T], s: usize, o: &mut [f32], f: impl Fn(T)
     match a {
         Access::Full => o.iter_mut().zip(&x[s..]).for_each(|(o, &v)| *o = f(v)),
         Access::Scalar => o.fill(f(x[0])),
-        Access::Row(r) => o.iter_mut().enumerate().for_each(|(i, o)| *o = f(x[(s + i) % r])),
-        Access::Col(c) => o.iter_mut().enumerate().for_each(|(i, o)| *o = f(x[(s + i) / c])),
+        // Runs of consecutive elements (a row piece, one column value), not an index
+        // division per element.
+        Access::Row(r) => {
+            let (mut at, mut done) = (s % r, 0);
+            while done < o.len() {
+                let len = (r - at).min(o.len() - done);
+                o[done..done + len].iter_mut().zip(&x[at..at + len]).for_each(|(o, &v)| *o = f(v));
+                (at, done) = (0, done + len);
+            }
+        }
+        Access::Col(c) => {
+            let (mut i, mut done) = (s, 0);
+            while done < o.len() {
+                let len = (c - i % c).min(o.len() - done);
+                o[done..done + len].fill(f(x[i / c]));
+                (i, done) = (i + len, done + len);
+            }
+        }
         Access::Strided { dims, strides } => {
             // Odometer over the output index, starting at `s`.
             let mut idx: smallvec::SmallVec<[usize; 8]> = smallvec::SmallVec::from_elem(0, dims.len());
@@ -714,10 +811,6 @@ fn compare_block(c: CompareOp, x: Src<'_, f32>, y: Src<'_, f32>, o: &mut [f32]) 
 }
 
 fn select_block(p: Src<'_, f32>, x: Src<'_, f32>, y: Src<'_, f32>, o: &mut [f32]) {
-    let at = |v: Src<'_, f32>, i: usize| match v {
-        Src::Slice(s) => s[i],
-        Src::Scalar(v) => v,
-    };
     match p {
         Src::Scalar(c) => {
             let v = if c != 0.0 { x } else { y };
@@ -726,11 +819,25 @@ fn select_block(p: Src<'_, f32>, x: Src<'_, f32>, y: Src<'_, f32>, o: &mut [f32]
                 Src::Scalar(v) => o.fill(v),
             }
         }
+        // One monomorphized loop per operand shape, so each compiles to a compare and a blend
+        // (a per-element `match` on the operand kind kept this loop scalar).
         Src::Slice(p) => dispatch(
             #[inline(always)]
             || {
-                for (i, (o, &c)) in o.iter_mut().zip(p).enumerate() {
-                    *o = if c != 0.0 { at(x, i) } else { at(y, i) };
+                let pick = |c: f32, a: f32, b: f32| if c != 0.0 { a } else { b };
+                match (x, y) {
+                    (Src::Slice(x), Src::Slice(y)) => {
+                        for (((o, &c), &a), &b) in o.iter_mut().zip(p).zip(x).zip(y) {
+                            *o = pick(c, a, b);
+                        }
+                    }
+                    (Src::Slice(x), Src::Scalar(b)) => {
+                        o.iter_mut().zip(p).zip(x).for_each(|((o, &c), &a)| *o = pick(c, a, b))
+                    }
+                    (Src::Scalar(a), Src::Slice(y)) => {
+                        o.iter_mut().zip(p).zip(y).for_each(|((o, &c), &b)| *o = pick(c, a, b))
+                    }
+                    (Src::Scalar(a), Src::Scalar(b)) => o.iter_mut().zip(p).for_each(|(o, &c)| *o = pick(c, a, b)),
                 }
             },
         ),

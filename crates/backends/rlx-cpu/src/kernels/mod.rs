@@ -13,12 +13,14 @@ pub mod dot;
 pub mod elementwise;
 pub mod epilogue;
 pub mod fused;
+mod fused_adam;
 pub mod gemv;
 pub mod movement;
 #[cfg(target_arch = "x86_64")]
 mod norm_avx512;
 pub mod qmatmul;
 pub mod reduce;
+pub mod sgemm;
 pub mod simd;
 pub(crate) mod spin;
 pub mod transpose;
@@ -101,7 +103,12 @@ pub fn select(g: &Graph, id: NodeId, opts: &crate::CpuOptions) -> Kernel {
             return fused::select(c, &ins, &outs).map_or(Kernel::CompositeBody, |k| Kernel::Fused(Box::new(k)));
         }
         if c.name == epilogue::NAME {
-            return epilogue::select(c, &ins, &outs).map_or(Kernel::CompositeBody, |k| Kernel::Epilogue(Box::new(k)));
+            return epilogue::select(c, &ins, &outs).map_or(Kernel::CompositeBody, |mut k| {
+                if let Some(w) = constant(g, n.inputs[1]) {
+                    k.prepack_rhs(w);
+                }
+                Kernel::Epilogue(Box::new(k))
+            });
         }
         if c.name == attention::NAME {
             return attention::select(c, &ins, &outs).map_or(Kernel::CompositeBody, |k| Kernel::Attention(Box::new(k)));
@@ -122,8 +129,12 @@ pub fn select(g: &Graph, id: NodeId, opts: &crate::CpuOptions) -> Kernel {
     let f32_unary = ins.len() == 1 && ins[0].1 == DType::F32 && out.1 == DType::F32;
     let k = match &n.op {
         Op::DotGeneral(d) if ins.len() == 2 => {
-            dot::select(d, (&ins[0].0, ins[0].1), (&ins[1].0, ins[1].1), (&out.0, out.1))
-                .map(|k| Kernel::Dot(Box::new(k)))
+            dot::select(d, (&ins[0].0, ins[0].1), (&ins[1].0, ins[1].1), (&out.0, out.1)).map(|mut k| {
+                if let Some(w) = constant(g, n.inputs[1]) {
+                    k.prepack_rhs(w);
+                }
+                Kernel::Dot(Box::new(k))
+            })
         }
         Op::ConvGeneralDilated(c) if ins.len() == 2 && ins.iter().all(|i| i.1 == DType::F32) && out.1 == DType::F32 => {
             conv::select(c, &ins[0].0, &ins[1].0, &out.0).map(|k| Kernel::Conv(Box::new(k)))
@@ -185,5 +196,13 @@ pub fn run(k: &mut Kernel, op: &Op, ins: &[&Tensor], outs: &mut [Tensor]) -> Res
             Op::Composite(c) => composite::run_body(c, ins, outs),
             _ => op.eval_into(ins, outs),
         },
+    }
+}
+
+/// The value of node `id` when it is a graph constant (fixed for the executable's lifetime).
+fn constant(g: &Graph, id: NodeId) -> Option<&Tensor> {
+    match &g.nodes()[id.index()].op {
+        Op::Constant(t) => Some(t),
+        _ => None,
     }
 }

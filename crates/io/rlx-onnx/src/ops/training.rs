@@ -37,6 +37,26 @@ fn f(c: &mut Ctx, v: f64) -> NodeId {
     c.scalar(v, DType::F32)
 }
 
+/// `r · num / (√h + ε)`: Adagrad's and Adam's step.
+fn rms_step(c: &mut Ctx, r: NodeId, num: NodeId, h: NodeId, eps: NodeId) -> NodeId {
+    let sq = c.g.sqrt(h);
+    let sq = c.g.add(sq, eps);
+    let step = c.g.div(num, sq);
+    c.g.mul(r, step)
+}
+
+/// `x − step` in f32 (`x` converted from its dtype): the update every optimizer ends with.
+fn descend(c: &mut Ctx, x: NodeId, step: NodeId) -> NodeId {
+    let xf = c.g.convert(x, DType::F32);
+    c.g.sub(xf, step)
+}
+
+/// `v` (f32) back in the dtype of the input `like` it updates.
+fn back(c: &mut Ctx, v: NodeId, like: NodeId) -> NodeId {
+    let dt = c.dtype(like);
+    c.g.convert(v, dt)
+}
+
 /// `a · x + b · y`.
 fn lin(c: &mut Ctx, a: NodeId, x: NodeId, b: NodeId, y: NodeId) -> NodeId {
     let (p, q) = (c.g.mul(a, x), c.g.mul(b, y));
@@ -58,14 +78,10 @@ pub(super) fn adagrad(c: &mut Ctx) -> Result<Vec<NodeId>> {
         let hf = c.g.convert(h, DType::F32);
         let g2 = c.g.mul(gg, gg);
         let hn = c.g.add(hf, g2);
-        let sq = c.g.sqrt(hn);
-        let sq = c.g.add(sq, eps);
-        let step = c.g.div(gg, sq);
-        let step = c.g.mul(ra, step);
-        let xf = c.g.convert(x, DType::F32);
-        let xn = c.g.sub(xf, step);
-        xs.push(c.g.convert(xn, c.dtype(x)));
-        hs.push(c.g.convert(hn, c.dtype(h)));
+        let step = rms_step(c, ra, gg, hn, eps);
+        let xn = descend(c, x, step);
+        xs.push(back(c, xn, x));
+        hs.push(back(c, hn, h));
     }
     xs.extend(hs);
     Ok(xs)
@@ -93,16 +109,12 @@ pub(super) fn adam(c: &mut Ctx) -> Result<Vec<NodeId>> {
         let vn = lin(c, a, vf, a1, gg);
         let g2 = c.g.mul(gg, gg);
         let hn = lin(c, b, hf, b1, g2);
-        let sq = c.g.sqrt(hn);
-        let sq = c.g.add(sq, eps);
-        let step = c.g.div(vn, sq);
-        let step = c.g.mul(ra, step);
-        let xf = c.g.convert(x, DType::F32);
-        let xn = c.g.sub(xf, step);
+        let step = rms_step(c, ra, vn, hn, eps);
+        let xn = descend(c, x, step);
         let xn = c.g.mul(post, xn);
-        xs.push(c.g.convert(xn, c.dtype(x)));
-        vs.push(c.g.convert(vn, c.dtype(v)));
-        hs.push(c.g.convert(hn, c.dtype(h)));
+        xs.push(back(c, xn, x));
+        vs.push(back(c, vn, v));
+        hs.push(back(c, hn, h));
     }
     xs.extend(vs);
     xs.extend(hs);
@@ -132,10 +144,9 @@ pub(super) fn momentum(c: &mut Ctx) -> Result<Vec<NodeId>> {
             vn
         };
         let step = c.g.mul(r, dir);
-        let xf = c.g.convert(x, DType::F32);
-        let xn = c.g.sub(xf, step);
-        xs.push(c.g.convert(xn, c.dtype(x)));
-        vs.push(c.g.convert(vn, c.dtype(v)));
+        let xn = descend(c, x, step);
+        xs.push(back(c, xn, x));
+        vs.push(back(c, vn, v));
     }
     xs.extend(vs);
     Ok(xs)
