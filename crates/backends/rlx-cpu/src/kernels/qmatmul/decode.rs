@@ -5,10 +5,14 @@
 //!
 //! Per 32-weight block and row: one zero-extension of 16 packed bytes, the nibble → f32 lookup
 //! by `vpermps` in a 16-entry table (Q4_0: `q - 8`, Q4_1: `q`; the permute reads only the low 4
-//! bits of each lane, so no mask is needed), one multiply and two FMAs. The f16 scales of 16
-//! blocks are converted together (`vcvtph2ps`) and broadcast from memory; [`ROWS`] weight rows
-//! share each activation load; the horizontal sum happens once per row. The `m_b · Σx_b` term of
-//! Q4_1, Q4_K and Q5_K (`m = -dmin · min_j` per 32-weight sub-block, `d = d · scale_j`) uses the
+//! bits of each lane, so no mask is needed), one multiply and two FMAs. A legacy block's f16
+//! scale is read as a broadcast memory operand from a 65536-entry f16 → f32 table
+//! ([`f16_table`], as ggml's `ggml_table_f32_f16`): two loads per block, no shuffle-port work,
+//! where a `vpgatherdd` of 16 blocks' scales put the row's first memory access at the head of
+//! each group's dependency chain (half the kernel's samples stalled on it). [`ROWS`] weight rows
+//! share each activation load; the rows [`PREFETCH_ROWS`] ahead are prefetched; the horizontal
+//! sum happens once per row. The `m_b · Σx_b` term of Q4_1 is a scalar FMA chain per row; of
+//! Q4_K and Q5_K (`m = -dmin · min_j` per 32-weight sub-block, `d = d · scale_j`) uses the
 //! per-block activation sums from [`block_sums`] (computed once per call). Q5_K adds its fifth
 //! bit as a masked `+ 16.0` on the looked-up values. Q6_K (`w = d sc_g (q - 32)`, sub-blocks of
 //! 16): the 6-bit `q` of 64 weights are assembled as bytes in one register, widened 16 at a
@@ -16,8 +20,16 @@
 
 /// Weight rows processed together.
 const ROWS: usize = 4;
-/// Blocks whose scales are converted together.
-const GROUP: usize = 16;
+/// How far ahead of the rows being multiplied their successors are prefetched (two groups: a
+/// group of 4 rows of K = 576 takes ~250 cycles, less than one L3 miss).
+const PREFETCH_ROWS: usize = 2 * ROWS;
+
+/// `f32` value of every f16 bit pattern (256 KiB; a model's scales use few distinct values, so
+/// the lines read stay in L1).
+pub(super) fn f16_table() -> &'static [f32] {
+    static TABLE: std::sync::OnceLock<Box<[f32]>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| (0..=u16::MAX).map(|b| half::f16::from_bits(b).to_f32()).collect())
+}
 
 /// True when `ty`'s kernel reads [`block_sums`].
 pub(super) fn needs_block_sums(ty: rlx_gguf::GgmlType) -> bool {
@@ -50,7 +62,7 @@ pub(super) use avx512::dot_rows;
 // The kernels index several per-row arrays with one row index.
 #[allow(clippy::needless_range_loop)]
 mod avx512 {
-    use super::{GROUP, ROWS};
+    use super::{PREFETCH_ROWS, ROWS};
     use rlx_gguf::GgmlType;
     use rlx_gguf::quants::kquants::scale_min_k4;
     use std::arch::x86_64::*;
@@ -63,8 +75,9 @@ mod avx512 {
     /// `d f16, 32 i8`, `w = d q`.
     const Q8_0: u8 = 2;
 
-    /// The dot products of `R` rows with `x` (`nb` blocks each).
-    type RowsFn<const R: usize> = unsafe fn([*const u8; R], usize, *const f32, *const f32) -> [f32; R];
+    /// The dot products of `R` rows with `x` (`nb` blocks each); the last argument is
+    /// [`super::f16_table`].
+    type RowsFn<const R: usize> = unsafe fn([*const u8; R], usize, *const f32, *const f32, *const f32) -> [f32; R];
 
     /// `y[r] = Σ dequant(w row r) · x` for every row of `w` (`y.len()` rows of `row_bytes`).
     ///
@@ -93,16 +106,21 @@ mod avx512 {
             _ => (rows_dot::<ROWS, Q8_0>, rows_dot::<1, Q8_0>),
         };
         let nb = x.len() / 32;
-        let (wp, xp, sp) = (w.as_ptr(), x.as_ptr(), xsum.as_ptr());
+        let (wp, xp, sp, tp) = (w.as_ptr(), x.as_ptr(), xsum.as_ptr(), super::f16_table().as_ptr());
         let full = y.len() / ROWS * ROWS;
-        // SAFETY: rows `j .. j + ROWS` (or `j`) lie inside `w`; the callee's contract is ours.
+        // SAFETY: rows `j .. j + ROWS` (or `j`) lie inside `w`, and so does every prefetched
+        // line (the range is clamped to `w`); the callee's contract is ours.
         unsafe {
             for j in (0..full).step_by(ROWS) {
+                let (p0, p1) = ((j + PREFETCH_ROWS) * row_bytes, (j + PREFETCH_ROWS + ROWS) * row_bytes);
+                for off in (p0.min(w.len())..p1.min(w.len())).step_by(64) {
+                    _mm_prefetch::<_MM_HINT_T0>(wp.add(off).cast());
+                }
                 let rows = std::array::from_fn(|r| wp.add((j + r) * row_bytes));
-                y[j..j + ROWS].copy_from_slice(&dot(rows, nb, xp, sp));
+                y[j..j + ROWS].copy_from_slice(&dot(rows, nb, xp, sp, tp));
             }
             for (j, yj) in y.iter_mut().enumerate().skip(full) {
-                *yj = dot1([wp.add(j * row_bytes)], nb, xp, sp)[0];
+                *yj = dot1([wp.add(j * row_bytes)], nb, xp, sp, tp)[0];
             }
         }
     }
@@ -111,7 +129,7 @@ mod avx512 {
     ///
     /// # Safety
     /// As [`dot_rows`]; every `rows[r]` points to `nb` blocks, `x` to `32 nb` floats, `xsum`
-    /// to `nb` floats for Q4_1.
+    /// to `nb` floats for Q4_1, `tp` to [`super::f16_table`].
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
     #[inline]
     unsafe fn rows_dot<const R: usize, const K: u8>(
@@ -119,6 +137,7 @@ mod avx512 {
         nb: usize,
         xp: *const f32,
         sp: *const f32,
+        tp: *const f32,
     ) -> [f32; R] {
         let ts: usize = match K {
             Q4_0 => 18,
@@ -131,57 +150,38 @@ mod avx512 {
         } else {
             _mm512_setr_ps(0., 1., 2., 3., 4., 5., 6., 7., 8., 9., 10., 11., 12., 13., 14., 15.)
         };
-        // Byte offsets of 16 consecutive blocks (for the scale gather).
-        let offs = _mm512_mullo_epi32(
-            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-            _mm512_set1_epi32(ts as i32),
-        );
         let mut acc = [_mm512_setzero_ps(); R];
-        let mut macc = [_mm512_setzero_ps(); R];
-        let mut d = [[0f32; GROUP]; R];
-        let mut g0 = 0;
+        // Q4_1: `Σ_b m_b · Σx_b` per row.
+        let mut msum = [0f32; R];
         // SAFETY (every pointer below): block `b < nb` of row `r` spans `ts` bytes from
-        // `rows[r] + b ts`; `x` has `32 nb` floats, `xsum` `nb`.
+        // `rows[r] + b ts`; `x` has `32 nb` floats, `xsum` `nb`; `tp` has 65536 entries.
         unsafe {
-            while g0 < nb {
-                let gn = GROUP.min(nb - g0);
-                let lanes: __mmask16 = if gn == GROUP { 0xffff } else { (1u16 << gn) - 1 };
-                // The first 4 bytes of each of the group's blocks: `d` (and `m` for Q4_1).
+            for b in 0..nb {
+                let x0 = _mm512_loadu_ps(xp.add(32 * b));
+                let x1 = _mm512_loadu_ps(xp.add(32 * b + 16));
                 for r in 0..R {
-                    let base = rows[r].add(g0 * ts);
-                    let h = _mm512_mask_i32gather_epi32::<1>(_mm512_setzero_si512(), lanes, offs, base.cast());
-                    _mm512_storeu_ps(d[r].as_mut_ptr(), _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)));
+                    let p = rows[r].add(b * ts);
+                    let s = if K == Q8_0 {
+                        let q0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p.add(2).cast())));
+                        let q1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p.add(18).cast())));
+                        _mm512_fmadd_ps(q1, x1, _mm512_mul_ps(q0, x0))
+                    } else {
+                        let off = if K == Q4_1 { 4 } else { 2 };
+                        let v = _mm512_cvtepu8_epi32(_mm_loadu_si128(p.add(off).cast()));
+                        let lo = _mm512_permutexvar_ps(v, table);
+                        let hi = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), table);
+                        _mm512_fmadd_ps(hi, x1, _mm512_mul_ps(lo, x0))
+                    };
+                    let d = *tp.add(usize::from(p.cast::<u16>().read_unaligned()));
+                    acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(d), s, acc[r]);
                     if K == Q4_1 {
-                        let mv = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h, 16)));
-                        macc[r] = _mm512_fmadd_ps(mv, _mm512_maskz_loadu_ps(lanes, sp.add(g0)), macc[r]);
+                        let m = *tp.add(usize::from(p.add(2).cast::<u16>().read_unaligned()));
+                        msum[r] = m.mul_add(*sp.add(b), msum[r]);
                     }
                 }
-                // `i` indexes the scales of all R rows.
-                #[allow(clippy::needless_range_loop)]
-                for i in 0..gn {
-                    let b = g0 + i;
-                    let x0 = _mm512_loadu_ps(xp.add(32 * b));
-                    let x1 = _mm512_loadu_ps(xp.add(32 * b + 16));
-                    for r in 0..R {
-                        let p = rows[r].add(b * ts);
-                        let s = if K == Q8_0 {
-                            let q0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p.add(2).cast())));
-                            let q1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p.add(18).cast())));
-                            _mm512_fmadd_ps(q1, x1, _mm512_mul_ps(q0, x0))
-                        } else {
-                            let off = if K == Q4_1 { 4 } else { 2 };
-                            let v = _mm512_cvtepu8_epi32(_mm_loadu_si128(p.add(off).cast()));
-                            let lo = _mm512_permutexvar_ps(v, table);
-                            let hi = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), table);
-                            _mm512_fmadd_ps(hi, x1, _mm512_mul_ps(lo, x0))
-                        };
-                        acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(d[r][i]), s, acc[r]);
-                    }
-                }
-                g0 += gn;
             }
         }
-        std::array::from_fn(|r| _mm512_reduce_add_ps(_mm512_add_ps(acc[r], macc[r])))
+        std::array::from_fn(|r| _mm512_reduce_add_ps(acc[r]) + msum[r])
     }
 
     /// [`rows_dot`] for Q4_K (`FIVE = false`, 144-byte blocks) and Q5_K (176) (`nb32` 32-weight
@@ -196,6 +196,7 @@ mod avx512 {
         nb32: usize,
         xp: *const f32,
         sp: *const f32,
+        _tp: *const f32,
     ) -> [f32; R] {
         let table = _mm512_setr_ps(0., 1., 2., 3., 4., 5., 6., 7., 8., 9., 10., 11., 12., 13., 14., 15.);
         let (ts, qo) = if FIVE { (176, 48) } else { (144, 16) };
@@ -278,6 +279,7 @@ mod avx512 {
         nb32: usize,
         xp: *const f32,
         sp: *const f32,
+        _tp: *const f32,
     ) -> [f32; R] {
         let m4 = _mm512_set1_epi8(0x0f);
         let m30 = _mm512_set1_epi8(0x30);

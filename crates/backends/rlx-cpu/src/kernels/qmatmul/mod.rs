@@ -41,8 +41,9 @@ use rlx_ir::{DType, IrError, Tensor};
 /// The composite name this module runs.
 pub const NAME: &str = "dequant_matmul";
 
-/// `M · N · K` from which the rows are split across threads.
-const PAR_WORK: usize = 1 << 18;
+/// `M · N · K` from which the rows are split across threads (a decode step's K/V projections,
+/// 192 x 576, are split: on the spinning team a hand-off costs far less than half of them).
+const PAR_WORK: usize = 1 << 16;
 /// Bytes of dequantized f32 weights per tile of the `tile` path (L2 is 2 MiB per core on the
 /// reference machine; the gemm packs x and the tile next to it).
 pub const TILE_BYTES: usize = 1 << 20;
