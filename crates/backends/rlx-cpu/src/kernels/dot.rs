@@ -127,26 +127,29 @@ pub struct DotKernel {
     scratch_in: [Option<Tensor>; 2],
     /// Result in `compute` when the result dtype differs.
     scratch_out: Option<Tensor>,
-    /// Space for the rhs packed for [`sgemm`] (single-batch f32 products on AVX-512 CPUs;
-    /// others run on `gemm`).
+    /// The rhs, a graph constant, packed once at compile time for [`sgemm`]
+    /// ([`DotKernel::prepack_rhs`]); `None`: the product runs on `gemm`.
     packed: Option<PackedB>,
-    /// The rhs is a graph constant packed once at compile time ([`DotKernel::prepack_rhs`]).
-    prepacked: bool,
+    /// [`sgemm`] can run this product (single-batch f32 on an AVX-512 CPU).
+    sgemm_ok: bool,
 }
 
 impl DotKernel {
-    /// Pack `rhs`, a graph constant, once now instead of on every run (as ONNX Runtime's MLAS
-    /// pre-packs constant weights). A no-op unless the product runs on [`sgemm`] and `rhs` is
-    /// the f32 operand the plan expects.
+    /// Pack `rhs`, a graph constant, once now and run the product on [`sgemm`] (as ONNX
+    /// Runtime's MLAS pre-packs constant weights). A no-op unless [`sgemm`] can run the product
+    /// and `rhs` is the f32 operand the plan expects. Products whose rhs changes between runs
+    /// stay on `gemm`: measured on this machine (bench/RESULTS.md, session 5), packing per call
+    /// plus our micro-kernel is slower than the `gemm` crate at most shapes.
     pub fn prepack_rhs(&mut self, rhs: &Tensor) {
-        let (Some(bp), Some(b)) = (self.packed.as_mut(), rhs.as_slice::<f32>()) else { return };
-        if b.len() != self.plan.numel.1 {
+        let Some(b) = rhs.as_slice::<f32>() else { return };
+        if !self.sgemm_ok || b.len() != self.plan.numel.1 {
             return;
         }
         let (p, ro) = (&self.plan, self.plan.batch_offs[0].1);
+        let mut bp = PackedB::new(p.k, p.n);
         // SAFETY: the plan's strides address only elements inside `b` (size checked above).
-        unsafe { sgemm::pack_b(Operand { ptr: b[ro..].as_ptr(), rs: p.rhs_ks, cs: p.rhs_ns }, bp) };
-        self.prepacked = true;
+        unsafe { sgemm::pack_b(Operand { ptr: b[ro..].as_ptr(), rs: p.rhs_ks, cs: p.rhs_ns }, &mut bp) };
+        self.packed = Some(bp);
     }
 
     /// Name for reports.
@@ -170,11 +173,10 @@ pub fn select(d: &DotGeneral, l: (&[usize], DType), r: (&[usize], DType), out: (
         _ => Path::Gemm,
     };
     let scratch = |dims: &[usize], dt: DType| (dt != compute).then(|| Tensor::zeros(dims, compute));
-    let packed = (compute == DType::F32 && matches!(path, Path::Gemm) && plan.batch == 1 && sgemm::available())
-        .then(|| PackedB::new(plan.k, plan.n));
+    let sgemm_ok = compute == DType::F32 && matches!(path, Path::Gemm) && plan.batch == 1 && sgemm::available();
     Some(DotKernel {
-        packed,
-        prepacked: false,
+        packed: None,
+        sgemm_ok,
         scratch_in: [scratch(l.0, l.1), scratch(r.0, r.1)],
         scratch_out: scratch(out.0, out.1),
         plan,
@@ -200,18 +202,13 @@ pub fn run(k: &mut DotKernel, lhs: &Tensor, rhs: &Tensor, out: &mut Tensor) -> R
         DType::F32 => {
             let (a, b) = (lhs.as_slice::<f32>().unwrap(), rhs.as_slice::<f32>().unwrap());
             let c = res.as_mut_slice::<f32>().unwrap();
-            match (&k.path, &mut k.packed) {
+            match (&k.path, &k.packed) {
                 (Path::Gemv(g), _) => gemv::run(g, p, a, b, c),
                 (Path::Gemm, Some(bp)) => {
-                    let (aop, bop) = operands(p, a, b);
-                    // SAFETY: the plan's strides address only elements inside `a` and `b`
-                    // (sizes checked above), `c` holds m · n, `bp` was sized for k × n.
-                    unsafe {
-                        if !k.prepacked {
-                            sgemm::pack_b(bop, bp);
-                        }
-                        sgemm::matmul(p.m, aop, bp, c.as_mut_ptr(), p.n);
-                    }
+                    let aop = Operand { ptr: a[p.batch_offs[0].0..].as_ptr(), rs: p.lhs_ms, cs: p.lhs_ks };
+                    // SAFETY: the plan's strides address only elements inside `a` (size
+                    // checked above), `c` holds m · n, `bp` holds the packed k × n rhs.
+                    unsafe { sgemm::matmul(p.m, aop, bp, c.as_mut_ptr(), p.n) };
                 }
                 (Path::Gemm, None) => gemm_all(p, a, b, c),
             }
@@ -305,36 +302,14 @@ fn gemm_all<T: Num>(p: &DotPlan, a: &[T], b: &[T], c: &mut [T]) {
     }
 }
 
-/// The single batch's operands as [`sgemm`] views.
-fn operands(p: &DotPlan, a: &[f32], b: &[f32]) -> (Operand, Operand) {
-    let (lo, ro) = p.batch_offs[0];
-    (
-        Operand { ptr: a[lo..].as_ptr(), rs: p.lhs_ms, cs: p.lhs_ks },
-        Operand { ptr: b[ro..].as_ptr(), rs: p.rhs_ks, cs: p.rhs_ns },
-    )
+/// True when the rhs was packed at compile time ([`DotKernel::prepack_rhs`]): then use
+/// [`rows_packed_f32`], else [`gemm_rows_f32`].
+pub fn has_packed_rhs(k: &DotKernel) -> bool {
+    k.packed.is_some()
 }
 
-/// Pack `rhs` for [`rows_packed_f32`]; `Ok(false)` (nothing done) when this kernel does not
-/// run on [`sgemm`] (then use [`gemm_rows_f32`]).
-///
-/// Errors: a rhs whose size differs from the plan.
-pub fn pack_rhs_f32(k: &mut DotKernel, b: &[f32]) -> Result<bool, IrError> {
-    let p = &k.plan;
-    let Some(bp) = k.packed.as_mut() else { return Ok(false) };
-    if k.prepacked {
-        return Ok(true);
-    }
-    if b.len() != p.numel.1 {
-        return Err(IrError::Eval { op: "dot_general".into(), msg: "rhs size differs from the plan".into() });
-    }
-    let ro = p.batch_offs[0].1;
-    // SAFETY: the plan's strides address only elements inside `b` (size checked above).
-    unsafe { sgemm::pack_b(Operand { ptr: b[ro..].as_ptr(), rs: p.rhs_ks, cs: p.rhs_ns }, bp) };
-    Ok(true)
-}
-
-/// Rows `[r0, r1)` of a single-batch f32 product on the calling thread, with the rhs packed by
-/// [`pack_rhs_f32`]: writes `c[r0 * n..r1 * n]` (`c` holds the whole `m × n` result).
+/// Rows `[r0, r1)` of a single-batch f32 product on the calling thread, with the rhs packed at
+/// compile time ([`has_packed_rhs`]): writes `c[r0 * n..r1 * n]` (`c` holds the whole `m × n` result).
 ///
 /// Errors: no packed rhs, or rows or slices that do not fit the plan.
 pub fn rows_packed_f32(k: &DotKernel, a: &[f32], c: &mut [f32], r0: usize, r1: usize) -> Result<(), IrError> {

@@ -117,8 +117,8 @@ fn run_with(k: &mut EpilogueKernel, ins: &[&Tensor], outs: &mut [Tensor], acc: &
     let bad = || IrError::Eval { op: NAME.into(), msg: "operand dtype differs from the plan".into() };
     let (a, b) = (ins[0].as_slice::<f32>().ok_or_else(bad)?, ins[1].as_slice::<f32>().ok_or_else(bad)?);
     let rows = (BLOCK_ELEMS / n.max(1)).max(1);
-    if dot::pack_rhs_f32(&mut k.dot, b)? {
-        // Row blocks of whole micro-kernel tiles; the rhs was packed once for all of them.
+    if dot::has_packed_rhs(&k.dot) {
+        // Row blocks of whole micro-kernel tiles; the rhs was packed at compile time.
         let rows = rows.next_multiple_of(sgemm::MR).min(sgemm::MC);
         let mut r0 = 0;
         while r0 < m {
