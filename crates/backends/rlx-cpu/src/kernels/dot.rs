@@ -205,10 +205,9 @@ pub fn run(k: &mut DotKernel, lhs: &Tensor, rhs: &Tensor, out: &mut Tensor) -> R
             match (&k.path, &k.packed) {
                 (Path::Gemv(g), _) => gemv::run(g, p, a, b, c),
                 (Path::Gemm, Some(bp)) => {
-                    let aop = Operand { ptr: a[p.batch_offs[0].0..].as_ptr(), rs: p.lhs_ms, cs: p.lhs_ks };
                     // SAFETY: the plan's strides address only elements inside `a` (size
                     // checked above), `c` holds m · n, `bp` holds the packed k × n rhs.
-                    unsafe { sgemm::matmul(p.m, aop, bp, c.as_mut_ptr(), p.n) };
+                    unsafe { sgemm::matmul(p.m, lhs_operand(p, a), bp, c.as_mut_ptr(), p.n) };
                 }
                 (Path::Gemm, None) => gemm_all(p, a, b, c),
             }
@@ -302,47 +301,39 @@ fn gemm_all<T: Num>(p: &DotPlan, a: &[T], b: &[T], c: &mut [T]) {
     }
 }
 
-/// True when the rhs was packed at compile time ([`DotKernel::prepack_rhs`]): then use
-/// [`rows_packed_f32`], else [`gemm_rows_f32`].
+/// True when the rhs was packed at compile time ([`DotKernel::prepack_rhs`]), so products
+/// run on [`sgemm`].
 pub fn has_packed_rhs(k: &DotKernel) -> bool {
     k.packed.is_some()
 }
 
-/// Rows `[r0, r1)` of a single-batch f32 product on the calling thread, with the rhs packed at
-/// compile time ([`has_packed_rhs`]): writes `c[r0 * n..r1 * n]` (`c` holds the whole `m × n` result).
-///
-/// Errors: no packed rhs, or rows or slices that do not fit the plan.
-pub fn rows_packed_f32(k: &DotKernel, a: &[f32], c: &mut [f32], r0: usize, r1: usize) -> Result<(), IrError> {
-    let p = &k.plan;
-    let bad = |msg: &str| IrError::Eval { op: "dot_general".into(), msg: msg.into() };
-    let bp = k.packed.as_ref().ok_or_else(|| bad("no packed rhs"))?;
-    if r0 > r1 || r1 > p.m || c.len() != p.m * p.n || a.len() != p.numel.0 {
-        return Err(bad("row block does not fit the plan"));
-    }
-    let lo = p.batch_offs[0].0;
-    // SAFETY: the plan's strides address only elements inside `a` (size checked above); `c`
-    // holds m · n elements.
-    unsafe {
-        let aop = Operand { ptr: a[lo..].as_ptr(), rs: p.lhs_ms, cs: p.lhs_ks };
-        sgemm::matmul_range(r0, r1, aop, bp, c.as_mut_ptr(), p.n);
-    }
-    Ok(())
+/// The lhs of the single batch as an [`sgemm`] view.
+fn lhs_operand(p: &DotPlan, a: &[f32]) -> Operand {
+    Operand { ptr: a[p.batch_offs[0].0..].as_ptr(), rs: p.lhs_ms, cs: p.lhs_ks }
 }
 
 /// Rows `[r0, r1)` of a single-batch f32 product on the calling thread: writes
-/// `c[r0 * n..r1 * n]` (`c` holds the whole `m × n` result).
+/// `c[r0 * n..r1 * n]` (`c` holds the whole `m × n` result), on [`sgemm`] with the pre-packed
+/// rhs when there is one (then `b` is not read), else on `gemm`.
 ///
 /// Errors: a plan with several batches, or rows or slices that do not fit the plan.
-pub fn gemm_rows_f32(p: &DotPlan, a: &[f32], b: &[f32], c: &mut [f32], r0: usize, r1: usize) -> Result<(), IrError> {
-    let (m, n, k) = (p.m, p.n, p.k);
+pub fn rows_f32(k: &DotKernel, a: &[f32], b: &[f32], c: &mut [f32], r0: usize, r1: usize) -> Result<(), IrError> {
+    let p = &k.plan;
+    let (m, n, kk) = (p.m, p.n, p.k);
     if p.batch != 1 || r0 > r1 || r1 > m || c.len() != m * n || (a.len(), b.len()) != p.numel {
         return Err(IrError::Eval { op: "dot_general".into(), msg: "row block does not fit the plan".into() });
+    }
+    if let Some(bp) = &k.packed {
+        // SAFETY: the plan's strides address only elements inside `a` (size checked above);
+        // `c` holds m · n elements; `bp` holds the packed k × n rhs.
+        unsafe { sgemm::matmul_range(r0, r1, lhs_operand(p, a), bp, c.as_mut_ptr(), n) };
+        return Ok(());
     }
     let c = &mut c[r0 * n..r1 * n];
     if c.is_empty() {
         return Ok(());
     }
-    if k == 0 {
+    if kk == 0 {
         c.fill(0.0);
         return Ok(());
     }
@@ -354,7 +345,7 @@ pub fn gemm_rows_f32(p: &DotPlan, a: &[f32], b: &[f32], c: &mut [f32], r0: usize
         gemm::gemm(
             r1 - r0,
             n,
-            k,
+            kk,
             c.as_mut_ptr(),
             1,
             n as isize,

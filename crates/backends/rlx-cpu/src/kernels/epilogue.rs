@@ -116,23 +116,15 @@ fn run_with(k: &mut EpilogueKernel, ins: &[&Tensor], outs: &mut [Tensor], acc: &
     }
     let bad = || IrError::Eval { op: NAME.into(), msg: "operand dtype differs from the plan".into() };
     let (a, b) = (ins[0].as_slice::<f32>().ok_or_else(bad)?, ins[1].as_slice::<f32>().ok_or_else(bad)?);
-    let rows = (BLOCK_ELEMS / n.max(1)).max(1);
+    let mut rows = (BLOCK_ELEMS / n.max(1)).max(1);
     if dot::has_packed_rhs(&k.dot) {
-        // Row blocks of whole micro-kernel tiles; the rhs was packed at compile time.
-        let rows = rows.next_multiple_of(sgemm::MR).min(sgemm::MC);
-        let mut r0 = 0;
-        while r0 < m {
-            let r1 = (r0 + rows).min(m);
-            dot::rows_packed_f32(&k.dot, a, acc.as_mut_slice::<f32>().ok_or_else(bad)?, r0, r1)?;
-            fused::run_range(&mut k.region, &region_ins(acc, ins), outs, r0 * n, r1 * n)?;
-            r0 = r1;
-        }
-        return Ok(());
+        // Whole micro-kernel tiles per block (the rhs was packed at compile time).
+        rows = rows.next_multiple_of(sgemm::MR).min(sgemm::MC);
     }
     let mut r0 = 0;
     while r0 < m {
         let r1 = (r0 + rows).min(m);
-        dot::gemm_rows_f32(&k.dot.plan, a, b, acc.as_mut_slice::<f32>().ok_or_else(bad)?, r0, r1)?;
+        dot::rows_f32(&k.dot, a, b, acc.as_mut_slice::<f32>().ok_or_else(bad)?, r0, r1)?;
         fused::run_range(&mut k.region, &region_ins(acc, ins), outs, r0 * n, r1 * n)?;
         r0 = r1;
     }
