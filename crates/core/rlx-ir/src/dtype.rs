@@ -249,7 +249,13 @@ impl DType {
                 return match (a, b) {
                     (F64, _) | (_, F64) => F64,
                     (F32, _) | (_, F32) => F32,
-                    (F16 | BF16, n) | (n, F16 | BF16) if n.is_narrow_float() => if a.is_narrow_float() { b } else { a },
+                    (F16 | BF16, n) | (n, F16 | BF16) if n.is_narrow_float() => {
+                        if a.is_narrow_float() {
+                            b
+                        } else {
+                            a
+                        }
+                    }
                     _ => F32, // f16 with bf16, or two different narrow floats
                 };
             }

@@ -316,7 +316,10 @@ macro_rules! with_dtype {
 /// Every [`Data`] variant: `each_variant!(m)` expands to `m!(F32, F64, ...)`.
 macro_rules! each_variant {
     ($m:ident) => {
-        $m!(F32, F64, F16, BF16, I8, I16, I32, I64, U8, U32, Bool, U16, U64, F8E4M3FN, F8E4M3FNUZ, F8E5M2, F8E5M2FNUZ, F4E2M1FN, I4, U4, I2, U2)
+        $m!(
+            F32, F64, F16, BF16, I8, I16, I32, I64, U8, U32, Bool, U16, U64, F8E4M3FN, F8E4M3FNUZ, F8E5M2, F8E5M2FNUZ,
+            F4E2M1FN, I4, U4, I2, U2
+        )
     };
 }
 
