@@ -15,6 +15,7 @@ mod error;
 mod graph;
 pub mod inline;
 pub mod interp;
+pub mod narrow;
 pub mod ops;
 mod print;
 mod serialize;
@@ -29,7 +30,7 @@ pub use inline::inline_composites;
 pub use ops::{Attr, Attrs, Op};
 pub use serialize::{hir_from_json, hir_to_json};
 pub use shape::{Bindings, Dim, IntoDims, Shape, normalize_axis, strides_of};
-pub use tensor::{Data, Elem, Tensor};
+pub use tensor::{Data, Elem, Tensor, convert_elem};
 pub use verify::{bind_symbols, specialize, verify};
 
 /// Helper enums of the builder API, at the path the spec imports (`rlx_ir::op::Activation`).

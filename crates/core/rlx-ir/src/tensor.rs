@@ -3,6 +3,7 @@
 //! This is the one host data type of RLX: constants in the IR, reference evaluation, and the
 //! runtime's `run_tensors` all use it.
 
+use crate::narrow::{F4E2M1FN, F8E4M3FN, F8E4M3FNUZ, F8E5M2, F8E5M2FNUZ, I2, I4, U2, U4};
 use crate::{DType, IrError};
 use half::{bf16, f16};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -22,6 +23,17 @@ pub enum Data {
     U8(Vec<u8>),
     U32(Vec<u32>),
     Bool(Vec<bool>),
+    U16(Vec<u16>),
+    U64(Vec<u64>),
+    F8E4M3FN(Vec<F8E4M3FN>),
+    F8E4M3FNUZ(Vec<F8E4M3FNUZ>),
+    F8E5M2(Vec<F8E5M2>),
+    F8E5M2FNUZ(Vec<F8E5M2FNUZ>),
+    F4E2M1FN(Vec<F4E2M1FN>),
+    I4(Vec<I4>),
+    U4(Vec<U4>),
+    I2(Vec<I2>),
+    U2(Vec<U2>),
 }
 
 /// An element type that can live in a [`Tensor`].
@@ -32,7 +44,7 @@ pub enum Data {
 ///
 /// Conversions follow XLA's `convert_element_type`: float → int truncates toward zero and
 /// saturates at the target range, NaN → 0; int → int wraps (two's complement); anything → bool
-/// is `!= 0`.
+/// is `!= 0`. The narrow types (see [`crate::narrow`]) follow `ml_dtypes` instead.
 pub trait Elem: Copy + Send + Sync + PartialEq + PartialOrd + std::fmt::Debug + 'static {
     /// The dtype tag.
     const DTYPE: DType;
@@ -60,6 +72,20 @@ fn f64_to_int_sat(v: f64, lo: f64, hi: f64) -> i64 {
     if v.is_nan() { 0 } else { v.trunc().clamp(lo, hi) as i64 }
 }
 
+/// Convert one element from `S` to `D` with [`Elem`]'s rules, rounding once: floats (and
+/// anything going to bool, and u64, whose top half i64 cannot hold) go through f64, other
+/// integers through i64. The one conversion rule of RLX, shared by [`Tensor::cast`] and the
+/// backends' convert kernels.
+#[inline(always)]
+pub fn convert_elem<S: Elem, D: Elem>(v: S) -> D {
+    let (sd, dd) = (S::DTYPE, D::DTYPE);
+    if sd.is_float() || dd == DType::Bool || (sd == DType::U64 && dd.is_float()) {
+        D::of_f64(v.to_f64())
+    } else {
+        D::of_i64(v.to_i64())
+    }
+}
+
 macro_rules! impl_int_elem {
     ($t:ty, $d:ident) => {
         impl Elem for $t {
@@ -71,7 +97,8 @@ macro_rules! impl_int_elem {
                 self as i64
             }
             fn of_f64(v: f64) -> Self {
-                f64_to_int_sat(v, <$t>::MIN as f64, <$t>::MAX as f64) as $t
+                // Rust's float-to-int `as` truncates, saturates, and maps NaN to 0.
+                v as $t
             }
             fn of_i64(v: i64) -> Self {
                 v as $t
@@ -94,6 +121,8 @@ impl_int_elem!(i32, I32);
 impl_int_elem!(i64, I64);
 impl_int_elem!(u8, U8);
 impl_int_elem!(u32, U32);
+impl_int_elem!(u16, U16);
+impl_int_elem!(u64, U64);
 
 /// `v` rounded to f32 with round-to-odd: an inexact result has its last mantissa bit set.
 /// Rounding that to a narrower float (f16, bf16) with round-to-nearest-even then gives the
@@ -236,8 +265,62 @@ macro_rules! with_dtype {
                 type $T = bool;
                 $body
             }
+            $crate::DType::U16 => {
+                type $T = u16;
+                $body
+            }
+            $crate::DType::U64 => {
+                type $T = u64;
+                $body
+            }
+            $crate::DType::F8E4M3FN => {
+                type $T = $crate::narrow::F8E4M3FN;
+                $body
+            }
+            $crate::DType::F8E4M3FNUZ => {
+                type $T = $crate::narrow::F8E4M3FNUZ;
+                $body
+            }
+            $crate::DType::F8E5M2 => {
+                type $T = $crate::narrow::F8E5M2;
+                $body
+            }
+            $crate::DType::F8E5M2FNUZ => {
+                type $T = $crate::narrow::F8E5M2FNUZ;
+                $body
+            }
+            $crate::DType::F4E2M1FN => {
+                type $T = $crate::narrow::F4E2M1FN;
+                $body
+            }
+            $crate::DType::I4 => {
+                type $T = $crate::narrow::I4;
+                $body
+            }
+            $crate::DType::U4 => {
+                type $T = $crate::narrow::U4;
+                $body
+            }
+            $crate::DType::I2 => {
+                type $T = $crate::narrow::I2;
+                $body
+            }
+            $crate::DType::U2 => {
+                type $T = $crate::narrow::U2;
+                $body
+            }
         }
     }};
+}
+
+/// Every [`Data`] variant: `each_variant!(m)` expands to `m!(F32, F64, ...)`.
+macro_rules! each_variant {
+    ($m:ident) => {
+        $m!(
+            F32, F64, F16, BF16, I8, I16, I32, I64, U8, U32, Bool, U16, U64, F8E4M3FN, F8E4M3FNUZ, F8E5M2, F8E5M2FNUZ,
+            F4E2M1FN, I4, U4, I2, U2
+        )
+    };
 }
 
 /// The typed vector behind `d`, if it holds `T`.
@@ -250,7 +333,19 @@ fn vec_mut<T: Elem>(d: &mut Data) -> Option<&mut Vec<T>> {
             }
         };
     }
-    arm!(F32, F64, F16, BF16, I8, I16, I32, I64, U8, U32, Bool)
+    each_variant!(arm)
+}
+
+/// The typed vector behind `d`, if it holds `T` (for its capacity).
+fn vec_ref<T: Elem>(d: &Data) -> Option<&Vec<T>> {
+    macro_rules! arm {
+        ($($v:ident),*) => {
+            match d {
+                $(Data::$v(v) => (v as &dyn std::any::Any).downcast_ref::<Vec<T>>(),)*
+            }
+        };
+    }
+    each_variant!(arm)
 }
 
 impl Data {
@@ -268,6 +363,17 @@ impl Data {
             Data::U8(_) => DType::U8,
             Data::U32(_) => DType::U32,
             Data::Bool(_) => DType::Bool,
+            Data::U16(_) => DType::U16,
+            Data::U64(_) => DType::U64,
+            Data::F8E4M3FN(_) => DType::F8E4M3FN,
+            Data::F8E4M3FNUZ(_) => DType::F8E4M3FNUZ,
+            Data::F8E5M2(_) => DType::F8E5M2,
+            Data::F8E5M2FNUZ(_) => DType::F8E5M2FNUZ,
+            Data::F4E2M1FN(_) => DType::F4E2M1FN,
+            Data::I4(_) => DType::I4,
+            Data::U4(_) => DType::U4,
+            Data::I2(_) => DType::I2,
+            Data::U2(_) => DType::U2,
         }
     }
     /// Number of elements.
@@ -349,19 +455,7 @@ impl Tensor {
     /// Whether [`Tensor::set_dims`] to any dims of rank ≤ `rank` and at most `numel` elements
     /// of `dtype` would reuse this tensor's storage (no allocation).
     pub fn can_hold(&self, dtype: DType, numel: usize, rank: usize) -> bool {
-        let cap = match &self.data {
-            Data::F32(v) => v.capacity(),
-            Data::F64(v) => v.capacity(),
-            Data::F16(v) => v.capacity(),
-            Data::BF16(v) => v.capacity(),
-            Data::I8(v) => v.capacity(),
-            Data::I16(v) => v.capacity(),
-            Data::I32(v) => v.capacity(),
-            Data::I64(v) => v.capacity(),
-            Data::U8(v) => v.capacity(),
-            Data::U32(v) => v.capacity(),
-            Data::Bool(v) => v.capacity(),
-        };
+        let cap = with_dtype!(self.dtype(), T, vec_ref::<T>(&self.data).map_or(0, |v| v.capacity()));
         self.dtype() == dtype && cap >= numel && self.shape.capacity() >= rank
     }
     /// Make this tensor equal to `src`, reusing its storage when the dtype matches and the
@@ -445,18 +539,14 @@ impl Tensor {
         let src = self.dtype();
         let data = with_dtype!(dtype, D, {
             let out: Vec<D> = with_dtype!(src, S, {
-                let s = S::slice(&self.data).unwrap();
-                if src.is_float() || dtype == DType::Bool {
-                    s.iter().map(|x| D::of_f64(x.to_f64())).collect()
-                } else {
-                    s.iter().map(|x| D::of_i64(x.to_i64())).collect()
-                }
+                S::slice(&self.data).unwrap().iter().map(|&x| convert_elem::<S, D>(x)).collect()
             });
             D::wrap(out)
         });
         Tensor { shape: self.shape.clone(), data }
     }
-    /// Raw little-endian bytes of the storage (bool as one byte, 0 or 1): borrowed on
+    /// Raw little-endian bytes of the storage (bool as one byte, 0 or 1; narrow types their
+    /// encoding in one byte each, unpacked, see [`crate::narrow::pack_bits`]): borrowed on
     /// little-endian targets (no copy, so hashing a large weight costs one pass over it),
     /// converted elsewhere.
     pub fn le_bytes(&self) -> std::borrow::Cow<'_, [u8]> {
@@ -483,6 +573,17 @@ impl Tensor {
             Data::U8(v) => v,
             Data::U32(v) => raw(v),
             Data::Bool(v) => raw(v),
+            Data::U16(v) => raw(v),
+            Data::U64(v) => raw(v),
+            Data::F8E4M3FN(v) => raw(v),
+            Data::F8E4M3FNUZ(v) => raw(v),
+            Data::F8E5M2(v) => raw(v),
+            Data::F8E5M2FNUZ(v) => raw(v),
+            Data::F4E2M1FN(v) => raw(v),
+            Data::I4(v) => raw(v),
+            Data::U4(v) => raw(v),
+            Data::I2(v) => raw(v),
+            Data::U2(v) => raw(v),
         })
     }
     /// Raw little-endian bytes of the storage, owned (see [`Tensor::le_bytes`]).
@@ -503,6 +604,17 @@ impl Tensor {
             Data::U8(v) => v.clone(),
             Data::U32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
             Data::Bool(v) => v.iter().map(|&b| b as u8).collect(),
+            Data::U16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Data::U64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Data::F8E4M3FN(v) => v.iter().map(|x| x.to_bits()).collect(),
+            Data::F8E4M3FNUZ(v) => v.iter().map(|x| x.to_bits()).collect(),
+            Data::F8E5M2(v) => v.iter().map(|x| x.to_bits()).collect(),
+            Data::F8E5M2FNUZ(v) => v.iter().map(|x| x.to_bits()).collect(),
+            Data::F4E2M1FN(v) => v.iter().map(|x| x.to_bits()).collect(),
+            Data::I4(v) => v.iter().map(|x| x.to_bits()).collect(),
+            Data::U4(v) => v.iter().map(|x| x.to_bits()).collect(),
+            Data::I2(v) => v.iter().map(|x| x.to_bits()).collect(),
+            Data::U2(v) => v.iter().map(|x| x.to_bits()).collect(),
         }
     }
     /// Build from raw little-endian bytes; errors on a length that does not match.
@@ -534,6 +646,17 @@ impl Tensor {
             DType::U8 => Data::U8(bytes.to_vec()),
             DType::U32 => conv!(u32, U32, 4),
             DType::Bool => Data::Bool(bytes.iter().map(|&b| b != 0).collect()),
+            DType::U16 => conv!(u16, U16, 2),
+            DType::U64 => conv!(u64, U64, 8),
+            DType::F8E4M3FN => Data::F8E4M3FN(bytes.iter().map(|&b| F8E4M3FN::from_bits(b)).collect()),
+            DType::F8E4M3FNUZ => Data::F8E4M3FNUZ(bytes.iter().map(|&b| F8E4M3FNUZ::from_bits(b)).collect()),
+            DType::F8E5M2 => Data::F8E5M2(bytes.iter().map(|&b| F8E5M2::from_bits(b)).collect()),
+            DType::F8E5M2FNUZ => Data::F8E5M2FNUZ(bytes.iter().map(|&b| F8E5M2FNUZ::from_bits(b)).collect()),
+            DType::F4E2M1FN => Data::F4E2M1FN(bytes.iter().map(|&b| F4E2M1FN::from_bits(b)).collect()),
+            DType::I4 => Data::I4(bytes.iter().map(|&b| I4::from_bits(b)).collect()),
+            DType::U4 => Data::U4(bytes.iter().map(|&b| U4::from_bits(b)).collect()),
+            DType::I2 => Data::I2(bytes.iter().map(|&b| I2::from_bits(b)).collect()),
+            DType::U2 => Data::U2(bytes.iter().map(|&b| U2::from_bits(b)).collect()),
         };
         Ok(Tensor { shape: shape.to_vec(), data })
     }
@@ -694,6 +817,22 @@ mod tests {
             let back: Tensor = ciborium::from_reader(buf.as_slice()).unwrap();
             assert_eq!((back.dtype(), back.shape()), (t.dtype(), t.shape()));
             assert_eq!(back.to_le_bytes(), t.to_le_bytes());
+        }
+    }
+
+    #[test]
+    fn wide_unsigned_casts() {
+        let t = Tensor::from_vec(vec![u64::MAX, 3], &[2]).unwrap();
+        assert_eq!(t.cast(DType::F64).as_slice::<f64>().unwrap(), &[18446744073709551615.0, 3.0]);
+        assert_eq!(t.cast(DType::I32).as_slice::<i32>().unwrap(), &[-1, 3]);
+        let f = Tensor::from_vec(vec![1.9e19f64, -2.0, 65535.9], &[3]).unwrap();
+        assert_eq!(f.cast(DType::U64).as_slice::<u64>().unwrap(), &[u64::MAX, 0, 65535]);
+        assert_eq!(f.cast(DType::U16).as_slice::<u16>().unwrap(), &[u16::MAX, 0, 65535]);
+        for d in DType::ALL {
+            let z = Tensor::zeros(&[3], d);
+            let back = Tensor::from_le_bytes(&[3], d, &z.to_le_bytes()).unwrap();
+            assert_eq!(back.dtype(), d);
+            assert_eq!(back.to_f64_vec(), vec![0.0; 3]);
         }
     }
 

@@ -2,13 +2,15 @@
 
 use crate::error::{OnnxError, Result};
 use crate::proto::{TensorProto, tensor_proto::DataType};
+use rlx_ir::narrow::{pack_bits, unpack_bits};
 use rlx_ir::{DType, Data, Tensor};
 use std::path::Path;
 
 /// RLX dtype of an ONNX `TensorProto.DataType` code, or a typed error naming the type.
 ///
-/// Supported: FLOAT, DOUBLE, FLOAT16, BFLOAT16, INT8/16/32/64, UINT8, UINT32, BOOL. The rest
-/// (STRING, UINT16, UINT64, COMPLEX*, FLOAT8*, INT4/UINT4, FLOAT4, INT2/UINT2) have no RLX dtype.
+/// Supported: FLOAT, DOUBLE, FLOAT16, BFLOAT16, INT8/16/32/64, UINT8/16/32/64, BOOL, the four
+/// FLOAT8 types, FLOAT4E2M1, INT4/UINT4, INT2/UINT2. The rest (STRING, COMPLEX*, FLOAT8E8M0)
+/// have no RLX dtype.
 pub fn dtype_of(code: i32, what: &str) -> Result<DType> {
     let dt = DataType::try_from(code).ok();
     Ok(match dt {
@@ -23,6 +25,17 @@ pub fn dtype_of(code: i32, what: &str) -> Result<DType> {
         Some(DataType::Uint8) => DType::U8,
         Some(DataType::Uint32) => DType::U32,
         Some(DataType::Bool) => DType::Bool,
+        Some(DataType::Uint16) => DType::U16,
+        Some(DataType::Uint64) => DType::U64,
+        Some(DataType::Float8e4m3fn) => DType::F8E4M3FN,
+        Some(DataType::Float8e4m3fnuz) => DType::F8E4M3FNUZ,
+        Some(DataType::Float8e5m2) => DType::F8E5M2,
+        Some(DataType::Float8e5m2fnuz) => DType::F8E5M2FNUZ,
+        Some(DataType::Float4e2m1) => DType::F4E2M1FN,
+        Some(DataType::Int4) => DType::I4,
+        Some(DataType::Uint4) => DType::U4,
+        Some(DataType::Int2) => DType::I2,
+        Some(DataType::Uint2) => DType::U2,
         _ => {
             let name = dt.map(|d| d.as_str_name().to_string()).unwrap_or_else(|| "UNKNOWN".into());
             return Err(OnnxError::UnsupportedDtype { name, code, what: what.to_string() });
@@ -44,6 +57,17 @@ pub fn code_of(d: DType) -> i32 {
         DType::U8 => DataType::Uint8,
         DType::U32 => DataType::Uint32,
         DType::Bool => DataType::Bool,
+        DType::U16 => DataType::Uint16,
+        DType::U64 => DataType::Uint64,
+        DType::F8E4M3FN => DataType::Float8e4m3fn,
+        DType::F8E4M3FNUZ => DataType::Float8e4m3fnuz,
+        DType::F8E5M2 => DataType::Float8e5m2,
+        DType::F8E5M2FNUZ => DataType::Float8e5m2fnuz,
+        DType::F4E2M1FN => DataType::Float4e2m1,
+        DType::I4 => DataType::Int4,
+        DType::U4 => DataType::Uint4,
+        DType::I2 => DataType::Int2,
+        DType::U2 => DataType::Uint2,
     }) as i32
 }
 
@@ -74,13 +98,23 @@ pub fn to_tensor(t: &TensorProto, base_dir: Option<&Path>) -> Result<Tensor> {
     let dims = dims_of(t)?;
     let n: usize = dims.iter().product();
     let bad_len = |got: usize| invalid(t, format!("{got} values for dims {dims:?} ({n} expected)"));
+    let from_bytes = |bytes: &[u8]| {
+        // 4- and 2-bit types are packed, the first element in the lowest bits.
+        let bytes = if dtype.bits() < 8 {
+            unpack_bits(dtype, bytes, n).ok_or_else(|| bad_len(bytes.len() * 8 / dtype.bits() as usize))?
+        } else {
+            bytes.to_vec()
+        };
+        Tensor::from_le_bytes(&dims, dtype, &bytes).map_err(|e| invalid(t, e.to_string()))
+    };
     if t.data_location() == crate::proto::tensor_proto::DataLocation::External {
-        let bytes = read_external(t, base_dir)?;
-        return Tensor::from_le_bytes(&dims, dtype, &bytes).map_err(|e| invalid(t, e.to_string()));
+        return from_bytes(&read_external(t, base_dir)?);
     }
     if let Some(raw) = &t.raw_data {
-        return Tensor::from_le_bytes(&dims, dtype, raw).map_err(|e| invalid(t, e.to_string()));
+        return from_bytes(raw);
     }
+    // Types of 8 bits or fewer travel in int32_data as their encodings (packed below 8 bits).
+    let codes = || t.int32_data.iter().map(|&v| v as u8).collect::<Vec<u8>>();
     let data = match dtype {
         DType::F32 => Data::F32(t.float_data.clone()),
         DType::F64 => Data::F64(t.double_data.clone()),
@@ -94,6 +128,10 @@ pub fn to_tensor(t: &TensorProto, base_dir: Option<&Path>) -> Result<Tensor> {
         // 16-bit floats travel as their bit patterns in int32_data.
         DType::F16 => Data::F16(t.int32_data.iter().map(|&v| half::f16::from_bits(v as u16)).collect()),
         DType::BF16 => Data::BF16(t.int32_data.iter().map(|&v| half::bf16::from_bits(v as u16)).collect()),
+        DType::U16 => Data::U16(t.int32_data.iter().map(|&v| v as u16).collect()),
+        DType::U64 => Data::U64(t.uint64_data.clone()),
+        DType::F8E4M3FN | DType::F8E4M3FNUZ | DType::F8E5M2 | DType::F8E5M2FNUZ => return from_bytes(&codes()),
+        DType::F4E2M1FN | DType::I4 | DType::U4 | DType::I2 | DType::U2 => return from_bytes(&codes()),
     };
     if data.len() != n {
         return Err(bad_len(data.len()));
@@ -132,13 +170,31 @@ fn read_external(t: &TensorProto, base_dir: Option<&Path>) -> Result<Vec<u8>> {
     })
 }
 
-/// Encode a host tensor as a `TensorProto` (raw little-endian data), e.g. for test data.
+/// Encode a host tensor as a `TensorProto` (raw little-endian data, 4- and 2-bit types
+/// packed), e.g. for test data.
 pub fn from_tensor(name: &str, t: &Tensor) -> TensorProto {
     TensorProto {
         dims: t.shape().iter().map(|&d| d as i64).collect(),
         data_type: Some(code_of(t.dtype())),
         name: Some(name.to_string()),
-        raw_data: Some(t.to_le_bytes()),
+        raw_data: Some(pack_bits(t.dtype(), &t.to_le_bytes())),
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packed_int4_round_trips_and_short_payloads_are_errors() {
+        let t = Tensor::from_f64s(&[3], DType::I4, &[7.0, -8.0, -1.0]).unwrap();
+        let p = from_tensor("x", &t);
+        assert_eq!(p.raw_data.as_deref(), Some(&[0x87u8, 0x0f][..]));
+        assert_eq!(to_tensor(&p, None).unwrap(), t);
+        let typed = TensorProto { raw_data: None, int32_data: vec![0x87, 0x0f], ..p.clone() };
+        assert_eq!(to_tensor(&typed, None).unwrap(), t);
+        let short = TensorProto { raw_data: Some(vec![0x87]), ..p };
+        assert!(matches!(to_tensor(&short, None), Err(OnnxError::Invalid(_))));
     }
 }

@@ -13,9 +13,11 @@
 //!   Python `safetensors` package for the same tensors and metadata).
 //!
 //! dtypes: the format's [`Dtype`] (re-exported from the `safetensors` crate) maps to
-//! [`rlx_ir::DType`] by [`dtype_to_rlx`]: BOOL, U8, I8, I16, I32, I64, U32, F16, BF16, F32, F64.
-//! U16, U64, C64 and the F8/F6/F4 variants have no rlx dtype; they can be inspected and read as
-//! raw bytes, and converting them is a typed [`SafetensorsError::UnsupportedDtype`].
+//! [`rlx_ir::DType`] by [`dtype_to_rlx`]: BOOL, U8, U16, U32, U64, I8, I16, I32, I64, F16, BF16,
+//! F32, F64, F8_E4M3 (`F8E4M3FN`), F8_E5M2, F8_E4M3FNUZ, F8_E5M2FNUZ. C64, F8_E8M0 and the packed
+//! F6/F4 variants have no rlx dtype; they can be inspected and read as raw bytes, and converting
+//! them is a typed [`SafetensorsError::UnsupportedDtype`]. Writing an rlx dtype the format lacks
+//! (the 4/2-bit ints, `F4E2M1FN`) is a [`SafetensorsError::Write`].
 //!
 //! ```
 //! use rlx_ir::{DType, Tensor};
@@ -45,10 +47,16 @@ pub use writer::{save, serialize};
 
 use rlx_ir::DType;
 
-/// The `rlx_ir::DType` of a safetensors [`Dtype`], or `None` for U16, U64, C64 and the
-/// 8/6/4-bit float variants.
+/// The `rlx_ir::DType` of a safetensors [`Dtype`], or `None` for C64, F8_E8M0 and the packed
+/// 6/4-bit float variants.
 pub fn dtype_to_rlx(d: Dtype) -> Option<DType> {
     Some(match d {
+        Dtype::U16 => DType::U16,
+        Dtype::U64 => DType::U64,
+        Dtype::F8_E4M3 => DType::F8E4M3FN,
+        Dtype::F8_E5M2 => DType::F8E5M2,
+        Dtype::F8_E4M3FNUZ => DType::F8E4M3FNUZ,
+        Dtype::F8_E5M2FNUZ => DType::F8E5M2FNUZ,
         Dtype::BOOL => DType::Bool,
         Dtype::U8 => DType::U8,
         Dtype::I8 => DType::I8,
@@ -64,9 +72,17 @@ pub fn dtype_to_rlx(d: Dtype) -> Option<DType> {
     })
 }
 
-/// The safetensors [`Dtype`] of an `rlx_ir::DType` (every rlx dtype has one).
-pub fn rlx_to_dtype(d: DType) -> Dtype {
-    match d {
+/// The safetensors [`Dtype`] of an `rlx_ir::DType`, or `None` for the 4/2-bit integers and
+/// `F4E2M1FN` (the format packs F4; rlx tensors hold one element per byte).
+pub fn rlx_to_dtype(d: DType) -> Option<Dtype> {
+    Some(match d {
+        DType::U16 => Dtype::U16,
+        DType::U64 => Dtype::U64,
+        DType::F8E4M3FN => Dtype::F8_E4M3,
+        DType::F8E5M2 => Dtype::F8_E5M2,
+        DType::F8E4M3FNUZ => Dtype::F8_E4M3FNUZ,
+        DType::F8E5M2FNUZ => Dtype::F8_E5M2FNUZ,
+        DType::F4E2M1FN | DType::I4 | DType::U4 | DType::I2 | DType::U2 => return None,
         DType::Bool => Dtype::BOOL,
         DType::U8 => Dtype::U8,
         DType::I8 => Dtype::I8,
@@ -78,7 +94,7 @@ pub fn rlx_to_dtype(d: DType) -> Dtype {
         DType::BF16 => Dtype::BF16,
         DType::F32 => Dtype::F32,
         DType::F64 => Dtype::F64,
-    }
+    })
 }
 
 /// The format's spelling of a dtype (`"F32"`, `"BF16"`, `"F8_E4M3"`, ...), as in the header.
@@ -96,10 +112,14 @@ mod tests {
     #[test]
     fn every_rlx_dtype_round_trips() {
         for d in DType::ALL {
-            assert_eq!(dtype_to_rlx(rlx_to_dtype(d)), Some(d));
+            if let Some(s) = rlx_to_dtype(d) {
+                assert_eq!(dtype_to_rlx(s), Some(d));
+            }
         }
-        assert_eq!(dtype_to_rlx(Dtype::U16), None);
-        assert_eq!(dtype_to_rlx(Dtype::F8_E4M3), None);
+        assert_eq!(rlx_to_dtype(DType::I4), None);
+        assert_eq!(dtype_to_rlx(Dtype::U16), Some(DType::U16));
+        assert_eq!(dtype_to_rlx(Dtype::F8_E4M3), Some(DType::F8E4M3FN));
+        assert_eq!(dtype_to_rlx(Dtype::F4), None);
         assert_eq!(dtype_name(Dtype::BF16), "BF16");
         assert_eq!(dtype_name(Dtype::F8_E4M3), "F8_E4M3");
     }

@@ -17,7 +17,8 @@ struct View<'t>(&'t Tensor);
 
 impl safetensors::View for View<'_> {
     fn dtype(&self) -> Dtype {
-        rlx_to_dtype(self.0.dtype())
+        // `views` admits only tensors whose dtype has a safetensors twin.
+        rlx_to_dtype(self.0.dtype()).unwrap_or(Dtype::U8)
     }
     fn shape(&self) -> &[usize] {
         self.0.shape()
@@ -37,6 +38,9 @@ fn views<'t, S: AsRef<str>>(tensors: impl IntoIterator<Item = (S, &'t Tensor)>) 
         if name == "__metadata__" {
             return Err(SafetensorsError::Write("a tensor cannot be named \"__metadata__\"".into()));
         }
+        if rlx_to_dtype(t.dtype()).is_none() {
+            return Err(SafetensorsError::Write(format!("tensor {name:?}: safetensors has no {} dtype", t.dtype())));
+        }
         if out.insert(name.clone(), View(t)).is_some() {
             return Err(SafetensorsError::Write(format!("duplicate tensor name {name:?}")));
         }
@@ -51,7 +55,7 @@ fn meta(metadata: Option<&BTreeMap<String, String>>) -> Option<HashMap<String, S
 /// Serialize `tensors` (name → tensor, any rlx dtype) and optional `__metadata__` to bytes.
 ///
 /// Errors: [`SafetensorsError::Write`] for a duplicate name, the reserved name `__metadata__`,
-/// or a header over 100 MB.
+/// a dtype safetensors lacks (see [`crate::rlx_to_dtype`]), or a header over 100 MB.
 pub fn serialize<'t, S: AsRef<str>>(
     tensors: impl IntoIterator<Item = (S, &'t Tensor)>,
     metadata: Option<&BTreeMap<String, String>>,

@@ -36,7 +36,9 @@ pub fn read_npy(path: &Path) -> Result<Tensor, CliError> {
         "<i4" => Tensor::from_vec(npy.into_vec::<i32>()?, &shape),
         "<i8" => Tensor::from_vec(npy.into_vec::<i64>()?, &shape),
         "|u1" => Tensor::from_vec(npy.into_vec::<u8>()?, &shape),
+        "<u2" => Tensor::from_vec(npy.into_vec::<u16>()?, &shape),
         "<u4" => Tensor::from_vec(npy.into_vec::<u32>()?, &shape),
+        "<u8" => Tensor::from_vec(npy.into_vec::<u64>()?, &shape),
         "|b1" => Tensor::from_vec(npy.into_vec::<bool>()?, &shape),
         t => return Err(err(format!("{}: unsupported npy dtype {t}", path.display()))),
     };
@@ -63,7 +65,14 @@ fn npy_bytes(t: &Tensor) -> Result<Vec<u8>, CliError> {
         DType::U8 => put!(u8, t.as_slice::<u8>().expect("dtype")),
         DType::U32 => put!(u32, t.as_slice::<u32>().expect("dtype")),
         DType::Bool => put!(bool, t.as_slice::<bool>().expect("dtype")),
+        DType::U16 => put!(u16, t.as_slice::<u16>().expect("dtype")),
+        DType::U64 => put!(u64, t.as_slice::<u64>().expect("dtype")),
+        // npy has no 16/8/4-bit float or 4/2-bit int descriptors: widen to f32 / i8 / u8.
         DType::F16 | DType::BF16 => put!(f32, t.cast(DType::F32).as_slice::<f32>().expect("dtype")),
+        d if d.is_narrow_float() => put!(f32, t.cast(DType::F32).as_slice::<f32>().expect("dtype")),
+        DType::I4 | DType::I2 => put!(i8, t.cast(DType::I8).as_slice::<i8>().expect("dtype")),
+        DType::U4 | DType::U2 => put!(u8, t.cast(DType::U8).as_slice::<u8>().expect("dtype")),
+        d => return Err(err(format!("cannot write {d} as npy"))),
     }
     Ok(buf)
 }

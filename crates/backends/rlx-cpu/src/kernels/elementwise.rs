@@ -293,12 +293,11 @@ pub fn convert_into(x: &Tensor, out: &mut Tensor) {
         (DType::F64, DType::BF16) => conv!(f64, bf16, <bf16 as Elem>::of_f64),
         _ => with_dtype!(dd, D, {
             with_dtype!(sd, S, {
-                // One rounding per conversion: ints go to floats through `of_i64`, not through f64.
-                let via_float = sd.is_float() || dd == DType::Bool;
+                // One rounding per conversion (`convert_elem`: ints go to floats through `of_i64`).
                 let (s, d) = (x.as_slice::<S>().unwrap(), out.as_mut_slice::<D>().unwrap());
                 for_segments(d, s.len().max(1), |st, seg| {
                     for (o, &v) in seg.iter_mut().zip(&s[st..]) {
-                        *o = if via_float { D::of_f64(v.to_f64()) } else { D::of_i64(v.to_i64()) };
+                        *o = rlx_ir::convert_elem::<S, D>(v);
                     }
                 });
             })

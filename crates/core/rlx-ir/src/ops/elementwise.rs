@@ -404,6 +404,17 @@ impl BinaryOp {
         use BinaryOp::*;
         let mask: u64 = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
         let min = if signed { i64::MIN >> (64 - bits) } else { 0 };
+        if bits == 64 && !signed {
+            // u64 values above i64::MAX arrive as negative i64: order and divide them unsigned.
+            let (ua, ub) = (a as u64, b as u64);
+            match self {
+                Div if b != 0 => return (ua / ub) as i64,
+                Rem if b != 0 => return (ua % ub) as i64,
+                Max => return ua.max(ub) as i64,
+                Min => return ua.min(ub) as i64,
+                _ => {}
+            }
+        }
         match self {
             Add => a.wrapping_add(b),
             Sub => a.wrapping_sub(b),
@@ -660,8 +671,15 @@ pub(crate) fn eval(op: &Op, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrE
                     }
                 } else {
                     let y = out.as_mut_slice::<T>().unwrap();
+                    // u64 values above i64::MAX read as negative: abs and sign see them unsigned.
+                    let u64_op = (d == DType::U64).then_some(*u);
                     for (o, &v) in y.iter_mut().zip(x) {
-                        *o = T::of_i64(u.apply_i64(v.to_i64()));
+                        let v = v.to_i64();
+                        *o = T::of_i64(match u64_op {
+                            Some(UnaryOp::Abs) => v,
+                            Some(UnaryOp::Sign) => (v != 0) as i64,
+                            _ => u.apply_i64(v),
+                        });
                     }
                 }
             });
@@ -669,7 +687,7 @@ pub(crate) fn eval(op: &Op, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrE
         }
         Op::Binary(b) => {
             let d = ins[0].dtype();
-            let bits = (d.size_bytes() * 8) as u32;
+            let bits = d.bits();
             let signed = d.is_signed_int();
             with_dtype!(d, T, {
                 let (x, y) = (ins[0].as_slice::<T>().unwrap(), ins[1].as_slice::<T>().unwrap());

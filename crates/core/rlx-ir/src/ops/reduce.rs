@@ -132,7 +132,13 @@ fn int_range(d: DType) -> (i64, i64) {
         DType::I64 => (i64::MIN, i64::MAX),
         DType::U8 => (0, u8::MAX as i64),
         DType::U32 => (0, u32::MAX as i64),
+        DType::U16 => (0, u16::MAX as i64),
+        DType::I4 => (-8, 7),
+        DType::U4 => (0, 15),
+        DType::I2 => (-2, 1),
+        DType::U2 => (0, 3),
         DType::Bool => (0, 1),
+        // U64 runs in "order space" (see `order_flip`), where its range is i64's.
         _ => (i64::MIN, i64::MAX),
     }
 }
@@ -313,8 +319,15 @@ pub(crate) fn for_each_index(dims: &[usize], mut f: impl FnMut(&[usize])) {
     }
 }
 
+/// What to xor a `d` value (as i64) with so that i64 order is `d`'s order when `r` compares:
+/// u64 values above i64::MAX read as negative i64, and flipping the top bit fixes that.
+/// Wrapping sums, products and bitwise ops need no flip (their bits are the same).
+pub(crate) fn order_flip(d: DType, r: ReduceOp) -> i64 {
+    if d == DType::U64 && matches!(r, ReduceOp::Max | ReduceOp::Min) { i64::MIN } else { 0 }
+}
+
 /// Values of one buffer as the reference computes with them: f64 for floats, i64 for
-/// integers and bool.
+/// integers and bool (u64 max/min in order space, see [`order_flip`]).
 enum Buf {
     F(Vec<f64>),
     I(Vec<i64>),
@@ -326,14 +339,15 @@ impl Buf {
         if d.is_float() { Buf::F(vec![r.identity_f64(); n]) } else { Buf::I(vec![r.identity_i64(d); n]) }
     }
 
-    /// Every element of `t`, widened.
-    fn read(t: &Tensor) -> Buf {
+    /// Every element of `t`, widened for reducing with `r`.
+    fn read(t: &Tensor, r: ReduceOp) -> Buf {
+        let flip = order_flip(t.dtype(), r);
         with_dtype!(t.dtype(), T, {
             let x = t.as_slice::<T>().unwrap();
             if t.dtype().is_float() {
                 Buf::F(x.iter().map(|v| v.to_f64()).collect())
             } else {
-                Buf::I(x.iter().map(|v| v.to_i64()).collect())
+                Buf::I(x.iter().map(|v| v.to_i64() ^ flip).collect())
             }
         })
     }
@@ -347,13 +361,14 @@ impl Buf {
         }
     }
 
-    /// Round into `out`'s dtype.
-    fn store(&self, out: &mut Tensor) {
+    /// Round into `out`'s dtype (the values were reduced with `r`).
+    fn store(&self, out: &mut Tensor, r: ReduceOp) {
+        let flip = order_flip(out.dtype(), r);
         with_dtype!(out.dtype(), T, {
             let o = out.as_mut_slice::<T>().unwrap();
             match self {
                 Buf::F(a) => o.iter_mut().zip(a).for_each(|(o, &v)| *o = T::of_f64(v)),
-                Buf::I(a) => o.iter_mut().zip(a).for_each(|(o, &v)| *o = T::of_i64(v)),
+                Buf::I(a) => o.iter_mut().zip(a).for_each(|(o, &v)| *o = T::of_i64(v ^ flip)),
             }
         })
     }
@@ -380,14 +395,14 @@ pub(crate) fn eval(op: &Op, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrE
                     k += 1;
                 }
             }
-            let src = Buf::read(x);
+            let src = Buf::read(x, *r);
             let mut acc = Buf::identity(*r, d, out.numel());
             let mut i = 0;
             for_each_index(&dims, |idx| {
                 acc.combine(*r, idx.iter().zip(&st).map(|(i, s)| i * s).sum(), &src, i);
                 i += 1;
             });
-            acc.store(out);
+            acc.store(out, *r);
             Ok(())
         }
         Op::ArgReduce { op: r, axis, .. } => {
@@ -411,7 +426,8 @@ pub(crate) fn eval(op: &Op, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrE
                                 let (cur, cand) = (cur.to_f64(), cand.to_f64());
                                 !cur.is_nan() && (cand.is_nan() || if want_max { cand > cur } else { cand < cur })
                             } else {
-                                let (cur, cand) = (cur.to_i64(), cand.to_i64());
+                                let flip = order_flip(d, ReduceOp::Max);
+                                let (cur, cand) = (cur.to_i64() ^ flip, cand.to_i64() ^ flip);
                                 if want_max { cand > cur } else { cand < cur }
                             };
                             if better {
@@ -447,10 +463,10 @@ pub(crate) fn eval(op: &Op, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrE
                                 y[at(j)] = T::of_f64(a);
                             }
                         } else {
-                            let mut a = r.identity_i64(d);
+                            let (mut a, flip) = (r.identity_i64(d), order_flip(d, r));
                             for &j in &order {
-                                a = r.combine_i64(a, v[at(j)].to_i64());
-                                y[at(j)] = T::of_i64(a);
+                                a = r.combine_i64(a, v[at(j)].to_i64() ^ flip);
+                                y[at(j)] = T::of_i64(a ^ flip);
                             }
                         }
                     }
@@ -461,7 +477,7 @@ pub(crate) fn eval(op: &Op, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrE
         Op::ReduceWindow { op: r, window_dimensions, window_strides, padding, base_dilation, window_dilation } => {
             let out_dims = out.shape().to_vec();
             let in_st = strides_of(&dims);
-            let src = Buf::read(x);
+            let src = Buf::read(x, *r);
             let mut acc = Buf::identity(*r, d, out.numel());
             let mut o_flat = 0;
             for_each_index(&out_dims, |o| {
@@ -481,7 +497,7 @@ pub(crate) fn eval(op: &Op, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrE
                 });
                 o_flat += 1;
             });
-            acc.store(out);
+            acc.store(out, *r);
             Ok(())
         }
         _ => unreachable!(),

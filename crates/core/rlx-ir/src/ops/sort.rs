@@ -59,7 +59,8 @@ impl Keys {
         if t.dtype().is_float() {
             Keys::F(t.to_f64_vec())
         } else {
-            with_dtype!(t.dtype(), T, Keys::I(t.as_slice::<T>().unwrap().iter().map(|v| v.to_i64()).collect()))
+            let flip = crate::ops::reduce::order_flip(t.dtype(), crate::ops::ReduceOp::Max);
+            with_dtype!(t.dtype(), T, Keys::I(t.as_slice::<T>().unwrap().iter().map(|v| v.to_i64() ^ flip).collect()))
         }
     }
     /// Ascending order with every NaN equal and last, `-0.0 == +0.0`.

@@ -106,16 +106,27 @@ pub(super) fn is_inf(c: &mut Ctx) -> Result<Vec<NodeId>> {
     }])
 }
 
+/// `convert_element_type`, except that a FLOAT8 target with `saturate=1` (the default)
+/// clamps to the target's finite range first (∞ → ±max, NaN stays NaN), as ONNX specifies;
+/// with `saturate=0` the conversion follows the type (overflow → ∞ or NaN).
+fn cast_to(c: &mut Ctx, x: NodeId, to: DType) -> Result<NodeId> {
+    let float8 = matches!(to, DType::F8E4M3FN | DType::F8E4M3FNUZ | DType::F8E5M2 | DType::F8E5M2FNUZ);
+    if float8 && c.ai("saturate", 1) != 0 && c.dtype(x) != to {
+        return super::quant::saturate(c, x, to);
+    }
+    Ok(c.g.convert(x, to))
+}
+
 pub(super) fn cast(c: &mut Ctx) -> Result<Vec<NodeId>> {
     let x = c.x(0)?;
     let to = c.adtype("to", DType::F32)?;
-    Ok(vec![c.g.convert(x, to)])
+    Ok(vec![cast_to(c, x, to)?])
 }
 
 pub(super) fn cast_like(c: &mut Ctx) -> Result<Vec<NodeId>> {
     let (x, like) = (c.x(0)?, c.x(1)?);
     let to = c.dtype(like);
-    Ok(vec![c.g.convert(x, to)])
+    Ok(vec![cast_to(c, x, to)?])
 }
 
 /// `Clip`: bounds are attributes before opset 11, optional inputs after.

@@ -36,14 +36,10 @@ fn per_axis(c: &mut Ctx, t: NodeId, like: NodeId) -> Result<NodeId> {
     Ok(t)
 }
 
-fn saturate(c: &mut Ctx, x: NodeId, to: DType) -> Result<NodeId> {
-    let (lo, hi) = match to {
-        DType::U8 => (0.0, 255.0),
-        DType::I8 => (-128.0, 127.0),
-        DType::I16 => (-32768.0, 32767.0),
-        DType::I32 => (i32::MIN as f64, i32::MAX as f64),
-        DType::U32 => (0.0, u32::MAX as f64),
-        d => return Err(c.err(format!("quantizing to {d} is not supported"))),
+/// Clamp `x` to `to`'s finite range (NaN stays NaN) and convert: ONNX's saturating store.
+pub(super) fn saturate(c: &mut Ctx, x: NodeId, to: DType) -> Result<NodeId> {
+    let Some((lo, hi)) = to.finite_range().filter(|_| to != DType::I64 && to != DType::U64) else {
+        return Err(c.err(format!("quantizing to {to} is not supported")));
     };
     let (l, h) = (c.scalar_like(lo, x), c.scalar_like(hi, x));
     let y = c.g.max(x, l);
@@ -51,15 +47,22 @@ fn saturate(c: &mut Ctx, x: NodeId, to: DType) -> Result<NodeId> {
     Ok(c.g.convert(y, to))
 }
 
-/// `round_half_even(x / scale) + zero_point` saturated to the output type.
+/// `round_half_even(x / scale) + zero_point` saturated to the output type. For a float output
+/// (FLOAT8, FLOAT4E2M1) there is no integer rounding: `x / scale + zero_point` is converted
+/// with one rounding, saturating unless the node says `saturate=0`.
 fn quantize(c: &mut Ctx, x: NodeId, scale: NodeId, zp: Option<NodeId>, to: DType) -> Result<NodeId> {
     let xf = if c.dtype(x) == DType::F32 { x } else { c.g.convert(x, DType::F32) };
     let s = c.g.convert(scale, DType::F32);
-    let q = c.g.div(xf, s);
-    let mut q = c.g.unary(U::RoundNearestEven, q);
+    let mut q = c.g.div(xf, s);
+    if !to.is_float() {
+        q = c.g.unary(U::RoundNearestEven, q);
+    }
     if let Some(z) = zp {
         let z = c.g.convert(z, DType::F32);
         q = c.g.add(q, z);
+    }
+    if to.is_float() && c.ai("saturate", 1) == 0 {
+        return Ok(c.g.convert(q, to));
     }
     saturate(c, q, to)
 }

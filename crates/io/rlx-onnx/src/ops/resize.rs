@@ -196,7 +196,7 @@ fn apply(c: &mut Ctx, x: NodeId, m: &Mode, out: &[usize], scales: &[f64], roi: &
     }
     if dt.is_int() {
         let y = c.g.unary(rlx_ir::ops::UnaryOp::RoundNearestEven, y);
-        let (lo, hi) = int_range(dt);
+        let (lo, hi) = dt.finite_range().unwrap_or((0.0, 1.0));
         let lo = c.scalar(lo, work);
         let hi = c.scalar(hi, work);
         let y = c.g.max(y, lo);
@@ -204,17 +204,6 @@ fn apply(c: &mut Ctx, x: NodeId, m: &Mode, out: &[usize], scales: &[f64], roi: &
         return Ok(c.g.convert(y, dt));
     }
     Ok(c.g.convert(y, dt))
-}
-
-fn int_range(dt: DType) -> (f64, f64) {
-    match dt {
-        DType::U8 => (0.0, 255.0),
-        DType::I8 => (-128.0, 127.0),
-        DType::I16 => (-32768.0, 32767.0),
-        DType::U32 => (0.0, u32::MAX as f64),
-        DType::I32 => (i32::MIN as f64, i32::MAX as f64),
-        _ => (i64::MIN as f64, i64::MAX as f64),
-    }
 }
 
 /// ONNX `Resize`.
