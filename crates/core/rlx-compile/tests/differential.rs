@@ -2,7 +2,8 @@
 //! reshape/transpose chains, several consumers, outputs in the middle, repeated
 //! subexpressions, constant subgraphs, compare/select, trailing reductions, broadcast_in_dim:
 //! material for elementwise fusion, which the pipeline runs by default) compiled with every pass agree with the reference
-//! interpreter on the original graph within [`common::TOL`], and are never larger.
+//! interpreter on the original graph within [`common::TOL`], and never have more nodes that
+//! compute (a multi-output region's `get_tuple_element` results are names, not computation).
 
 mod common;
 
@@ -121,6 +122,12 @@ fn return_step(g: &mut Graph, pool: &[NodeId], s: &Step) -> NodeId {
     }
 }
 
+/// Nodes that compute something: a multi-output fused region adds one `get_tuple_element`
+/// per result, which only names a part of the region's tuple.
+fn compute_nodes(g: &Graph) -> usize {
+    g.nodes().iter().filter(|n| !matches!(n.op, rlx_ir::Op::GetTupleElement { .. })).count()
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
@@ -131,7 +138,12 @@ proptest! {
         let mut h = g.clone();
         let opts = PassOptions { verify_each: true, ..Default::default() };
         rlx_compile::compile(&mut h, &opts).unwrap();
-        prop_assert!(h.nodes().len() <= g.nodes().len(), "optimized graph grew: {} -> {}", g.nodes().len(), h.nodes().len());
+        prop_assert!(
+            compute_nodes(&h) <= compute_nodes(&g),
+            "optimized graph grew: {} -> {}",
+            compute_nodes(&g),
+            compute_nodes(&h)
+        );
         prop_assert_eq!(h.inputs().len(), g.inputs().len());
         prop_assert_eq!(h.params().len(), g.params().len());
         common::assert_same_numerics(&g, &h);
