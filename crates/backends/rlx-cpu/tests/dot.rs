@@ -153,7 +153,7 @@ fn run_const(m: usize, k: usize, n: usize, tr: bool, threads: Option<usize>) -> 
     check_graph(&g, &feeds, threads, tol, &format!("constant rhs {m}x{k}x{n} tr={tr}"))
 }
 
-/// Shapes around the pre-packed kernel's blocking (tiles of 12 × 32, `K` blocks of 256, row
+/// Shapes around the pre-packed kernel's blocking (tiles of 12 × 32, `K` blocks of 128, row
 /// blocks of 192): partial tiles, several `K` blocks, several row blocks, a transposed
 /// constant, split across threads by rows and by columns.
 #[test]
@@ -163,6 +163,25 @@ fn constant_rhs_blocking_edges() {
         for t in [Some(1), Some(2)] {
             for tr in [false, true] {
                 assert_eq!(run_const(m, k, n, tr, t), vec!["gemm"], "{m}x{k}x{n}");
+            }
+        }
+    }
+}
+
+/// A rhs that changes per run (a param) is packed during each product, `K` block by `K` block:
+/// every combination of transposed operands (the transposed packings use 16 × 16 register
+/// transposes, with element-wise edges), shapes around the blocking, split across threads by
+/// rows (packed first, in parallel) and by columns (each task packs its own panels).
+#[test]
+fn per_run_rhs_every_layout() {
+    let shapes = [(13, 257, 33), (200, 40, 100), (385, 300, 65), (16, 16, 16), (33, 48, 47), (7, 5, 3), (600, 64, 40)];
+    for &(m, k, n) in &shapes {
+        for t in [Some(1), Some(2)] {
+            for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+                let ad: Vec<usize> = if ta { vec![k, m] } else { vec![m, k] };
+                let bd: Vec<usize> = if tb { vec![n, k] } else { vec![k, n] };
+                let dims = DotGeneral::contract(&[if ta { 0 } else { 1 }], &[if tb { 1 } else { 0 }]);
+                assert_eq!(run_dot(&ad, &bd, dims, DType::F32, t), vec!["gemm"], "{m}x{k}x{n} {ta} {tb} {t:?}");
             }
         }
     }

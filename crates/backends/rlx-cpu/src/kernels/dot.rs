@@ -1,6 +1,7 @@
 //! Fast `dot_general` for float operands: every layout that is a (batched) matrix product
-//! without copying runs on the `gemm` crate with explicit strides; matrix-vector products
-//! (`M == 1` or `N == 1`) run on our own bandwidth-oriented GEMV ([`super::gemv`]).
+//! without copying runs with explicit strides — single f32 products on AVX-512 CPUs on our
+//! [`super::sgemm`], the rest (f64, batches, other CPUs) on the `gemm` crate; matrix-vector
+//! products (`M == 1` or `N == 1`) run on our own bandwidth-oriented GEMV ([`super::gemv`]).
 //!
 //! Planning (at compile time): the lhs is viewed as `[B, M, K]` and the rhs as `[B, K, N]`,
 //! where `B` collects the batch dims (each batch's offsets are precomputed, so batch dims may
@@ -127,9 +128,12 @@ pub struct DotKernel {
     scratch_in: [Option<Tensor>; 2],
     /// Result in `compute` when the result dtype differs.
     scratch_out: Option<Tensor>,
-    /// The rhs, a graph constant, packed once at compile time for [`sgemm`]
-    /// ([`DotKernel::prepack_rhs`]); `None`: the product runs on `gemm`.
+    /// Storage for the rhs packed for [`sgemm`] (allocated at compile time): packed once
+    /// there when the rhs is a graph constant (`prepacked`), else on every run, panel by panel
+    /// during the product. `None`: the product runs on `gemm`.
     packed: Option<PackedB>,
+    /// `packed` holds a graph constant's packing ([`DotKernel::prepack_rhs`]).
+    prepacked: bool,
     /// [`sgemm`] can run this product (single-batch f32 on an AVX-512 CPU).
     sgemm_ok: bool,
 }
@@ -137,19 +141,17 @@ pub struct DotKernel {
 impl DotKernel {
     /// Pack `rhs`, a graph constant, once now and run the product on [`sgemm`] (as ONNX
     /// Runtime's MLAS pre-packs constant weights). A no-op unless [`sgemm`] can run the product
-    /// and `rhs` is the f32 operand the plan expects. Products whose rhs changes between runs
-    /// stay on `gemm`: measured on this machine (bench/RESULTS.md, session 5), packing per call
-    /// plus our micro-kernel is slower than the `gemm` crate at most shapes.
+    /// and `rhs` is the f32 operand the plan expects.
     pub fn prepack_rhs(&mut self, rhs: &Tensor) {
         let Some(b) = rhs.as_slice::<f32>() else { return };
         if !self.sgemm_ok || b.len() != self.plan.numel.1 {
             return;
         }
         let (p, ro) = (&self.plan, self.plan.batch_offs[0].1);
-        let mut bp = PackedB::new(p.k, p.n);
+        let bp = self.packed.get_or_insert_with(|| PackedB::new(p.k, p.n));
         // SAFETY: the plan's strides address only elements inside `b` (size checked above).
-        unsafe { sgemm::pack_b(Operand { ptr: b[ro..].as_ptr(), rs: p.rhs_ks, cs: p.rhs_ns }, &mut bp) };
-        self.packed = Some(bp);
+        unsafe { sgemm::pack_b(Operand { ptr: b[ro..].as_ptr(), rs: p.rhs_ks, cs: p.rhs_ns }, bp) };
+        self.prepacked = true;
     }
 
     /// Name for reports.
@@ -175,7 +177,8 @@ pub fn select(d: &DotGeneral, l: (&[usize], DType), r: (&[usize], DType), out: (
     let scratch = |dims: &[usize], dt: DType| (dt != compute).then(|| Tensor::zeros(dims, compute));
     let sgemm_ok = compute == DType::F32 && matches!(path, Path::Gemm) && plan.batch == 1 && sgemm::available();
     Some(DotKernel {
-        packed: None,
+        packed: sgemm_ok.then(|| PackedB::new(plan.k, plan.n)),
+        prepacked: false,
         sgemm_ok,
         scratch_in: [scratch(l.0, l.1), scratch(r.0, r.1)],
         scratch_out: scratch(out.0, out.1),
@@ -202,13 +205,17 @@ pub fn run(k: &mut DotKernel, lhs: &Tensor, rhs: &Tensor, out: &mut Tensor) -> R
         DType::F32 => {
             let (a, b) = (lhs.as_slice::<f32>().unwrap(), rhs.as_slice::<f32>().unwrap());
             let c = res.as_mut_slice::<f32>().unwrap();
-            match (&k.path, &k.packed) {
+            match (&k.path, &mut k.packed) {
                 (Path::Gemv(g), _) => gemv::run(g, p, a, b, c),
-                (Path::Gemm, Some(bp)) => {
-                    // SAFETY: the plan's strides address only elements inside `a` (size
-                    // checked above), `c` holds m · n, `bp` holds the packed k × n rhs.
-                    unsafe { sgemm::matmul(p.m, lhs_operand(p, a), bp, c.as_mut_ptr(), p.n) };
-                }
+                // SAFETY (both arms): the plan's strides address only elements inside `a` and
+                // `b` (sizes checked above), `c` holds m · n, `bp` is sized for the k × n rhs
+                // (and holds it packed when `prepacked`).
+                (Path::Gemm, Some(bp)) if k.prepacked => unsafe {
+                    sgemm::matmul(p.m, lhs_operand(p, a), bp, c.as_mut_ptr(), p.n)
+                },
+                (Path::Gemm, Some(bp)) => unsafe {
+                    sgemm::matmul_packing(p.m, lhs_operand(p, a), rhs_operand(p, b), bp, c.as_mut_ptr(), p.n)
+                },
                 (Path::Gemm, None) => gemm_all(p, a, b, c),
             }
         }
@@ -301,9 +308,8 @@ fn gemm_all<T: Num>(p: &DotPlan, a: &[T], b: &[T], c: &mut [T]) {
     }
 }
 
-/// True when the rhs was packed at compile time ([`DotKernel::prepack_rhs`]), so products
-/// run on [`sgemm`].
-pub fn has_packed_rhs(k: &DotKernel) -> bool {
+/// True when the product runs on [`sgemm`] (so row blocks of whole micro-kernel tiles suit it).
+pub fn on_sgemm(k: &DotKernel) -> bool {
     k.packed.is_some()
 }
 
@@ -312,21 +318,34 @@ fn lhs_operand(p: &DotPlan, a: &[f32]) -> Operand {
     Operand { ptr: a[p.batch_offs[0].0..].as_ptr(), rs: p.lhs_ms, cs: p.lhs_ks }
 }
 
+/// The rhs of the single batch as an [`sgemm`] view.
+fn rhs_operand(p: &DotPlan, b: &[f32]) -> Operand {
+    Operand { ptr: b[p.batch_offs[0].1..].as_ptr(), rs: p.rhs_ks, cs: p.rhs_ns }
+}
+
 /// Rows `[r0, r1)` of a single-batch f32 product on the calling thread: writes
-/// `c[r0 * n..r1 * n]` (`c` holds the whole `m × n` result), on [`sgemm`] with the pre-packed
-/// rhs when there is one (then `b` is not read), else on `gemm`.
+/// `c[r0 * n..r1 * n]` (`c` holds the whole `m × n` result), on [`sgemm`] when it runs the
+/// product (with a pre-packed rhs `b` is not read; else the block starting at row 0 packs `b`,
+/// so each run must compute that block first), else on `gemm`.
 ///
 /// Errors: a plan with several batches, or rows or slices that do not fit the plan.
-pub fn rows_f32(k: &DotKernel, a: &[f32], b: &[f32], c: &mut [f32], r0: usize, r1: usize) -> Result<(), IrError> {
+pub fn rows_f32(k: &mut DotKernel, a: &[f32], b: &[f32], c: &mut [f32], r0: usize, r1: usize) -> Result<(), IrError> {
     let p = &k.plan;
     let (m, n, kk) = (p.m, p.n, p.k);
     if p.batch != 1 || r0 > r1 || r1 > m || c.len() != m * n || (a.len(), b.len()) != p.numel {
         return Err(IrError::Eval { op: "dot_general".into(), msg: "row block does not fit the plan".into() });
     }
-    if let Some(bp) = &k.packed {
-        // SAFETY: the plan's strides address only elements inside `a` (size checked above);
-        // `c` holds m · n elements; `bp` holds the packed k × n rhs.
-        unsafe { sgemm::matmul_range(r0, r1, lhs_operand(p, a), bp, c.as_mut_ptr(), n) };
+    if let Some(bp) = &mut k.packed {
+        // SAFETY: the plan's strides address only elements inside `a` and `b` (sizes checked
+        // above); `c` holds m · n elements; `bp` is sized for the k × n rhs and holds it
+        // packed when `prepacked` (else the block at row 0 packs it).
+        unsafe {
+            if k.prepacked {
+                sgemm::matmul_range(r0, r1, lhs_operand(p, a), bp, c.as_mut_ptr(), n)
+            } else {
+                sgemm::matmul_range_packing(r0, r1, lhs_operand(p, a), rhs_operand(p, b), bp, c.as_mut_ptr(), n)
+            }
+        }
         return Ok(());
     }
     let c = &mut c[r0 * n..r1 * n];

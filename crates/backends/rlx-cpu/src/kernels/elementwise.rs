@@ -317,8 +317,17 @@ pub(crate) fn unary_block(u: UnaryOp, x: &[f32], o: &mut [f32]) {
     macro_rules! map {
         ($f:expr) => {
             dispatch(
+                // An index loop, not `zip().for_each()`: core's `Zip::fold` is not always
+                // inlined into the AVX-512 function, and then compiles for baseline SSE
+                // (profile of MiniLM's GELU: `erf` ran 4 lanes wide).
                 #[inline(always)]
-                || o.iter_mut().zip(x).for_each(|(o, &v)| *o = $f(v)),
+                || {
+                    let n = o.len().min(x.len());
+                    let (o, x) = (&mut o[..n], &x[..n]);
+                    for i in 0..n {
+                        o[i] = $f(x[i]);
+                    }
+                },
             )
         };
     }
@@ -347,12 +356,28 @@ pub(crate) fn unary_block(u: UnaryOp, x: &[f32], o: &mut [f32]) {
 /// shapes is its own monomorphized, bounds-check-free loop.
 #[inline(always)]
 pub(crate) fn zip2<T: Copy, O>(a: Src<'_, T>, b: Src<'_, T>, o: &mut [O], f: impl Fn(T, T) -> O) {
+    // Index loops (see `unary_block`: iterator adapters may stay out of line, compiled for
+    // the baseline target).
+    let n = o.len();
     match (a, b) {
         (Src::Slice(a), Src::Slice(b)) => {
-            o.iter_mut().zip(a).zip(b).for_each(|((o, &a), &b)| *o = f(a, b));
+            let (a, b) = (&a[..n], &b[..n]);
+            for i in 0..n {
+                o[i] = f(a[i], b[i]);
+            }
         }
-        (Src::Slice(a), Src::Scalar(b)) => o.iter_mut().zip(a).for_each(|(o, &a)| *o = f(a, b)),
-        (Src::Scalar(a), Src::Slice(b)) => o.iter_mut().zip(b).for_each(|(o, &b)| *o = f(a, b)),
+        (Src::Slice(a), Src::Scalar(b)) => {
+            let a = &a[..n];
+            for i in 0..n {
+                o[i] = f(a[i], b);
+            }
+        }
+        (Src::Scalar(a), Src::Slice(b)) => {
+            let b = &b[..n];
+            for i in 0..n {
+                o[i] = f(a, b[i]);
+            }
+        }
         (Src::Scalar(a), Src::Scalar(b)) => o.iter_mut().for_each(|o| *o = f(a, b)),
     }
 }

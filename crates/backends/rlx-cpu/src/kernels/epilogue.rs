@@ -5,8 +5,8 @@
 //! The product runs on [`super::dot`] into a scratch buffer planned at compile time, and the
 //! region on [`super::fused`] with that buffer as its first operand. On one thread, with a
 //! single-batch `gemm` product, both go block by block: each block of [`BLOCK_ELEMS`] product
-//! elements (whole rows) is computed and then immediately read by the region while it is still
-//! in cache. Otherwise (several threads, batches or a GEMV) the whole product runs first, then
+//! elements (whole rows; on our [`sgemm`], its own row blocks of at most [`sgemm::MC`] rows) is
+//! computed and then immediately read by the region while it is still in cache. Otherwise (several threads, batches or a GEMV) the whole product runs first, then
 //! the whole region, each parallel. Results equal the unfused steps' within the f32 rounding of
 //! a `K`-term sum (`gemm` may block a row block's sums differently from the whole product's);
 //! the region computes exactly what the unfused elementwise kernels compute.
@@ -117,14 +117,16 @@ fn run_with(k: &mut EpilogueKernel, ins: &[&Tensor], outs: &mut [Tensor], acc: &
     let bad = || IrError::Eval { op: NAME.into(), msg: "operand dtype differs from the plan".into() };
     let (a, b) = (ins[0].as_slice::<f32>().ok_or_else(bad)?, ins[1].as_slice::<f32>().ok_or_else(bad)?);
     let mut rows = (BLOCK_ELEMS / n.max(1)).max(1);
-    if dot::has_packed_rhs(&k.dot) {
-        // Whole micro-kernel tiles per block (the rhs was packed at compile time).
-        rows = rows.next_multiple_of(sgemm::MR).min(sgemm::MC);
+    if dot::on_sgemm(&k.dot) {
+        // sgemm's own row blocks (at most MC rows, split evenly, whole micro-kernel tiles):
+        // every block streams all of the packed rhs, so smaller blocks would read it from
+        // memory again (MiniLM's FFN-up rhs is 2.4 MB: 48-row blocks read it three times).
+        rows = m.div_ceil(m.div_ceil(sgemm::MC).max(1)).next_multiple_of(sgemm::MR);
     }
     let mut r0 = 0;
     while r0 < m {
         let r1 = (r0 + rows).min(m);
-        dot::rows_f32(&k.dot, a, b, acc.as_mut_slice::<f32>().ok_or_else(bad)?, r0, r1)?;
+        dot::rows_f32(&mut k.dot, a, b, acc.as_mut_slice::<f32>().ok_or_else(bad)?, r0, r1)?;
         fused::run_range(&mut k.region, &region_ins(acc, ins), outs, r0 * n, r1 * n)?;
         r0 = r1;
     }

@@ -52,7 +52,8 @@ pub enum Kernel {
     Transpose(transpose::TransposeKernel),
     /// Native softmax / log_softmax / layer_norm / rms_norm.
     Norm(composite::NormKernel),
-    /// Slice, rev, broadcast_in_dim, concatenate as strided copies.
+    /// Slice, rev, broadcast_in_dim, concatenate as strided copies; one-axis gather as block
+    /// copies.
     Move(movement::MoveKernel),
     /// `dequant_matmul` on packed GGUF weights.
     QMatmul(Box<qmatmul::QMatmulKernel>),
@@ -170,6 +171,9 @@ pub fn select(g: &Graph, id: NodeId, opts: &crate::CpuOptions) -> Kernel {
         {
             let dims: Vec<Vec<usize>> = ins.iter().map(|i| i.0.clone()).collect();
             movement::plan(&n.op, &dims, &out.0).map(Kernel::Move)
+        }
+        Op::Gather { .. } if ins.len() == 2 && ins[0].1 == out.1 && ins[1].1.is_int() => {
+            movement::plan_take(&n.op, &ins[0].0, &ins[1].0, &out.0).map(Kernel::Move)
         }
         _ => None,
     };

@@ -1,5 +1,6 @@
 //! Movement ops as strided copies: `slice`, `rev`, `broadcast_in_dim` and `concatenate`, for
-//! every dtype. Each is planned at compile time into an offset plus per-dim element strides of
+//! every dtype, and `gather` along one axis (`jnp.take` / ONNX `Gather`, e.g. an embedding
+//! lookup) as one block copy per index. Each is planned at compile time into an offset plus per-dim element strides of
 //! the operand (negative for `rev`, zero for broadcast dims); `run` walks the output in order
 //! with an index held on the stack and copies contiguous inner runs with `copy_from_slice`.
 //! Ranks above [`MAX_RANK`] use the reference evaluation.
@@ -33,6 +34,22 @@ pub enum MoveKernel {
         /// (start column, width) per operand.
         parts: Vec<(usize, usize)>,
     },
+    /// `gather` of whole slices along one operand axis (the operand seen as `[outer, dim,
+    /// inner]`, the indices as `n` values): `out[o, b, :] = x[o, idx[b], :]`, indices clamped
+    /// into `[0, dim)` (`Clip`) or the slice zero-filled when out of range (`FillOrDrop`), as
+    /// `lax.gather` with those modes.
+    Take {
+        /// Product of the operand dims before the axis.
+        outer: usize,
+        /// Size of the axis.
+        dim: usize,
+        /// Product of the operand dims after the axis.
+        inner: usize,
+        /// Number of indices.
+        n: usize,
+        /// Out-of-range indices give zeros (else they are clamped).
+        fill: bool,
+    },
 }
 
 impl MoveKernel {
@@ -41,6 +58,7 @@ impl MoveKernel {
         match self {
             MoveKernel::View(_) => "strided_copy",
             MoveKernel::Concat { .. } => "concat_copy",
+            MoveKernel::Take { .. } => "take_copy",
         }
     }
 }
@@ -102,6 +120,36 @@ pub fn plan(op: &Op, ins: &[Vec<usize>], out: &[usize]) -> Option<MoveKernel> {
     }
 }
 
+/// Plan a `gather` that takes whole slices along one axis `a` of an operand of dims `x` with
+/// indices of dims `ix` (index vector of length 1 in the last dim): `collapsed_slice_dims =
+/// start_index_map = [a]`, full slices elsewhere, output `x[..a] ++ ix[..-1] ++ x[a+1..]`.
+/// `None` for any other gather (the reference evaluation runs it).
+pub fn plan_take(op: &Op, x: &[usize], ix: &[usize], out: &[usize]) -> Option<MoveKernel> {
+    let Op::Gather { dims, slice_sizes, mode } = op else { return None };
+    let (r, nb) = (x.len(), ix.len().checked_sub(1)?);
+    let (&[a], &[a2]) = (dims.start_index_map.as_slice(), dims.collapsed_slice_dims.as_slice()) else {
+        return None;
+    };
+    if a != a2 || a >= r || ix[nb] != 1 || slice_sizes.len() != r {
+        return None;
+    }
+    if (0..r).any(|j| slice_sizes[j] != if j == a { 1 } else { x[j] }) {
+        return None;
+    }
+    let offset_dims: Vec<usize> = (0..a).chain(a + nb..nb + r - 1).collect();
+    let want: Vec<usize> = x[..a].iter().chain(&ix[..nb]).chain(&x[a + 1..]).copied().collect();
+    if dims.offset_dims != offset_dims || out != want.as_slice() || x[a] == 0 {
+        return None;
+    }
+    Some(MoveKernel::Take {
+        outer: x[..a].iter().product(),
+        dim: x[a],
+        inner: x[a + 1..].iter().product(),
+        n: ix[..nb].iter().product(),
+        fill: matches!(mode, rlx_ir::ops::GatherMode::FillOrDrop),
+    })
+}
+
 /// Execute a planned movement op.
 pub fn run(k: &MoveKernel, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrError> {
     let dtype = out.dtype();
@@ -116,6 +164,33 @@ pub fn run(k: &MoveKernel, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrEr
                         o[r * row + col..r * row + col + w].copy_from_slice(&x[r * w..(r + 1) * w]);
                     }
                 }
+            }
+            &MoveKernel::Take { outer, dim, inner, n, fill } => {
+                let x = data::<T>(ins[0]);
+                let ix = ins[1];
+                if !ix.dtype().is_int() || ix.numel() != n {
+                    return Err(IrError::Eval { op: "gather".into(), msg: "indices differ from the plan".into() });
+                }
+                with_dtype!(ix.dtype(), I, {
+                    let ix = data::<I>(ix);
+                    for b in 0..n {
+                        let i = ix[b].to_i64();
+                        let src = if (0..dim as i64).contains(&i) {
+                            Some(i as usize)
+                        } else if fill {
+                            None
+                        } else {
+                            Some(i.clamp(0, dim as i64 - 1) as usize)
+                        };
+                        for q in 0..outer {
+                            let dst = &mut o[(q * n + b) * inner..(q * n + b + 1) * inner];
+                            match src {
+                                Some(i) => dst.copy_from_slice(&x[(q * dim + i) * inner..(q * dim + i + 1) * inner]),
+                                None => dst.fill(T::zero()),
+                            }
+                        }
+                    }
+                });
             }
         }
     });

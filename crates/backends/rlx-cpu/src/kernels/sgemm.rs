@@ -1,20 +1,24 @@
 //! Our f32 matrix product for AVX-512 CPUs: `C[M,N] = A[M,K] · B[K,N]` with any operand
-//! strides, `B` packed once per product into panels a compiled step keeps (no allocation per
-//! run), and a per-row-block callback so a matmul epilogue can read each block of `C` while it
-//! is still in cache.
+//! strides. `B` is packed into panels a compiled step keeps (no allocation per run): once at
+//! compile time when it is a graph constant ([`pack_b`], [`matmul`]), else during each product,
+//! each `K` block just before its first use ([`matmul_packing`]). Row ranges can be computed
+//! one block at a time so a matmul epilogue reads each block of `C` while it is still in cache.
 //!
 //! Why not the `gemm` crate here: at the mid-size shapes of encoders and MLP training
-//! (M = 128–256, K = 384–1536) it reached 88–137 GFLOP/s against OpenBLAS's 145–185 on this
-//! machine (bench/RESULTS.md), and it packs `B` again for every call, including every row block
-//! of an epilogue. The `gemm` crate still runs f64, batched products and CPUs without AVX-512.
+//! (M = 128–784, K = 256–1536) it reached 88–137 GFLOP/s on this machine (bench/RESULTS.md),
+//! below this kernel, and it packs `B` again for every call, including every row block of an
+//! epilogue. The `gemm` crate still runs f64, batched products and CPUs without AVX-512.
 //!
 //! Structure (the classic Goto / BLIS blocking): `B` is packed into [`NR`]-column panels per
-//! `K` block of at most [`KC`] rows, zero-padded, 64-byte aligned; a block of at most [`MC`]
-//! rows of `A` is packed (on the stack) into [`MR`]-row tiles, `K`-major; the micro-kernel
-//! keeps an `MR × NR` tile of `C` in 24 zmm registers and does one broadcast-FMA per
-//! (row, 16 columns) per `k`. The first `K` block overwrites `C`, later ones accumulate, so
-//! every element is the same sequence of f32 FMAs whatever the thread count (results are
-//! deterministic and independent of how rows or columns are split across threads).
+//! `K` block of at most [`KC`] rows, zero-padded, 64-byte aligned, reading `B` along its
+//! contiguous axis; a block of at most [`MC`] rows of `A` is packed (on the stack) as rows of
+//! [`KC`] floats, so a row-major `A` packs by row copies and a transposed one by 16 × 16
+//! register transposes; the micro-kernel keeps an `MR × NR` tile of `C` in 24 zmm registers
+//! and does one broadcast-FMA per (row, 16 columns) per `k`; edge tiles run a kernel for their
+//! row count with masked columns. The first `K` block overwrites `C`, later ones accumulate, so
+//! every element is the same sequence of f32 FMAs whatever the thread count and whether `B`
+//! was packed ahead or on the way (results are deterministic and independent of how rows or
+//! columns are split across threads).
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
@@ -27,9 +31,10 @@ use std::mem::MaybeUninit;
 pub const MR: usize = 12;
 /// Columns of the micro-kernel's tile of `C` (two zmm vectors).
 pub const NR: usize = 32;
-/// Most `K` rows per block (a `KC × NR` panel of `B` is 32 KiB, the L1 data cache).
+/// Most `K` rows per block (a `KC × NR` panel of `B` is 16 KiB, a third of the L1 data cache;
+/// 256 measured no faster here).
 pub const KC: usize = 128;
-/// Most rows of `A` per packed block (192 × 256 f32 = 192 KiB, within L2).
+/// Most rows of `A` per packed block (192 × 128 f32 = 96 KiB on the stack, within L2).
 pub const MC: usize = 192;
 
 /// `B` packed for [`matmul`]: for each `K` block, `ceil(N / NR)` panels of `kc × NR` floats,
@@ -54,12 +59,6 @@ impl PackedB {
 
     fn base(&self) -> *const f32 {
         self.data[self.off..].as_ptr()
-    }
-
-    /// Panel `jp` of the `K` block starting at row `k0` with `kc` rows.
-    fn panel(&self, k0: usize, kc: usize, jp: usize) -> *const f32 {
-        // SAFETY: within `data`: the blocks before `k0` hold `k0 · panels · NR` floats.
-        unsafe { self.base().add(k0 * panels(self.n) * NR + jp * kc * NR) }
     }
 }
 
@@ -94,44 +93,133 @@ pub fn available() -> bool {
 }
 
 /// Pack `b` (`k × n`, strides in `b`) into `dst` (sized by [`PackedB::new`] for `k × n`), in
-/// parallel over panels when several threads run.
+/// parallel over column ranges when several threads run.
 ///
 /// # Safety
 /// `b` addresses `k × n` readable elements through its strides.
 pub unsafe fn pack_b(b: Operand, dst: &mut PackedB) {
     let (k, n) = (dst.k, dst.n);
-    let np = panels(n);
-    let base = SyncPtr(dst.data[dst.off..].as_mut_ptr());
-    let one = |jp: usize| {
+    // SAFETY: the caller's contract.
+    unsafe { pack_all(b, dst.view_mut(), if threads() > 1 && k * n >= 1 << 16 { threads() } else { 1 }) };
+}
+
+/// Pack every panel of `b` into `pv`, split into `tasks` column ranges.
+///
+/// # Safety
+/// `b` addresses `pv.k × pv.n` readable elements; nothing else reads or writes `pv` meanwhile.
+unsafe fn pack_all(b: Operand, pv: Panels, tasks: usize) {
+    let np = panels(pv.n);
+    let tasks = tasks.clamp(1, np.max(1));
+    let one = |t: usize| {
         let b: Operand = b; // capture the whole (Sync) operand, not its raw-pointer field
-        for (k0, kc) in k_blocks(k) {
-            // SAFETY: panel (k0, jp) is kc · NR floats inside `dst`, written by this task only;
-            // reads stay inside `b` (`j < n`, `k0 + p < k`).
-            unsafe {
-                let d = base.get().add(k0 * np * NR + jp * kc * NR);
-                let j0 = jp * NR;
+        for (k0, kc) in k_blocks(pv.k) {
+            // SAFETY: panels of range t are written by this task only; reads stay inside `b`.
+            unsafe { pack_block(b, pv, k0, kc, t * np / tasks, (t + 1) * np / tasks) };
+        }
+    };
+    if tasks > 1 {
+        spin::for_each(tasks, one);
+    } else {
+        one(0);
+    }
+}
+
+/// Where packed panels live: [`PackedB`]'s storage as a raw view tasks can share (each task
+/// writes only the panels it packs).
+#[derive(Clone, Copy)]
+struct Panels {
+    base: *mut f32,
+    k: usize,
+    n: usize,
+}
+// SAFETY: tasks write disjoint panels and read panels only after they are written.
+unsafe impl Send for Panels {}
+unsafe impl Sync for Panels {}
+
+impl Panels {
+    /// Panel `jp` of the `K` block starting at row `k0` with `kc` rows.
+    fn panel(self, k0: usize, kc: usize, jp: usize) -> *mut f32 {
+        // SAFETY: within the storage: the blocks before `k0` hold `k0 · panels · NR` floats.
+        unsafe { self.base.add(k0 * panels(self.n) * NR + jp * kc * NR) }
+    }
+}
+
+impl PackedB {
+    /// A read-only view ([`Panels`] is written through only by the packing paths, which take
+    /// `&mut self`).
+    fn view(&self) -> Panels {
+        Panels { base: self.base().cast_mut(), k: self.k, n: self.n }
+    }
+
+    fn view_mut(&mut self) -> Panels {
+        let off = self.off;
+        Panels { base: self.data[off..].as_mut_ptr(), k: self.k, n: self.n }
+    }
+}
+
+/// Pack panels `p0..p1` of the `K` block `(k0, kc)` of `b`: each `kc` rows of [`NR`] floats,
+/// zeros past `N`. Reads `b` along its contiguous axis (whole rows of a row-major `b`, whole
+/// columns of a transposed one), which the hardware prefetcher can follow; a panel-at-a-time
+/// walk down a row-major `b` touches a new page per row.
+///
+/// # Safety
+/// `b` addresses the block's elements; the panels lie inside `dst`'s storage.
+unsafe fn pack_block(b: Operand, dst: Panels, k0: usize, kc: usize, p0: usize, p1: usize) {
+    if p0 >= p1 {
+        return;
+    }
+    let n = dst.n;
+    let full = if p1 * NR <= n { p1 } else { p1 - 1 }; // panels p0..full have NR columns
+    // SAFETY (whole body): reads stay in rows k0..k0+kc, columns p0·NR..min(p1·NR, n) of `b`;
+    // writes in panels p0..p1 of the block.
+    unsafe {
+        if b.cs == 1 {
+            for p in 0..kc {
+                let row = b.ptr.add((k0 + p) * b.rs);
+                for jp in p0..full {
+                    std::ptr::copy_nonoverlapping(row.add(jp * NR), dst.panel(k0, kc, jp).add(p * NR), NR);
+                }
+                if full < p1 {
+                    let (j0, out) = (full * NR, dst.panel(k0, kc, full).add(p * NR));
+                    std::ptr::copy_nonoverlapping(row.add(j0), out, n - j0);
+                    std::ptr::write_bytes(out.add(n - j0), 0, NR - (n - j0));
+                }
+            }
+        } else {
+            // Transposed (or strided) `b`: walk each source column along `K`; whole 16 × 16
+            // blocks of a transposed `b` by register transposes.
+            for jp in p0..p1 {
+                let (j0, d) = (jp * NR, dst.panel(k0, kc, jp));
                 let w = NR.min(n - j0);
-                for p in 0..kc {
-                    let row = b.ptr.add((k0 + p) * b.rs + j0 * b.cs);
-                    let out = d.add(p * NR);
-                    if b.cs == 1 {
-                        std::ptr::copy_nonoverlapping(row, out, w);
-                    } else {
-                        for j in 0..w {
-                            *out.add(j) = *row.add(j * b.cs);
+                let mut jd = 0;
+                if b.rs == 1 {
+                    while jd + 16 <= w {
+                        let mut p = 0;
+                        while p + 16 <= kc {
+                            transpose16(b.ptr.add(k0 + p + (j0 + jd) * b.cs), b.cs, d.add(p * NR + jd), NR);
+                            p += 16;
                         }
+                        for p in p..kc {
+                            for j in jd..jd + 16 {
+                                *d.add(p * NR + j) = *b.ptr.add(k0 + p + (j0 + j) * b.cs);
+                            }
+                        }
+                        jd += 16;
                     }
-                    for j in w..NR {
-                        *out.add(j) = 0.0;
+                }
+                for j in jd..w {
+                    let col = b.ptr.add(k0 * b.rs + (j0 + j) * b.cs);
+                    for p in 0..kc {
+                        *d.add(p * NR + j) = *col.add(p * b.rs);
+                    }
+                }
+                if w < NR {
+                    for p in 0..kc {
+                        std::ptr::write_bytes(d.add(p * NR + w), 0, NR - w);
                     }
                 }
             }
         }
-    };
-    if threads() > 1 && k * n >= 1 << 16 {
-        spin::for_each(np, one);
-    } else {
-        (0..np).for_each(one);
     }
 }
 
@@ -143,7 +231,27 @@ pub unsafe fn pack_b(b: Operand, dst: &mut PackedB) {
 /// `a` addresses `m × k` readable elements, `c` `m` rows of `ldc ≥ n` writable elements, and
 /// neither overlaps `bp`.
 pub unsafe fn matmul(m: usize, a: Operand, bp: &PackedB, c: *mut f32, ldc: usize) {
-    let n = bp.n;
+    // SAFETY: the caller's contract; nothing is packed.
+    unsafe { matmul_with(m, a, bp.view(), None, c, ldc) }
+}
+
+/// `C = A · B` for an unpacked `b` (`k × n` through its strides), packed into `scratch` (sized
+/// by [`PackedB::new`] for `k × n`) during the product: each `K` block just before its first
+/// use, while it is still in cache, instead of a separate pass over all of `b`. Same results as
+/// [`pack_b`] then [`matmul`].
+///
+/// # Safety
+/// As [`matmul`], and `b` addresses `k × n` readable elements not overlapping `c`.
+pub unsafe fn matmul_packing(m: usize, a: Operand, b: Operand, scratch: &mut PackedB, c: *mut f32, ldc: usize) {
+    let pv = scratch.view_mut();
+    // SAFETY: the caller's contract.
+    unsafe { matmul_with(m, a, pv, Some(b), c, ldc) }
+}
+
+/// [`matmul`] / [`matmul_packing`]: with `pack`, each `K` block is packed by the first row
+/// block that uses it (tasks that share panels wait for a parallel packing pass first).
+unsafe fn matmul_with(m: usize, a: Operand, pv: Panels, pack: Option<Operand>, c: *mut f32, ldc: usize) {
+    let n = pv.n;
     if m == 0 || n == 0 {
         return;
     }
@@ -151,21 +259,30 @@ pub unsafe fn matmul(m: usize, a: Operand, bp: &PackedB, c: *mut f32, ldc: usize
     let mcs = m.div_ceil(MC);
     let np = panels(n);
     let c = SyncPtr(c);
-    if t == 1 || (m * n * bp.k) < 1 << 18 {
+    if t == 1 || (m * n * pv.k) < 1 << 18 {
         // SAFETY: the caller's contract.
-        unsafe { rows(0, m, a, bp, 0, np, c.get(), ldc) };
+        unsafe { rows(0, m, a, pv, 0, np, c.get(), ldc, pack) };
         return;
     }
     // Whole row blocks per task when there are enough of them (a multiple of the thread
     // count, for balance), else row blocks × column ranges.
     let (row_tasks, col_tasks) = if mcs >= t { (mcs.next_multiple_of(t), 1) } else { (mcs, t.min(np)) };
+    let mut pack = pack;
+    if row_tasks > 1 {
+        // Several tasks read each panel: pack them all first, in parallel.
+        if let Some(b) = pack.take() {
+            // SAFETY: the caller's contract; the product starts after packing ends.
+            unsafe { pack_all(b, pv, t) };
+        }
+    }
     let mc = m.div_ceil(row_tasks).next_multiple_of(MR);
     spin::for_each(row_tasks * col_tasks, |task| {
         let (rt, ct) = (task / col_tasks, task % col_tasks);
         let (r0, r1) = ((rt * mc).min(m), ((rt + 1) * mc).min(m));
         let (p0, p1) = (ct * np / col_tasks, (ct + 1) * np / col_tasks);
-        // SAFETY: each task writes the disjoint block rows r0..r1 × panels p0..p1 of `c`.
-        unsafe { rows(r0, r1, a, bp, p0, p1, c.get(), ldc) };
+        // SAFETY: each task writes the disjoint block rows r0..r1 × panels p0..p1 of `c`, and
+        // (one row task) packs only its own panels p0..p1.
+        unsafe { rows(r0, r1, a, pv, p0, p1, c.get(), ldc, pack) };
     });
 }
 
@@ -176,7 +293,26 @@ pub unsafe fn matmul(m: usize, a: Operand, bp: &PackedB, c: *mut f32, ldc: usize
 /// As [`matmul`], for rows `r0..r1 ≤ m`.
 pub unsafe fn matmul_range(r0: usize, r1: usize, a: Operand, bp: &PackedB, c: *mut f32, ldc: usize) {
     // SAFETY: the caller's contract.
-    unsafe { rows(r0, r1, a, bp, 0, panels(bp.n), c, ldc) };
+    unsafe { rows(r0, r1, a, bp.view(), 0, panels(bp.n), c, ldc, None) };
+}
+
+/// [`matmul_range`] for an unpacked `b`: the block starting at row 0 packs `b` into `scratch`
+/// as it goes (so a run must compute its first block first); later blocks read `scratch`.
+///
+/// # Safety
+/// As [`matmul_packing`], for rows `r0..r1 ≤ m`; `scratch` holds `b` packed whenever `r0 > 0`.
+pub unsafe fn matmul_range_packing(
+    r0: usize,
+    r1: usize,
+    a: Operand,
+    b: Operand,
+    scratch: &mut PackedB,
+    c: *mut f32,
+    ldc: usize,
+) {
+    let (pv, np) = (scratch.view_mut(), panels(scratch.n));
+    // SAFETY: the caller's contract.
+    unsafe { rows(r0, r1, a, pv, 0, np, c, ldc, (r0 == 0).then_some(b)) };
 }
 
 /// 64-byte-aligned stack space for one packed block of `A` (left uninitialized: [`pack_a`]
@@ -184,27 +320,42 @@ pub unsafe fn matmul_range(r0: usize, r1: usize, a: Operand, bp: &PackedB, c: *m
 #[repr(C, align(64))]
 struct ABlock([MaybeUninit<f32>; MC * KC]);
 
-/// Rows `r0..r1` × panels `p0..p1` of `C`, in row blocks of at most [`MC`].
+/// Rows `r0..r1` × panels `p0..p1` of `C`, in row blocks of at most [`MC`]; with `pack`, the
+/// first row block packs each `K` block of those panels just before using it.
 #[allow(clippy::too_many_arguments)]
-unsafe fn rows(r0: usize, r1: usize, a: Operand, bp: &PackedB, p0: usize, p1: usize, c: *mut f32, ldc: usize) {
+unsafe fn rows(
+    r0: usize,
+    r1: usize,
+    a: Operand,
+    pv: Panels,
+    p0: usize,
+    p1: usize,
+    c: *mut f32,
+    ldc: usize,
+    pack: Option<Operand>,
+) {
     let mut ab = ABlock([MaybeUninit::uninit(); MC * KC]);
     let ap = ab.0.as_mut_ptr().cast::<f32>();
-    let n = bp.n;
+    let n = pv.n;
     let mut ic = r0;
     while ic < r1 {
         let mc = MC.min(r1 - ic);
-        for (k0, kc) in k_blocks(bp.k) {
+        for (k0, kc) in k_blocks(pv.k) {
+            if let Some(b) = pack.filter(|_| ic == r0) {
+                // SAFETY: this call owns panels p0..p1 (the callers' contracts).
+                unsafe { pack_block(b, pv, k0, kc, p0, p1) };
+            }
             // SAFETY: rows ic..ic+mc and columns k0..k0+kc are inside `a`.
             unsafe { pack_a(a, ic, mc, k0, kc, ap) };
             for jp in p0..p1 {
-                let bpan = bp.panel(k0, kc, jp);
+                let bpan = pv.panel(k0, kc, jp);
                 let w = NR.min(n - jp * NR);
                 for t in 0..mc.div_ceil(MR) {
                     let h = MR.min(mc - t * MR);
                     // SAFETY: tile (ic + t·MR, jp·NR) of h × w elements is inside `c`.
                     unsafe {
                         let ct = c.add((ic + t * MR) * ldc + jp * NR);
-                        tile(kc, ap.add(t * MR * kc), bpan, ct, ldc, k0 > 0, h, w);
+                        tile(kc, ap.add(t * MR * KC), bpan, ct, ldc, k0 > 0, h, w);
                     }
                 }
             }
@@ -213,76 +364,148 @@ unsafe fn rows(r0: usize, r1: usize, a: Operand, bp: &PackedB, p0: usize, p1: us
     }
 }
 
-/// Pack rows `i0..i0+mc`, columns `k0..k0+kc` of `a` into `MR`-row tiles, `K`-major, rows
-/// past `mc` zero.
+/// Pack rows `i0..i0+mc`, columns `k0..k0+kc` of `a` into `MR`-row tiles of [`MR`] × [`KC`]
+/// floats: row `i` of a tile at offset `i · KC` (a constant, so the kernel addresses each row
+/// by displacement), `kc` floats each. Row-major `a` packs by plain row copies. Rows of a last
+/// partial tile past `mc` are left unwritten: the kernel reads only `h` rows.
 ///
 /// # Safety
-/// `a` addresses those elements; `dst` has room for `ceil(mc / MR) · MR · kc` floats.
+/// `a` addresses those elements; `dst` has room for `ceil(mc / MR) · MR · KC` floats.
 unsafe fn pack_a(a: Operand, i0: usize, mc: usize, k0: usize, kc: usize, dst: *mut f32) {
-    for t in 0..mc.div_ceil(MR) {
-        let h = MR.min(mc - t * MR);
-        // SAFETY (whole loop): reads stay in rows i0..i0+mc, columns k0..k0+kc of `a`; writes
-        // stay in tile t of `dst`.
-        unsafe {
-            let d = dst.add(t * MR * kc);
-            for i in 0..MR {
-                if i >= h {
-                    for p in 0..kc {
-                        *d.add(p * MR + i) = 0.0;
+    // SAFETY (whole body): reads stay in rows i0..i0+mc, columns k0..k0+kc of `a`; writes stay
+    // in the first kc floats of rows of `dst`'s tiles.
+    unsafe {
+        let first = a.ptr.add(i0 * a.rs + k0 * a.cs);
+        if a.cs == 1 {
+            for i in 0..mc {
+                std::ptr::copy_nonoverlapping(first.add(i * a.rs), dst.add(i * KC), kc);
+            }
+        } else {
+            // Transposed `a` (contiguous along `M`): 16 × 16 register transposes; bands of 16
+            // rows keep their destination rows in L1. Edges and other strides element-wise.
+            for i0 in (0..mc).step_by(16) {
+                let i1 = (i0 + 16).min(mc);
+                let mut p = 0;
+                if a.rs == 1 && i1 - i0 == 16 {
+                    while p + 16 <= kc {
+                        transpose16(first.add(p * a.cs + i0), a.cs, dst.add(i0 * KC + p), KC);
+                        p += 16;
                     }
-                    continue;
                 }
-                let row = a.ptr.add((i0 + t * MR + i) * a.rs + k0 * a.cs);
-                for p in 0..kc {
-                    *d.add(p * MR + i) = *row.add(p * a.cs);
+                for p in p..kc {
+                    let col = first.add(p * a.cs);
+                    for i in i0..i1 {
+                        *dst.add(i * KC + p) = *col.add(i * a.rs);
+                    }
                 }
             }
         }
     }
 }
 
-/// One `h × w` tile of `C` (`h ≤ MR`, `w ≤ NR`): straight into `C` when whole, else through a
-/// local tile.
-#[allow(clippy::too_many_arguments)]
-unsafe fn tile(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, acc: bool, h: usize, w: usize) {
-    if h == MR && w == NR {
-        // SAFETY: the caller's contract; `available()` was checked before packing.
-        unsafe { kernel::<2>(kc, a, b, c, ldc, acc) };
-        return;
-    }
-    let mut buf = [0f32; MR * NR];
-    if acc {
-        for i in 0..h {
-            // SAFETY: row i of the tile has w elements inside `c`.
-            unsafe { std::ptr::copy_nonoverlapping(c.add(i * ldc), buf.as_mut_ptr().add(i * NR), w) };
-        }
-    }
-    // SAFETY: `buf` is a whole MR × NR tile.
+/// `dst[c · ds + r] = src[r · ss + c]` for a 16 × 16 block of f32 (rows of `src` and `dst`
+/// contiguous): three rounds of in-register shuffles (32-bit, 64-bit, then 128-bit lanes).
+///
+/// # Safety
+/// `src` addresses 16 rows of 16 readable floats at stride `ss`, `dst` 16 rows of 16 writable
+/// floats at stride `ds`; AVX-512F is available.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn transpose16(src: *const f32, ss: usize, dst: *mut f32, ds: usize) {
+    // SAFETY: the caller's contract.
     unsafe {
-        if w <= 16 {
-            kernel::<1>(kc, a, b, buf.as_mut_ptr(), NR, acc);
-        } else {
-            kernel::<2>(kc, a, b, buf.as_mut_ptr(), NR, acc);
+        let r: [__m512; 16] = std::array::from_fn(|i| _mm512_loadu_ps(src.add(i * ss)));
+        // Within each 128-bit lane: 4 × 4 transposes of row groups 4g..4g+4, giving for column
+        // c of the lane the group's 4 values.
+        let (lo, hi) = (|a, b| _mm512_unpacklo_ps(a, b), |a, b| _mm512_unpackhi_ps(a, b));
+        let pd = |f: unsafe fn(__m512d, __m512d) -> __m512d, a: __m512, b: __m512| {
+            _mm512_castpd_ps(f(_mm512_castps_pd(a), _mm512_castps_pd(b)))
+        };
+        let mut u = [[_mm512_setzero_ps(); 4]; 4]; // u[g][c]
+        for g in 0..4 {
+            let t0 = lo(r[4 * g], r[4 * g + 1]);
+            let t1 = hi(r[4 * g], r[4 * g + 1]);
+            let t2 = lo(r[4 * g + 2], r[4 * g + 3]);
+            let t3 = hi(r[4 * g + 2], r[4 * g + 3]);
+            u[g] = [
+                pd(_mm512_unpacklo_pd, t0, t2),
+                pd(_mm512_unpackhi_pd, t0, t2),
+                pd(_mm512_unpacklo_pd, t1, t3),
+                pd(_mm512_unpackhi_pd, t1, t3),
+            ];
         }
-    }
-    for i in 0..h {
-        // SAFETY: as above.
-        unsafe { std::ptr::copy_nonoverlapping(buf.as_ptr().add(i * NR), c.add(i * ldc), w) };
+        // Across lanes: output row 4L + c takes lane L of u[0][c], u[1][c], u[2][c], u[3][c].
+        #[allow(clippy::needless_range_loop)] // `c` indexes the second dim of all four rows
+        for c in 0..4 {
+            let v0 = _mm512_shuffle_f32x4::<0x44>(u[0][c], u[1][c]);
+            let v1 = _mm512_shuffle_f32x4::<0xEE>(u[0][c], u[1][c]);
+            let v2 = _mm512_shuffle_f32x4::<0x44>(u[2][c], u[3][c]);
+            let v3 = _mm512_shuffle_f32x4::<0xEE>(u[2][c], u[3][c]);
+            _mm512_storeu_ps(dst.add(c * ds), _mm512_shuffle_f32x4::<0x88>(v0, v2));
+            _mm512_storeu_ps(dst.add((4 + c) * ds), _mm512_shuffle_f32x4::<0xDD>(v0, v2));
+            _mm512_storeu_ps(dst.add((8 + c) * ds), _mm512_shuffle_f32x4::<0x88>(v1, v3));
+            _mm512_storeu_ps(dst.add((12 + c) * ds), _mm512_shuffle_f32x4::<0xDD>(v1, v3));
+        }
     }
 }
 
-/// The micro-kernel: `C[0..MR, 0..16·NV] (+)= Σ_p a[p·MR + i] · b[p·NR + j]`.
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn transpose16(_: *const f32, _: usize, _: *mut f32, _: usize) {
+    unreachable!("sgemm runs only where available() is true")
+}
+
+/// The micro-kernel's signature: `(kc, a tile, b panel, c, ldc, accumulate, last-vector mask)`.
+type KernelFn = unsafe fn(usize, *const f32, *const f32, *mut f32, usize, bool, u16);
+
+/// The kernel for `h` rows and `nv` vectors of 16 columns.
+fn kernel_for(nv: usize, h: usize) -> KernelFn {
+    macro_rules! by_rows {
+        ($nv:literal; $($h:literal)*) => {
+            match h { $($h => kernel::<$nv, $h> as KernelFn,)* _ => unreachable!("h ≤ MR") }
+        };
+    }
+    if nv == 2 { by_rows!(2; 1 2 3 4 5 6 7 8 9 10 11 12) } else { by_rows!(1; 1 2 3 4 5 6 7 8 9 10 11 12) }
+}
+
+/// One `h × w` tile of `C` (`h ≤ MR`, `w ≤ NR`), straight into `C`: partial tiles run a kernel
+/// for `h` rows and mask the columns past `w`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn tile(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, acc: bool, h: usize, w: usize) {
+    let rem = w % 16;
+    let mask = if rem == 0 { u16::MAX } else { ((1u32 << rem) - 1) as u16 };
+    // SAFETY: the caller's contract; `available()` was checked before packing.
+    unsafe {
+        if h == MR && w == NR {
+            kernel::<2, MR>(kc, a, b, c, ldc, acc, mask)
+        } else {
+            kernel_for(w.div_ceil(16), h)(kc, a, b, c, ldc, acc, mask)
+        }
+    }
+}
+
+/// The micro-kernel: `C[0..H, 0..16·NV] (+)= Σ_p a[i·KC + p] · b[p·NR + j]`, the last vector
+/// of each row loaded and stored under `mask`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn kernel<const NV: usize>(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize, acc: bool) {
-    // SAFETY (whole body): `a` holds kc · MR floats, `b` kc · NR 64-byte-aligned floats, `c`
-    // MR rows of 16 · NV writable floats at stride `ldc` (the caller's contract).
+unsafe fn kernel<const NV: usize, const H: usize>(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    acc: bool,
+    mask: u16,
+) {
+    // SAFETY (whole body): `a` holds H rows of kc floats at stride KC, `b` kc · NR 64-byte-aligned floats, `c`
+    // H rows of 16 · (NV − 1) + popcount(mask) writable floats at stride `ldc` (the caller's
+    // contract).
     unsafe {
-        let mut r = [[_mm512_setzero_ps(); NV]; MR];
+        let mut r = [[_mm512_setzero_ps(); NV]; H];
         if acc {
             for (i, ri) in r.iter_mut().enumerate() {
                 for (v, x) in ri.iter_mut().enumerate() {
-                    *x = _mm512_loadu_ps(c.add(i * ldc + v * 16));
+                    let p = c.add(i * ldc + v * 16);
+                    *x = if v + 1 == NV { _mm512_maskz_loadu_ps(mask, p) } else { _mm512_loadu_ps(p) };
                 }
             }
         }
@@ -293,23 +516,36 @@ unsafe fn kernel<const NV: usize>(kc: usize, a: *const f32, b: *const f32, c: *m
                 *x = _mm512_load_ps(b.add(v * 16));
             }
             for (i, ri) in r.iter_mut().enumerate() {
-                let ai = _mm512_set1_ps(*a.add(i));
+                let ai = _mm512_set1_ps(*a.add(i * KC));
                 for (v, x) in ri.iter_mut().enumerate() {
                     *x = _mm512_fmadd_ps(ai, bv[v], *x);
                 }
             }
-            a = a.add(MR);
+            a = a.add(1);
             b = b.add(NR);
         }
         for (i, ri) in r.iter().enumerate() {
             for (v, x) in ri.iter().enumerate() {
-                _mm512_storeu_ps(c.add(i * ldc + v * 16), *x);
+                let p = c.add(i * ldc + v * 16);
+                if v + 1 == NV {
+                    _mm512_mask_storeu_ps(p, mask, *x);
+                } else {
+                    _mm512_storeu_ps(p, *x);
+                }
             }
         }
     }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-unsafe fn kernel<const NV: usize>(_: usize, _: *const f32, _: *const f32, _: *mut f32, _: usize, _: bool) {
+unsafe fn kernel<const NV: usize, const H: usize>(
+    _: usize,
+    _: *const f32,
+    _: *const f32,
+    _: *mut f32,
+    _: usize,
+    _: bool,
+    _: u16,
+) {
     unreachable!("sgemm runs only where available() is true")
 }
