@@ -1,6 +1,7 @@
 //! `Attention` (opset 23): 3-D `[B, S, H·D]` or 4-D `[B, H, S, D]` Q/K/V, grouped K/V heads,
-//! past key/value concatenation, boolean or additive masks, `is_causal`, `scale`, `softcap`
-//! and the optional `qk_matmul_output` (modes 0–3), following the ONNX reference.
+//! past key/value concatenation, boolean or additive masks, `nonpad_kv_seqlen` (opset 24),
+//! `is_causal`, `scale`, `softcap` and the optional `qk_matmul_output` (modes 0–3), following
+//! the ONNX reference.
 
 use super::Ctx;
 use crate::error::Result;
@@ -77,6 +78,18 @@ pub(super) fn attention(c: &mut Ctx) -> Result<Vec<NodeId>> {
             m = c.g.pad(m, fill, &vec![0; md.len()], &hi, &[]);
         }
         let bias = if c.dtype(m) == DType::Bool { c.g.select(m, zero, ninf) } else { m };
+        scores = c.g.add(scores, bias);
+    }
+    if let Some(nl) = c.opt(6) {
+        // `nonpad_kv_seqlen` [B]: keys at or past a batch's count are padding (masked out).
+        if c.dims(nl)? != [b] {
+            return Err(c.err(format!("nonpad_kv_seqlen must have shape [{b}]")));
+        }
+        let j = c.g.iota(Shape::new(&[b, 1, 1, l], DType::I64), 3);
+        let n64 = c.g.convert(nl, DType::I64);
+        let n = c.g.reshape(n64, [b, 1, 1, 1]);
+        let keep = c.g.compare(C::Lt, j, n);
+        let bias = c.g.select(keep, zero, ninf);
         scores = c.g.add(scores, bias);
     }
     if c.ai("is_causal", 0) != 0 {
