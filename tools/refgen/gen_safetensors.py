@@ -31,6 +31,7 @@ import json
 import os
 import sys
 
+import ml_dtypes
 import numpy as np
 import safetensors
 from safetensors import TensorSpec, deserialize, serialize
@@ -61,7 +62,17 @@ SPEC = {
     "F8_E5M2FNUZ": ("float8_e5m2fnuz", np.uint8),
     "F4": ("float4_e2m1fn_x2", np.uint8),  # two values per byte; shape given in bytes here
 }
-RLX = {"BOOL", "U8", "I8", "I16", "I32", "U32", "I64", "F16", "BF16", "F32", "F64"}
+RLX = {
+    "BOOL", "U8", "I8", "I16", "U16", "I32", "U32", "I64", "U64", "F16", "BF16", "F32", "F64",
+    "F8_E4M3", "F8_E5M2", "F8_E4M3FNUZ", "F8_E5M2FNUZ",
+}
+# FLOAT8 storage types: values through ml_dtypes (the reference for their semantics).
+F8 = {
+    "F8_E4M3": ml_dtypes.float8_e4m3fn,
+    "F8_E5M2": ml_dtypes.float8_e5m2,
+    "F8_E4M3FNUZ": ml_dtypes.float8_e4m3fnuz,
+    "F8_E5M2FNUZ": ml_dtypes.float8_e5m2fnuz,
+}
 
 
 def bf16_bits(x):
@@ -121,6 +132,8 @@ def write(tensors, metadata):
 def f32_of(dt, raw, shape):
     if dt == "BF16":
         v = (np.frombuffer(raw, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+    elif dt in F8:
+        v = np.frombuffer(raw, dtype=np.uint8).view(F8[dt]).astype(np.float32)
     else:
         with np.errstate(over="ignore"):  # F64 1e300 -> inf, as numpy's astype
             v = np.frombuffer(raw, dtype=SPEC[dt][1]).astype(np.float32)
