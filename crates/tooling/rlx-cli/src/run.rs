@@ -103,6 +103,11 @@ fn check_named_dims(declared: &[rlx_onnx::proto::ValueInfoProto], feeds: &[(Stri
         let Some((name, t)) = feeds.iter().find(|(n, _)| Some(n.as_str()) == vi.name.as_deref()) else { continue };
         let Some(T::TensorType(tt)) = vi.r#type.as_ref().and_then(|t| t.value.as_ref()) else { continue };
         let Some(shape) = &tt.shape else { continue };
+        // A wrong rank is the importer's to name (given shape vs declared shape): binding the
+        // dims of a rank-1 [4] to [batch, seq] would blame another input's batch instead.
+        if shape.dim.len() != t.shape().len() {
+            continue;
+        }
         for (d, &size) in shape.dim.iter().zip(t.shape()) {
             let Some(D::DimParam(p)) = &d.value else { continue };
             match bound.get(p.as_str()) {

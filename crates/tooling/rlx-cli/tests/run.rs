@@ -143,3 +143,20 @@ fn minilm_inputs_are_checked_by_name_and_named_dim_and_integer_outputs_print_as_
     assert_eq!(out["dtype"], "int64");
     assert_eq!(out["values"], serde_json::json!([101, 2023, 2003, 102]));
 }
+
+#[test]
+fn a_wrong_rank_is_named_as_such_not_as_another_inputs_dim() {
+    let Some(model) = or_skip(MINILM_L3_ONNX, "rlx run on MiniLM-L3 with a rank-1 input") else { return };
+    let m = model.to_string_lossy();
+    let dir = tempfile::tempdir().unwrap();
+    let (ids, mask) = (dir.path().join("ids.npy"), dir.path().join("mask.npy"));
+    // input_ids is [batch_size, sequence_length]; a rank-1 [4] once bound batch_size = 4 and the
+    // error blamed attention_mask's batch_size = 1.
+    write_npy_i64(&ids, &[4], &[101, 2023, 2003, 102]);
+    write_npy_i64(&mask, &[1, 4], &[1; 4]);
+    let ids = format!("input_ids={}", ids.display());
+    let mask = format!("attention_mask={}", mask.display());
+    let e = stderr_line(&rlx(&["run", &m, "--input", &ids, "--input", &mask]), &m);
+    assert!(e.contains("input \"input_ids\": given shape [4] contradicts the model's declared shape"), "{e}");
+    assert!(!e.contains("attention_mask"), "{e}");
+}
