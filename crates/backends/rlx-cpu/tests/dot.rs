@@ -186,3 +186,11 @@ fn per_run_rhs_every_layout() {
         }
     }
 }
+
+/// A per-run rhs above sgemm's per-run limit (1M elements) runs on the `gemm` crate.
+#[test]
+fn large_per_run_rhs() {
+    for t in [Some(1), Some(2)] {
+        assert_eq!(run_dot(&[8, 1100], &[1100, 1000], mm(), DType::F32, t), vec!["gemm"]);
+    }
+}

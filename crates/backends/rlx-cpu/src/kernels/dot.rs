@@ -1,6 +1,7 @@
 //! Fast `dot_general` for float operands: every layout that is a (batched) matrix product
 //! without copying runs with explicit strides — single f32 products on AVX-512 CPUs on our
-//! [`super::sgemm`], the rest (f64, batches, other CPUs) on the `gemm` crate; matrix-vector
+//! [`super::sgemm`] (a rhs that changes per run up to `SGEMM_PER_RUN_MAX` elements), the
+//! rest (f64, batches, large per-run products, other CPUs) on the `gemm` crate; matrix-vector
 //! products (`M == 1` or `N == 1`) run on our own bandwidth-oriented GEMV ([`super::gemv`]).
 //!
 //! Planning (at compile time): the lhs is viewed as `[B, M, K]` and the rhs as `[B, K, N]`,
@@ -27,6 +28,12 @@ use rlx_ir::{DType, IrError, Tensor, strides_of};
 
 /// Multiply-adds per product below which `gemm` runs on one thread.
 const GEMM_PAR_MACS: usize = 1 << 20;
+/// Largest rhs (elements) that [`sgemm`] packs on every run: up to 4 MB it beat the `gemm`
+/// crate on this machine (784×256×512 and 256×512×512 products of an MLP step, every operand
+/// layout); a 2048 × 2048 rhs ran 20–25% slower than the `gemm` crate (bench/RESULTS.md,
+/// session 6), so larger per-run products stay there. Constant rhs are packed at compile time
+/// whatever their size.
+const SGEMM_PER_RUN_MAX: usize = 1 << 20;
 /// Total multiply-adds of a batch of small products below which it runs on one thread.
 const BATCH_PAR_MACS: usize = 1 << 15;
 
@@ -177,7 +184,7 @@ pub fn select(d: &DotGeneral, l: (&[usize], DType), r: (&[usize], DType), out: (
     let scratch = |dims: &[usize], dt: DType| (dt != compute).then(|| Tensor::zeros(dims, compute));
     let sgemm_ok = compute == DType::F32 && matches!(path, Path::Gemm) && plan.batch == 1 && sgemm::available();
     Some(DotKernel {
-        packed: sgemm_ok.then(|| PackedB::new(plan.k, plan.n)),
+        packed: (sgemm_ok && plan.k * plan.n <= SGEMM_PER_RUN_MAX).then(|| PackedB::new(plan.k, plan.n)),
         prepacked: false,
         sgemm_ok,
         scratch_in: [scratch(l.0, l.1), scratch(r.0, r.1)],
