@@ -153,15 +153,7 @@ macro_rules! narrow_float {
             fn of_i64(v: i64) -> Self {
                 Self::of_f64(v as f64)
             }
-            fn slice(d: &Data) -> Option<&[Self]> {
-                if let Data::$d(v) = d { Some(v) } else { None }
-            }
-            fn slice_mut(d: &mut Data) -> Option<&mut [Self]> {
-                if let Data::$d(v) = d { Some(v) } else { None }
-            }
-            fn wrap(v: Vec<Self>) -> Data {
-                Data::$d(v)
-            }
+            crate::tensor::elem_storage!($d);
         }
     };
 }
@@ -223,15 +215,7 @@ macro_rules! narrow_int {
             fn of_i64(v: i64) -> Self {
                 Self::wrapping(v)
             }
-            fn slice(d: &Data) -> Option<&[Self]> {
-                if let Data::$d(v) = d { Some(v) } else { None }
-            }
-            fn slice_mut(d: &mut Data) -> Option<&mut [Self]> {
-                if let Data::$d(v) = d { Some(v) } else { None }
-            }
-            fn wrap(v: Vec<Self>) -> Data {
-                Data::$d(v)
-            }
+            crate::tensor::elem_storage!($d);
         }
     };
 }

@@ -86,6 +86,23 @@ pub fn convert_elem<S: Elem, D: Elem>(v: S) -> D {
     }
 }
 
+/// The [`Elem`] methods that move between a type and its [`Data`] variant `$d` (one
+/// definition for every element type's impl).
+macro_rules! elem_storage {
+    ($d:ident) => {
+        fn slice(d: &Data) -> Option<&[Self]> {
+            if let Data::$d(v) = d { Some(v) } else { None }
+        }
+        fn slice_mut(d: &mut Data) -> Option<&mut [Self]> {
+            if let Data::$d(v) = d { Some(v) } else { None }
+        }
+        fn wrap(v: Vec<Self>) -> Data {
+            Data::$d(v)
+        }
+    };
+}
+pub(crate) use elem_storage;
+
 macro_rules! impl_int_elem {
     ($t:ty, $d:ident) => {
         impl Elem for $t {
@@ -103,15 +120,7 @@ macro_rules! impl_int_elem {
             fn of_i64(v: i64) -> Self {
                 v as $t
             }
-            fn slice(d: &Data) -> Option<&[Self]> {
-                if let Data::$d(v) = d { Some(v) } else { None }
-            }
-            fn slice_mut(d: &mut Data) -> Option<&mut [Self]> {
-                if let Data::$d(v) = d { Some(v) } else { None }
-            }
-            fn wrap(v: Vec<Self>) -> Data {
-                Data::$d(v)
-            }
+            crate::tensor::elem_storage!($d);
         }
     };
 }
@@ -163,15 +172,7 @@ macro_rules! impl_float_elem {
             fn of_i64(v: i64) -> Self {
                 $from_int(v)
             }
-            fn slice(d: &Data) -> Option<&[Self]> {
-                if let Data::$d(v) = d { Some(v) } else { None }
-            }
-            fn slice_mut(d: &mut Data) -> Option<&mut [Self]> {
-                if let Data::$d(v) = d { Some(v) } else { None }
-            }
-            fn wrap(v: Vec<Self>) -> Data {
-                Data::$d(v)
-            }
+            crate::tensor::elem_storage!($d);
         }
     };
 }
@@ -199,15 +200,7 @@ impl Elem for bool {
     fn of_i64(v: i64) -> Self {
         v != 0
     }
-    fn slice(d: &Data) -> Option<&[Self]> {
-        if let Data::Bool(v) = d { Some(v) } else { None }
-    }
-    fn slice_mut(d: &mut Data) -> Option<&mut [Self]> {
-        if let Data::Bool(v) = d { Some(v) } else { None }
-    }
-    fn wrap(v: Vec<Self>) -> Data {
-        Data::Bool(v)
-    }
+    elem_storage!(Bool);
 }
 
 /// Run `$body` with the type alias `$T` bound to the Rust type of `$dtype`.
