@@ -272,6 +272,10 @@ impl CpuExecutable {
             };
             steps.push(Step { node: id.index(), how });
         }
+        kernels::share_constant_weights(steps.iter_mut().filter_map(|s| match &mut s.how {
+            How::Kernel(k) => Some(k),
+            _ => None,
+        }));
         for st in &steps {
             lir.set_kernel(NodeId(st.node as u32), kernel_name(&st.how));
         }

@@ -194,3 +194,39 @@ fn large_per_run_rhs() {
         assert_eq!(run_dot(&[8, 1100], &[1100, 1000], mm(), DType::F32, t), vec!["gemm"]);
     }
 }
+
+/// Constant weights totalling more than 1 MiB are moved into one shared buffer on huge pages
+/// after packing: a chain of two such products equals the reference, and equals bit for bit the
+/// same chain with the weights passed as params (packed during each product: the same f32
+/// FMAs in the same order), at 1 and 2 threads.
+#[test]
+fn constant_weights_in_one_arena() {
+    use rlx_cpu::{CpuExecutable, CpuOptions};
+    let (m, k1, k2, n) = (64, 600, 520, 300);
+    let (w1, w2) = (rand_tensor(&[k1, k2], DType::F32, 7, -1.0, 1.0), rand_tensor(&[k2, n], DType::F32, 8, -1.0, 1.0));
+    let x = rand_tensor(&[m, k1], DType::F32, 9, -1.0, 1.0);
+    let chain = |constant: bool| {
+        let mut g = Graph::new("arena");
+        let a = g.input("a", Shape::new(&[m, k1], DType::F32));
+        let (b1, b2) = if constant {
+            (g.constant(w1.clone()), g.constant(w2.clone()))
+        } else {
+            (g.param("w1", Shape::new(&[k1, k2], DType::F32)), g.param("w2", Shape::new(&[k2, n], DType::F32)))
+        };
+        let h = g.dot_general(a, b1, mm());
+        let y = g.dot_general(h, b2, mm());
+        g.set_outputs(vec![y]);
+        g
+    };
+    // |h| ≤ k1 and each sum errs by at most 2·K·eps of its magnitude bound: k2·(2·k1·eps)·1 from
+    // h's error plus 2·k2·eps·k1 from the second sum.
+    let tol = Tol { abs: 4.0 * (k1 * k2) as f64 * eps(DType::F32), rel: 0.0 };
+    for t in [Some(1), Some(2)] {
+        let g = chain(true);
+        assert_eq!(check_graph(&g, &[("a", x.clone())], t, tol, "arena chain"), vec!["gemm", "gemm"]);
+        let opts = CpuOptions { threads: t, flush_denormals: false, ..Default::default() };
+        let got = CpuExecutable::compile(&g, &opts).unwrap().run(&[&x], &[]).unwrap();
+        let per_run = CpuExecutable::compile(&chain(false), &opts).unwrap().run(&[&x], &[&w1, &w2]).unwrap();
+        assert_eq!(got[0].to_le_bytes(), per_run[0].to_le_bytes(), "threads {t:?}");
+    }
+}

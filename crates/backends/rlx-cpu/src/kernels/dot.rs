@@ -161,6 +161,12 @@ impl DotKernel {
         self.prepacked = true;
     }
 
+    /// The packing of a constant rhs ([`DotKernel::prepack_rhs`]), for
+    /// [`sgemm::share_constants`].
+    pub(crate) fn constant_pack(&mut self) -> Option<&mut PackedB> {
+        self.packed.as_mut().filter(|_| self.prepacked)
+    }
+
     /// Name for reports.
     pub fn name(&self) -> &'static str {
         match self.path {

@@ -33,6 +33,11 @@ pub struct EpilogueKernel {
 }
 
 impl EpilogueKernel {
+    /// The packing of the product's constant rhs ([`DotKernel::constant_pack`]).
+    pub(crate) fn constant_pack(&mut self) -> Option<&mut super::sgemm::PackedB> {
+        self.dot.constant_pack()
+    }
+
     /// Pack the product's rhs, a graph constant, once now ([`DotKernel::prepack_rhs`]).
     pub fn prepack_rhs(&mut self, rhs: &Tensor) {
         self.dot.prepack_rhs(rhs);

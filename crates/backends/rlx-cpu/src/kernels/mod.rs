@@ -89,6 +89,19 @@ impl Kernel {
     }
 }
 
+/// Move the packed constant weights of `ks` into one buffer on huge pages
+/// ([`sgemm::share_constants`]); called once per executable, after every kernel is selected.
+pub fn share_constant_weights<'a>(ks: impl Iterator<Item = &'a mut Kernel>) {
+    let mut packs: Vec<&mut sgemm::PackedB> = ks
+        .filter_map(|k| match k {
+            Kernel::Dot(d) => d.constant_pack(),
+            Kernel::Epilogue(e) => e.constant_pack(),
+            _ => None,
+        })
+        .collect();
+    sgemm::share_constants(&mut packs);
+}
+
 /// Pick the kernel for node `id` (shapes are static).
 pub fn select(g: &Graph, id: NodeId, opts: &crate::CpuOptions) -> Kernel {
     let n = g.node(id);

@@ -26,6 +26,7 @@ use std::arch::x86_64::*;
 use super::simd::threads;
 use super::spin::{self, SyncPtr};
 use std::mem::MaybeUninit;
+use std::sync::Arc;
 
 /// Rows of the micro-kernel's tile of `C`.
 pub const MR: usize = 12;
@@ -43,22 +44,97 @@ pub const MC: usize = 192;
 pub struct PackedB {
     k: usize,
     n: usize,
-    data: Vec<f32>,
-    /// Offset of the first 64-byte-aligned element of `data`.
-    off: usize,
+    store: Store,
+}
+
+/// Where a [`PackedB`]'s floats live.
+#[derive(Clone, Debug)]
+enum Store {
+    /// Its own vector; the packing starts at the first 64-byte-aligned element (`off`).
+    Own { data: Vec<f32>, off: usize },
+    /// Read-only, at float offset `off` of a [`WeightArena`] shared with the other constant
+    /// weights of one executable ([`share_constants`]).
+    Arena { arena: Arc<WeightArena>, off: usize },
+}
+
+impl Default for Store {
+    fn default() -> Self {
+        Store::Own { data: Vec::new(), off: 0 }
+    }
 }
 
 impl PackedB {
     /// Storage for a `k × n` operand (allocated once, at compile time).
     pub fn new(k: usize, n: usize) -> Self {
-        let len = k * panels(n) * NR;
-        let data = vec![0f32; len + 16];
+        let data = vec![0f32; packed_len(k, n) + 16];
         let off = data.as_ptr().align_offset(64).min(15);
-        PackedB { k, n, data, off }
+        PackedB { k, n, store: Store::Own { data, off } }
     }
 
     fn base(&self) -> *const f32 {
-        self.data[self.off..].as_ptr()
+        match &self.store {
+            Store::Own { data, off } => data[*off..].as_ptr(),
+            // SAFETY: `share_constants` placed `packed_len` floats at `off` inside the arena.
+            Store::Arena { arena, off } => unsafe { arena.base().add(*off) },
+        }
+    }
+}
+
+/// Floats of a packed `k × n` operand.
+fn packed_len(k: usize, n: usize) -> usize {
+    k * panels(n) * NR
+}
+
+/// One read-only buffer holding the packed constant weights of an executable, backed by
+/// transparent huge pages where the OS grants them (Linux `MADV_HUGEPAGE`, 2 MiB aligned).
+/// Weights are read once per run, usually from L3: on 4 KiB pages every 16 KiB panel costs
+/// page walks, which measured 18% of a 6-layer FFN chain's time (bench/RESULTS.md).
+#[derive(Debug)]
+pub struct WeightArena {
+    map: memmap2::MmapMut,
+    /// Byte offset of the first 2 MiB boundary in `map`.
+    start: usize,
+}
+
+/// Huge-page size the arena aligns to.
+const HUGE: usize = 2 << 20;
+
+impl WeightArena {
+    fn base(&self) -> *const f32 {
+        self.map[self.start..].as_ptr().cast()
+    }
+}
+
+/// Move the storage of `packs` (graph constants packed by [`pack_b`], read-only from now on)
+/// into one [`WeightArena`]. Left as they are when they total less than 1 MiB (too small to
+/// gain from huge pages) or when the anonymous mapping fails (the product is the same either
+/// way).
+pub fn share_constants(packs: &mut [&mut PackedB]) {
+    let lens: Vec<usize> = packs.iter().map(|p| packed_len(p.k, p.n).next_multiple_of(16)).collect();
+    let total: usize = lens.iter().sum::<usize>() * 4;
+    if total < 1 << 20 {
+        return;
+    }
+    let Ok(mut map) = memmap2::MmapMut::map_anon(total + HUGE) else { return };
+    let start = map.as_ptr().align_offset(HUGE).min(HUGE);
+    #[cfg(unix)]
+    let _ = map.advise_range(memmap2::Advice::HugePage, start, total);
+    let mut off = 0;
+    for (p, &len) in packs.iter().zip(&lens) {
+        let src = packed_len(p.k, p.n);
+        // SAFETY: `base` addresses `src` packed floats; the arena has room for every pack.
+        let from = unsafe { std::slice::from_raw_parts(p.base(), src) };
+        let dst = &mut map[start + off * 4..start + (off + src) * 4];
+        for (d, v) in dst.chunks_exact_mut(4).zip(from) {
+            d.copy_from_slice(&v.to_ne_bytes());
+        }
+        off += len;
+    }
+    let arena = Arc::new(WeightArena { map, start });
+    let mut off = 0;
+    for (p, &len) in packs.iter_mut().zip(&lens) {
+        p.store = Store::Arena { arena: arena.clone(), off };
+        off += len;
     }
 }
 
@@ -151,9 +227,14 @@ impl PackedB {
         Panels { base: self.base().cast_mut(), k: self.k, n: self.n }
     }
 
+    /// A writable view, for packing: a shared (constant) packing is first replaced by storage
+    /// of its own.
     fn view_mut(&mut self) -> Panels {
-        let off = self.off;
-        Panels { base: self.data[off..].as_mut_ptr(), k: self.k, n: self.n }
+        if matches!(self.store, Store::Arena { .. }) {
+            *self = PackedB::new(self.k, self.n);
+        }
+        let Store::Own { data, off } = &mut self.store else { unreachable!("made own above") };
+        Panels { base: data[*off..].as_mut_ptr(), k: self.k, n: self.n }
     }
 }
 
@@ -350,7 +431,13 @@ unsafe fn rows(
             for jp in p0..p1 {
                 let bpan = pv.panel(k0, kc, jp);
                 let w = NR.min(n - jp * NR);
-                for t in 0..mc.div_ceil(MR) {
+                let tiles = mc.div_ceil(MR);
+                for t in 0..tiles {
+                    // A pre-packed `B` (a constant weight) comes from L3 or DRAM on its first
+                    // use, in panels of 2·kc cache lines that cross pages, which the hardware
+                    // prefetcher does not follow: each tile fetches its share of the next
+                    // panel (contiguous after this one, also across K blocks) into L2.
+                    prefetch_l2(bpan.wrapping_add(kc * NR), 2 * kc, t, tiles);
                     let h = MR.min(mc - t * MR);
                     // SAFETY: tile (ic + t·MR, jp·NR) of h × w elements is inside `c`.
                     unsafe {
@@ -361,6 +448,17 @@ unsafe fn rows(
             }
         }
         ic += mc;
+    }
+}
+
+/// Prefetch share `t` of `tiles` of the `lines` cache lines from `p` into L2. `p` may point
+/// past the packed storage (after the last panel): a prefetch never faults.
+#[inline(always)]
+fn prefetch_l2(p: *const f32, lines: usize, t: usize, tiles: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for l in t * lines / tiles..(t + 1) * lines / tiles {
+        // SAFETY: a prefetch is only a hint; it reads nothing architecturally visible.
+        unsafe { _mm_prefetch::<_MM_HINT_T1>(p.wrapping_add(l * 16).cast::<i8>()) };
     }
 }
 

@@ -1,0 +1,47 @@
+//! Times a chain of `LAYERS` FFN-shaped product pairs `x[M,D] · W1[D,F] · W2[F,D]` with every
+//! weight a graph constant (as an imported encoder's), 1 thread, and prints the median time per
+//! layer. With many layers the weights no longer stay in L2 between runs, as in a real model.
+//!
+//! `cargo run --release -p rlx-cpu --example chain_bench -- M D F LAYERS`
+//! (bench/RESULTS.md: `128 384 1536 6` vs `... 1`).
+
+use rlx_cpu::{CpuExecutable, CpuOptions};
+use rlx_ir::ops::DotGeneral;
+use rlx_ir::{DType, Graph, Shape, Tensor};
+use std::time::Instant;
+fn main() {
+    let a: Vec<String> = std::env::args().skip(1).collect();
+    let num = |i: usize| a[i].parse::<usize>().unwrap();
+    let (m, d, f, layers) = (num(0), num(1), num(2), num(3));
+    let mut s = 7u64;
+    let mut fill = |len: usize| -> Vec<f32> {
+        (0..len)
+            .map(|_| {
+                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                ((s >> 40) as f32 / (1u64 << 24) as f32) * 0.1 - 0.05
+            })
+            .collect()
+    };
+    let mut g = Graph::new("chain");
+    let mut x = g.input("x", Shape::new(&[m, d], DType::F32));
+    for _ in 0..layers {
+        let w1 = g.constant(Tensor::from_vec(fill(d * f), &[d, f]).unwrap());
+        let w2 = g.constant(Tensor::from_vec(fill(d * f), &[f, d]).unwrap());
+        let h = g.dot_general(x, w1, DotGeneral::contract(&[1], &[0]));
+        x = g.dot_general(h, w2, DotGeneral::contract(&[1], &[0]));
+    }
+    g.set_outputs(vec![x]);
+    let mut exe = CpuExecutable::compile(&g, &CpuOptions { threads: Some(1), ..Default::default() }).unwrap();
+    let xt = Tensor::from_vec(fill(m * d), &[m, d]).unwrap();
+    exe.run(&[&xt], &[]).unwrap();
+    let mut ts = vec![];
+    let st = Instant::now();
+    while ts.len() < 20 || st.elapsed().as_secs_f64() < 2.0 {
+        let t0 = Instant::now();
+        std::hint::black_box(exe.run(&[&xt], &[]).unwrap());
+        ts.push(t0.elapsed().as_secs_f64());
+    }
+    ts.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let per = ts[ts.len() / 2] / layers as f64;
+    println!("layers={layers} per-layer {:.3} ms  {:.1} GFLOP/s", per * 1e3, 4.0 * (m * d * f) as f64 / per / 1e9);
+}
