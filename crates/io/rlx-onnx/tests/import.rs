@@ -199,3 +199,44 @@ proptest! {
         }
     }
 }
+
+/// `LayerNormalization` whose `Mean` / `InvStdDev` outputs are not requested imports as the
+/// `layer_norm` composite (one native kernel); with them it stays primitives. Both give the
+/// ONNX formula `(x - mean) / sqrt(var + eps) · scale + bias` (biased variance, over the last
+/// axis), checked here against the same formula in f64.
+#[test]
+fn layer_normalization_only_y_is_the_composite() {
+    let (rows, d) = (3usize, 5usize);
+    let x: Vec<f32> = (0..rows * d).map(|i| ((i * 7 % 11) as f32 - 5.0) * 0.3).collect();
+    let scale: Vec<f32> = (0..d).map(|i| 0.5 + i as f32 * 0.25).collect();
+    let bias: Vec<f32> = (0..d).map(|i| i as f32 * 0.1 - 0.2).collect();
+    let eps = 1e-5f64;
+    let (sc, bi) = (&scale, &bias);
+    let want: Vec<f64> = x
+        .chunks(d)
+        .flat_map(|r| {
+            let m = r.iter().map(|&v| v as f64).sum::<f64>() / d as f64;
+            let var = r.iter().map(|&v| (v as f64 - m).powi(2)).sum::<f64>() / d as f64;
+            r.iter().enumerate().map(move |(j, &v)| (v as f64 - m) / (var + eps).sqrt() * sc[j] as f64 + bi[j] as f64)
+        })
+        .collect();
+    for outs in [&["y"][..], &["y", "mean", "inv"][..]] {
+        let m = model(
+            vec![node("LayerNormalization", &["x", "s", "b"], outs)],
+            vec![
+                ("s", Tensor::from_vec(scale.clone(), &[d]).unwrap()),
+                ("b", Tensor::from_vec(bias.clone(), &[d]).unwrap()),
+            ],
+            vec![vi("x", &[Some(rows as i64), Some(d as i64)])],
+            &["y"],
+        );
+        let im = import(&m, &ImportOptions::default()).unwrap();
+        let composite =
+            im.graph.nodes().iter().any(|n| matches!(&n.op, rlx_ir::Op::Composite(c) if c.name == "layer_norm"));
+        assert_eq!(composite, outs.len() == 1, "outputs {outs:?}");
+        let y = run(&m, &[("x", Tensor::from_vec(x.clone(), &[rows, d]).unwrap())]);
+        for (g, w) in y[0].to_f64_vec().iter().zip(&want) {
+            assert!((g - w).abs() < 1e-5, "outputs {outs:?}: {g} vs {w}");
+        }
+    }
+}

@@ -12,7 +12,7 @@
 //! evaluates the reference's f64 formula per element (bit-identical, parallel, not
 //! vectorized).
 
-use super::simd::{PAR_THRESHOLD, dispatch, erf_f32, exp_f32, tanh_f32, threads};
+use super::simd::{PAR_THRESHOLD, dispatch, erf_f32, exp_f32, has_avx512, tanh_f32, threads};
 use rayon::prelude::*;
 use rlx_ir::ops::{BinaryOp, CompareOp, UnaryOp};
 use rlx_ir::{DType, Elem, IrError, Op, Tensor, with_dtype};
@@ -340,6 +340,15 @@ pub(crate) fn unary_block(u: UnaryOp, x: &[f32], o: &mut [f32]) {
         Square => map!(|v: f32| v * v),
         Reciprocal => map!(|v: f32| 1.0 / v),
         Rsqrt => map!(|v: f32| 1.0 / v.sqrt()),
+        // SAFETY (these four): AVX-512 checked first.
+        #[cfg(target_arch = "x86_64")]
+        Exp if has_avx512() => unsafe { super::math_avx512::exp_slice(x, o) },
+        #[cfg(target_arch = "x86_64")]
+        Erf if has_avx512() => unsafe { super::math_avx512::erf_slice(x, o) },
+        #[cfg(target_arch = "x86_64")]
+        Tanh if has_avx512() => unsafe { super::math_avx512::tanh_slice(x, o) },
+        #[cfg(target_arch = "x86_64")]
+        Logistic if has_avx512() => unsafe { super::math_avx512::logistic_slice(x, o) },
         Exp => map!(exp_f32),
         Tanh => map!(tanh_f32),
         Erf => map!(erf_f32),

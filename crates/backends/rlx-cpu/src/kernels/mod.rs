@@ -15,6 +15,7 @@ pub mod epilogue;
 pub mod fused;
 mod fused_adam;
 pub mod gemv;
+mod math_avx512;
 pub mod movement;
 #[cfg(target_arch = "x86_64")]
 mod norm_avx512;

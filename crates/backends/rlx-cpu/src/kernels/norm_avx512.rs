@@ -21,39 +21,11 @@
 
 #![cfg(target_arch = "x86_64")]
 
+use super::math_avx512::{LANES, exp512, tail_mask};
 use std::arch::x86_64::*;
 
-const LANES: usize = 16;
 /// Elements per f32 accumulation block of the norms (then added in f64).
 const BLOCK: usize = 1024;
-
-/// `exp(x)` on 16 lanes (Cephes `expf`, about 1 ulp). `exp(-inf) = 0`, `exp(NaN) = NaN`.
-#[inline(always)]
-unsafe fn exp512(x: __m512) -> __m512 {
-    unsafe {
-        // max/min return their second operand when one is NaN: NaN passes through.
-        let xc = _mm512_min_ps(_mm512_set1_ps(88.8), _mm512_max_ps(_mm512_set1_ps(-104.0), x));
-        let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm512_mul_ps(
-            xc,
-            _mm512_set1_ps(std::f32::consts::LOG2_E),
-        ));
-        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693_359_4), xc);
-        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.121_944_4e-4), r);
-        let z = _mm512_mul_ps(r, r);
-        let mut p = _mm512_set1_ps(1.987_569_1e-4);
-        for c in [1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 0.5] {
-            p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
-        }
-        let e = _mm512_add_ps(_mm512_fmadd_ps(p, z, r), _mm512_set1_ps(1.0));
-        _mm512_scalef_ps(e, n)
-    }
-}
-
-/// Mask of the first `k` (< 16) lanes.
-#[inline(always)]
-fn tail_mask(k: usize) -> __mmask16 {
-    ((1u32 << k) - 1) as __mmask16
-}
 
 /// Write `f(i, mask)` (the result for elements `i..i + 16` under `mask`) to every element of
 /// `y`: aligned non-temporal stores in the middle when `stream`, masked stores at the edges.
@@ -320,35 +292,6 @@ pub(crate) unsafe fn rms_norm_row(x: &[f32], y: &mut [f32], eps: f64, gamma: Opt
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn exp512_matches_exp_f32() {
-        if !super::super::simd::has_avx512() {
-            eprintln!("SKIP exp512: no AVX-512 on this CPU");
-            return;
-        }
-        let xs: Vec<f32> = (0..4096).map(|i| -110.0 + i as f32 * 0.049).chain([f32::NEG_INFINITY, f32::NAN]).collect();
-        for c in xs.chunks(16) {
-            let mut o = [0f32; 16];
-            #[target_feature(enable = "avx512f,avx512vl,avx512bw,fma")]
-            unsafe fn one(c: &[f32], o: &mut [f32; 16]) {
-                let mask = if c.len() == LANES { !0 } else { tail_mask(c.len()) };
-                unsafe { _mm512_storeu_ps(o.as_mut_ptr(), exp512(load(c, 0, mask, 0.0))) }
-            }
-            // SAFETY: AVX-512 checked above.
-            unsafe { one(c, &mut o) };
-            for (&x, &got) in c.iter().zip(&o) {
-                let want = (x as f64).exp();
-                if x.is_nan() {
-                    assert!(got.is_nan());
-                } else if want > 1e-37 && want < 3e38 {
-                    assert!(((got as f64 - want) / want).abs() < 3e-7, "exp({x}) = {got}, want {want}");
-                } else if want <= 1e-37 {
-                    assert!((got as f64 - want).abs() < 1e-44, "exp({x}) = {got}, want {want}");
-                }
-            }
-        }
-    }
 
     /// Non-temporal writes (any alignment of the output, any length) give the same bits as
     /// ordinary stores.

@@ -1,0 +1,257 @@
+//! AVX-512 forms of the f32 transcendental functions in [`super::simd`], sixteen lanes at a
+//! time with explicit FMAs, for the elementwise kernels and the softmax / norm rows (callers
+//! check [`super::simd::has_avx512`] first).
+//!
+//! Same range reductions and polynomials (the coefficients are shared) as the portable
+//! [`super::simd::exp_f32`] and [`super::simd::erf_f32`]; the portable forms compile to separate
+//! multiplies and adds (Rust never contracts `a * b + c`), so these differ from them by
+//! rounding only (tests: against f64 libm). Measured over 196 608 elements (MiniLM's GELU),
+//! 1 thread: `erf` 1.63 → 0.4 ns per element (bench/RESULTS.md, "Session 7").
+
+#![cfg(target_arch = "x86_64")]
+
+use super::simd::{ERF_BIG, ERF_SMALL, TANH_P};
+use std::arch::x86_64::*;
+
+/// Lanes per vector.
+pub(crate) const LANES: usize = 16;
+
+/// `exp(x)` on 16 lanes (Cephes `expf`, about 1 ulp): the `2ⁿ` scale by `vscalefps`, which
+/// gets subnormals and overflow right. `exp(-inf) = 0`, `exp(NaN) = NaN`.
+#[inline(always)]
+pub(crate) unsafe fn exp512(x: __m512) -> __m512 {
+    unsafe {
+        // max/min return their second operand when one is NaN: NaN passes through.
+        let xc = _mm512_min_ps(_mm512_set1_ps(88.8), _mm512_max_ps(_mm512_set1_ps(-104.0), x));
+        let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm512_mul_ps(
+            xc,
+            _mm512_set1_ps(std::f32::consts::LOG2_E),
+        ));
+        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693_359_4), xc);
+        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.121_944_4e-4), r);
+        let z = _mm512_mul_ps(r, r);
+        let mut p = _mm512_set1_ps(1.987_569_1e-4);
+        for c in [1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 0.5] {
+            p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
+        }
+        let e = _mm512_add_ps(_mm512_fmadd_ps(p, z, r), _mm512_set1_ps(1.0));
+        _mm512_scalef_ps(e, n)
+    }
+}
+
+/// `erf(x)` on 16 lanes, [`super::simd::erf_f32`]'s method: the Maclaurin series for
+/// `|x| < 1`, else `±(1 - t·exp(P(t) - x²))` with `t = 1 / (1 + |x|/2)` (`|x|` clamped to 4).
+/// `erf(±inf) = ±1`, `erf(NaN) = NaN`.
+#[inline(always)]
+pub(crate) unsafe fn erf512(x: __m512) -> __m512 {
+    unsafe {
+        let one = _mm512_set1_ps(1.0);
+        let a = _mm512_abs_ps(x);
+        let z = _mm512_mul_ps(x, x);
+        let mut s = _mm512_set1_ps(ERF_SMALL[0]);
+        for &c in &ERF_SMALL[1..] {
+            s = _mm512_fmadd_ps(s, z, _mm512_set1_ps(c));
+        }
+        let small = _mm512_mul_ps(x, s);
+        let ac = _mm512_min_ps(a, _mm512_set1_ps(4.0));
+        let t = _mm512_div_ps(one, _mm512_fmadd_ps(ac, _mm512_set1_ps(0.5), one));
+        let mut p = _mm512_set1_ps(ERF_BIG[0]);
+        for &c in &ERF_BIG[1..] {
+            p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(c));
+        }
+        let big = _mm512_fnmadd_ps(t, exp512(_mm512_fnmadd_ps(ac, ac, p)), one);
+        // The sign of x (its bit copied onto the positive `big`).
+        let sign = _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(i32::MIN));
+        let big = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(big), sign));
+        let r = _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_LT_OQ>(a, one), big, small);
+        _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x), r, x)
+    }
+}
+
+/// `tanh(x)` on 16 lanes, [`super::simd::tanh_f32`]'s method: the odd polynomial for
+/// `|x| < 0.625`, else `±(1 - 2 / (exp(2|x|) + 1))`. `tanh(±inf) = ±1`, `tanh(NaN) = NaN`.
+#[inline(always)]
+pub(crate) unsafe fn tanh512(x: __m512) -> __m512 {
+    unsafe {
+        let one = _mm512_set1_ps(1.0);
+        let a = _mm512_abs_ps(x);
+        let z = _mm512_mul_ps(x, x);
+        let mut p = _mm512_set1_ps(TANH_P[0]);
+        for &c in &TANH_P[1..] {
+            p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(c));
+        }
+        let small = _mm512_fmadd_ps(_mm512_mul_ps(p, z), x, x);
+        let e = exp512(_mm512_mul_ps(_mm512_set1_ps(2.0), _mm512_min_ps(a, _mm512_set1_ps(44.0))));
+        let big = _mm512_sub_ps(one, _mm512_div_ps(_mm512_set1_ps(2.0), _mm512_add_ps(e, one)));
+        let sign = _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(i32::MIN));
+        let big = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(big), sign));
+        let r = _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_LT_OQ>(a, _mm512_set1_ps(0.625)), big, small);
+        _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x), r, x)
+    }
+}
+
+/// The logistic function `1 / (1 + exp(-x))` on 16 lanes, in the form that never overflows:
+/// `e = exp(-|x|)`, `r = 1 / (1 + e)`, then `r` for `x ≥ 0` and `e·r` below.
+#[inline(always)]
+pub(crate) unsafe fn logistic512(x: __m512) -> __m512 {
+    unsafe {
+        let e = exp512(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(x)));
+        let r = _mm512_div_ps(_mm512_set1_ps(1.0), _mm512_add_ps(_mm512_set1_ps(1.0), e));
+        // x < 0 (false for NaN, whose r is NaN already).
+        _mm512_mask_mul_ps(r, _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, _mm512_setzero_ps()), e, r)
+    }
+}
+
+/// Mask of the first `k` (< 16) lanes.
+#[inline(always)]
+pub(crate) fn tail_mask(k: usize) -> __mmask16 {
+    ((1u32 << k) - 1) as __mmask16
+}
+
+/// `o[i] = f(x[i])` over equal-length slices, 16 lanes at a time, the tail under a mask.
+///
+/// # Safety
+/// AVX-512F is available.
+#[inline(always)]
+pub(crate) unsafe fn map(x: &[f32], o: &mut [f32], f: impl Fn(__m512) -> __m512) {
+    let n = o.len().min(x.len());
+    let (xp, op) = (x.as_ptr(), o.as_mut_ptr());
+    let mut i = 0;
+    // SAFETY: every access is below `n`, inside both slices.
+    unsafe {
+        while i + LANES <= n {
+            _mm512_storeu_ps(op.add(i), f(_mm512_loadu_ps(xp.add(i))));
+            i += LANES;
+        }
+        if i < n {
+            let m = tail_mask(n - i);
+            _mm512_mask_storeu_ps(op.add(i), m, f(_mm512_maskz_loadu_ps(m, xp.add(i))));
+        }
+    }
+}
+
+/// `o = erf(x)` elementwise ([`erf512`]).
+///
+/// # Safety
+/// AVX-512F is available.
+#[target_feature(enable = "avx512f,avx512vl,avx512bw,avx2,fma")]
+pub(crate) unsafe fn erf_slice(x: &[f32], o: &mut [f32]) {
+    // SAFETY: the caller's contract.
+    unsafe { map(x, o, |v| erf512(v)) }
+}
+
+/// `o = exp(x)` elementwise ([`exp512`]).
+///
+/// # Safety
+/// AVX-512F is available.
+#[target_feature(enable = "avx512f,avx512vl,avx512bw,avx2,fma")]
+pub(crate) unsafe fn exp_slice(x: &[f32], o: &mut [f32]) {
+    // SAFETY: the caller's contract.
+    unsafe { map(x, o, |v| exp512(v)) }
+}
+
+/// `o = tanh(x)` elementwise ([`tanh512`]).
+///
+/// # Safety
+/// AVX-512F is available.
+#[target_feature(enable = "avx512f,avx512vl,avx512bw,avx2,fma")]
+pub(crate) unsafe fn tanh_slice(x: &[f32], o: &mut [f32]) {
+    // SAFETY: the caller's contract.
+    unsafe { map(x, o, |v| tanh512(v)) }
+}
+
+/// `o = logistic(x)` elementwise ([`logistic512`]).
+///
+/// # Safety
+/// AVX-512F is available.
+#[target_feature(enable = "avx512f,avx512vl,avx512bw,avx2,fma")]
+pub(crate) unsafe fn logistic_slice(x: &[f32], o: &mut [f32]) {
+    // SAFETY: the caller's contract.
+    unsafe { map(x, o, |v| logistic512(v)) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(f: unsafe fn(&[f32], &mut [f32]), x: &[f32]) -> Vec<f32> {
+        let mut o = vec![0f32; x.len()];
+        // SAFETY: callers check AVX-512 first.
+        unsafe { f(x, &mut o) };
+        o
+    }
+
+    /// `erf` on every 97th f32 bit pattern in [-6, 6], the edges and the specials, against
+    /// f64 libm (through the IR's `erf`), with the portable form's bound (`simd::erf_error`).
+    #[test]
+    fn erf_slice_matches_libm() {
+        if !super::super::simd::has_avx512() {
+            eprintln!("SKIP erf_slice: no AVX-512 on this CPU");
+            return;
+        }
+        let mut xs: Vec<f32> = (0..u32::MAX / 97)
+            .map(|i| f32::from_bits(i * 97))
+            .filter(|v| v.abs() <= 6.0)
+            .flat_map(|v| [v, -v])
+            .collect();
+        xs.extend([0.0, -0.0, 1.0, -1.0, 4.0, -4.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 1e-40, -1e-40]);
+        let got = run(erf_slice, &xs);
+        for (&x, &g) in xs.iter().zip(&got) {
+            let want = rlx_ir::ops::UnaryOp::Erf.apply_f64(x as f64);
+            if x.is_nan() {
+                assert!(g.is_nan(), "erf(NaN) = {g}");
+            } else {
+                assert!(super::super::simd::erf_error(g as f64, want) <= 1.0, "erf({x:e}) = {g:e}, libm {want:e}");
+            }
+        }
+        assert_eq!(run(erf_slice, &[f32::INFINITY, f32::NEG_INFINITY]), [1.0, -1.0]);
+    }
+
+    /// `exp` over [-110, 90], the specials and every tail length, against f64 libm.
+    #[test]
+    fn exp_slice_matches_libm() {
+        if !super::super::simd::has_avx512() {
+            eprintln!("SKIP exp_slice: no AVX-512 on this CPU");
+            return;
+        }
+        for n in [1usize, 15, 16, 17, 4101] {
+            let xs: Vec<f32> = (0..n).map(|i| -110.0 + i as f32 * (200.0 / n as f32)).collect();
+            for (&x, &g) in xs.iter().zip(&run(exp_slice, &xs)) {
+                let want = (x as f64).exp();
+                if want > 1e-37 && want < 3e38 {
+                    assert!(((g as f64 - want) / want).abs() < 3e-7, "exp({x}) = {g}, want {want}");
+                } else if want <= 1e-37 {
+                    assert!((g as f64 - want).abs() < 1e-44, "exp({x}) = {g}, want {want}");
+                } else if want > f32::MAX as f64 {
+                    assert_eq!(g, f32::INFINITY, "exp({x})");
+                }
+            }
+        }
+        let s = run(exp_slice, &[f32::NEG_INFINITY, f32::NAN]);
+        assert_eq!(s[0], 0.0);
+        assert!(s[1].is_nan());
+    }
+
+    /// `tanh` and the logistic function over [-30, 30] (every tail length) and the specials,
+    /// against f64 libm: within 3 f32 ulps relative or 1e-7 absolute.
+    #[test]
+    fn tanh_and_logistic_match_libm() {
+        if !super::super::simd::has_avx512() {
+            eprintln!("SKIP tanh/logistic: no AVX-512 on this CPU");
+            return;
+        }
+        let close = |g: f32, w: f64| (g as f64 - w).abs() <= (w.abs() * 3.0 * f32::EPSILON as f64).max(1e-7);
+        for n in [1usize, 15, 17, 6001] {
+            let xs: Vec<f32> = (0..n).map(|i| -30.0 + i as f32 * (60.0 / n as f32)).collect();
+            for ((&x, &t), &l) in xs.iter().zip(&run(tanh_slice, &xs)).zip(&run(logistic_slice, &xs)) {
+                assert!(close(t, (x as f64).tanh()), "tanh({x}) = {t}");
+                assert!(close(l, 1.0 / (1.0 + (-(x as f64)).exp())), "logistic({x}) = {l}");
+            }
+        }
+        let sp = [f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 0.0, -0.0];
+        let (t, l) = (run(tanh_slice, &sp), run(logistic_slice, &sp));
+        assert_eq!((t[0], t[1], t[3]), (1.0, -1.0, 0.0));
+        assert_eq!((l[0], l[1], l[3]), (1.0, 0.0, 0.5));
+        assert!(t[2].is_nan() && l[2].is_nan());
+    }
+}
