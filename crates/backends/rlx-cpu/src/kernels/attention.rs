@@ -15,7 +15,8 @@
 //! FlashAttention: with the running row max `m` and sum `l`, `m' = max(m, max S)`, `P = exp(S -
 //! m')`, `l' = l·exp(m - m') + ΣP`, `O' = O·exp(m - m') + P V` (a second `gemm` accumulating
 //! into the output rows); at the end `O /= l`. Key blocks that a causal mask or the padding
-//! length hides entirely are skipped. Tasks run in parallel with rayon.
+//! length hides entirely are skipped. Tasks run in parallel on the executor's spinning team
+//! ([`spin::for_each`]).
 //!
 //! Semantics match the decomposition (`softmax(q kᵀ · scale + mask) v`): a query row that sees
 //! no key (every score `-inf`) gives NaN, as the decomposition's softmax of an all-`-inf` row.
@@ -27,7 +28,7 @@
 
 use super::reduce::max_row;
 use super::simd::{dispatch, exp_f32, threads};
-use rayon::prelude::*;
+use super::spin::{self, SyncPtr};
 use rlx_ir::compose::AttentionLayout;
 use rlx_ir::ops::Composite;
 use rlx_ir::{Attr, DType, IrError, Tensor};
@@ -225,8 +226,14 @@ pub fn run(k: &AttentionKernel, ins: &[&Tensor], out: &mut Tensor) -> Result<(),
             }
         };
         if par {
-            o.par_chunks_mut(per_batch).enumerate().for_each(|(bi, batch)| {
-                batch.par_chunks_mut(BQ * k.h * k.dv).enumerate().for_each(|(qb, rows)| heads(bi, qb, rows));
+            let (per_block, op) = (BQ * k.h * k.dv, SyncPtr(o.as_mut_ptr()));
+            spin::for_each(k.b * blocks, |t| {
+                let (bi, qb) = (t / blocks, t % blocks);
+                let off = bi * per_batch + qb * per_block;
+                // SAFETY: task `t` alone writes rows block `qb` of batch `bi` (disjoint
+                // chunks of `o`, the last one of a batch possibly shorter).
+                let rows = unsafe { op.slice(off, per_block.min(per_batch - qb * per_block)) };
+                heads(bi, qb, rows)
             });
         } else {
             for (bi, batch) in o.chunks_mut(per_batch).enumerate() {
@@ -240,11 +247,14 @@ pub fn run(k: &AttentionKernel, ins: &[&Tensor], out: &mut Tensor) -> Result<(),
     let per_head = k.sq * k.dv;
     let plain = |rows: &[f32]| OutRows { n: rows.len() / k.dv, stride: k.dv, offset: 0 };
     if par {
-        o.par_chunks_mut(per_head).enumerate().for_each(|(bh, head)| {
-            head.par_chunks_mut(BQ * k.dv).enumerate().for_each(|(qb, rows)| {
-                let at = plain(rows);
-                task(bh, qb, rows, at)
-            });
+        let (per_block, op) = (BQ * k.dv, SyncPtr(o.as_mut_ptr()));
+        spin::for_each(k.b * k.h * blocks, |t| {
+            let (bh, qb) = (t / blocks, t % blocks);
+            // SAFETY: task `t` alone writes query block `qb` of head `bh` (disjoint chunks of
+            // `o`, the last one of a head possibly shorter).
+            let rows = unsafe { op.slice(bh * per_head + qb * per_block, per_block.min(per_head - qb * per_block)) };
+            let at = plain(rows);
+            task(bh, qb, rows, at)
         });
     } else {
         for (bh, head) in o.chunks_mut(per_head).enumerate() {

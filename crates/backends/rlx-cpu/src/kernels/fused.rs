@@ -6,8 +6,8 @@
 //! operands (slices of the inputs, or scalars) or immediates, and writes a scratch block that
 //! stays in L1; registers are reused once their value is dead. At run time the element space is
 //! cut into a fixed number of tasks (by size only, so results do not depend on the thread
-//! count) run on rayon, each walking its range block by block. Operands broadcast into the
-//! region (NumPy broadcasting or `broadcast_in_dim`) are read in place when they are a scalar,
+//! count) run on the executor's spinning team ([`spin::for_each`]), each walking its range
+//! block by block. Operands broadcast into the region (NumPy broadcasting or `broadcast_in_dim`) are read in place when they are a scalar,
 //! a full tensor, a repeated row or a repeated column within the block, else gathered through
 //! their strides. A trailing `reduce_sum` / `reduce_max` accumulates per block.
 //!
@@ -22,7 +22,7 @@
 use super::elementwise::{Src, binary_block, unary_block};
 use super::fused_adam::{self, AdamMatch, AdamScalars};
 use super::simd::{dispatch, threads};
-use rayon::prelude::*;
+use super::spin::{self, SyncPtr};
 use rlx_ir::ops::{BinaryOp, CompareOp, Composite, ReduceOp, UnaryOp};
 use rlx_ir::{DType, IrError, Op, Tensor};
 
@@ -573,7 +573,15 @@ pub fn run(k: &mut FusedKernel, ins: &[&Tensor], outs: &mut [Tensor]) -> Result<
         };
         let tasks = kk.bounds.len() - 1;
         if tasks > 1 && threads() > 1 {
-            scratch.par_chunks_mut(stride).zip(acc.par_chunks_mut(nred.max(1))).enumerate().for_each(work);
+            // On the executor's spinning team (a rayon hand-off wakes sleeping workers: tens
+            // of µs per step on a VM, and their spinning competes with the team's).
+            let (na, sp, ap) = (nred.max(1), SyncPtr(scratch.as_mut_ptr()), SyncPtr(acc.as_mut_ptr()));
+            spin::for_each(tasks, |t| {
+                // SAFETY: task `t` alone uses chunk `t` of the scratch (`stride` floats per
+                // task) and of the accumulators (`na` per task), both sized for every task.
+                let (scr, acc) = unsafe { (sp.slice(t * stride, stride), ap.slice(t * na, na)) };
+                work((t, (scr, acc)));
+            });
         } else if tasks > 1 {
             scratch.chunks_mut(stride).zip(acc.chunks_mut(nred.max(1))).enumerate().for_each(work);
         } else {
