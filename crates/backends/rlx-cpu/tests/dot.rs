@@ -69,9 +69,15 @@ fn batched() {
         rhs_batch: vec![0],
         preferred_element_type: None,
     };
-    assert_eq!(run_dot(&[4, 6, 8], &[4, 8, 5], bmm.clone(), DType::F32, None), vec!["gemm"]);
-    assert_eq!(run_dot(&[4, 6, 8], &[4, 8, 5], bmm.clone(), DType::F32, Some(2)), vec!["gemm"]);
+    assert_eq!(run_dot(&[4, 12, 8], &[4, 8, 5], bmm.clone(), DType::F32, None), vec!["gemm"]);
+    assert_eq!(run_dot(&[4, 12, 8], &[4, 8, 5], bmm.clone(), DType::F32, Some(2)), vec!["gemm"]);
     assert_eq!(run_dot(&[0, 6, 8], &[0, 8, 5], bmm.clone(), DType::F32, None), vec!["gemm"]);
+    // At most 8 lhs rows against a small rhs: one GEMV per row, both matrix layouts.
+    assert_eq!(run_dot(&[4, 6, 8], &[4, 8, 5], bmm.clone(), DType::F32, None), vec!["gemv"]);
+    assert_eq!(run_dot(&[4, 6, 8], &[4, 8, 5], bmm.clone(), DType::F32, Some(2)), vec!["gemv"]);
+    let bmm_t = DotGeneral { rhs_contracting: vec![2], ..bmm.clone() };
+    assert_eq!(run_dot(&[3, 3, 64], &[3, 256, 64], bmm_t, DType::F32, Some(2)), vec!["gemv"]);
+    assert_eq!(run_dot(&[3, 3, 256], &[3, 256, 64], bmm.clone(), DType::F32, Some(2)), vec!["gemv"]);
     // Attention-style: batch dims (b, h) with the rhs's batch dims in another position.
     let attn = DotGeneral {
         lhs_contracting: vec![3],
@@ -80,7 +86,8 @@ fn batched() {
         rhs_batch: vec![1, 0],
         preferred_element_type: None,
     };
-    assert_eq!(run_dot(&[2, 3, 5, 8], &[3, 2, 7, 8], attn, DType::F32, None), vec!["gemm"]);
+    assert_eq!(run_dot(&[2, 3, 12, 8], &[3, 2, 7, 8], attn.clone(), DType::F32, None), vec!["gemm"]);
+    assert_eq!(run_dot(&[2, 3, 5, 8], &[3, 2, 7, 8], attn, DType::F32, None), vec!["gemv"]);
     // Batched GEMV.
     assert_eq!(run_dot(&[4, 1, 8], &[4, 8, 33], bmm.clone(), DType::F32, None), vec!["gemv"]);
     assert_eq!(run_dot(&[4, 6, 8], &[4, 8, 1], bmm, DType::F32, None), vec!["gemv"]);
