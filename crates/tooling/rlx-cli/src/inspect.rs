@@ -35,8 +35,9 @@ pub struct TensorRow {
     shape: Vec<u64>,
     elements: u64,
     bytes: u64,
-    /// Absolute file offset of the first byte.
-    offset: u64,
+    /// Absolute file offset of the first byte; `None` for ONNX initializers (protobuf fields
+    /// have no fixed position a reader could seek to; printed `-`, JSON `null`).
+    offset: Option<u64>,
     /// Extra per-format fields for JSON (`ggml_dims`, `shard`).
     extra: Vec<(&'static str, Value)>,
 }
@@ -86,7 +87,7 @@ fn gguf(path: &Path, r: &mut Report) -> Result<(), CliError> {
             shape: t.shape(),
             elements: t.n_elements,
             bytes: t.n_bytes,
-            offset: c.data_offset.saturating_add(t.offset),
+            offset: Some(c.data_offset.saturating_add(t.offset)),
             extra: vec![("ggml_dims", json!(t.dims))],
         });
     }
@@ -94,7 +95,9 @@ fn gguf(path: &Path, r: &mut Report) -> Result<(), CliError> {
 }
 
 /// ONNX: model metadata (IR version, opsets, producer), graph inputs / outputs with their
-/// types, op counts, and the initializers as tensors (offset 0: protobuf has no fixed layout).
+/// types, op counts, and the initializers as tensors (no offset: protobuf has no fixed layout).
+/// A file without a graph (e.g. an empty file, which decodes as an all-default `ModelProto`) is
+/// an error, as for `rlx run`.
 fn onnx(path: &Path, r: &mut Report) -> Result<(), CliError> {
     let m = rlx_onnx::load(path)?;
     r.format = "onnx";
@@ -103,7 +106,7 @@ fn onnx(path: &Path, r: &mut Report) -> Result<(), CliError> {
         .iter()
         .map(|o| format!("{}:{}", if o.domain().is_empty() { "ai.onnx" } else { o.domain() }, o.version()))
         .collect();
-    let g = m.graph.clone().unwrap_or_default();
+    let g = m.graph.clone().ok_or_else(|| rlx_onnx::OnnxError::Invalid("model has no graph".into()))?;
     r.facts = vec![
         ("ir_version", json!(m.ir_version())),
         ("opsets", json!(opsets)),
@@ -188,7 +191,7 @@ fn onnx(path: &Path, r: &mut Report) -> Result<(), CliError> {
             shape,
             elements,
             bytes: elements.saturating_mul(size),
-            offset: 0,
+            offset: None,
             extra: if external { vec![("external", json!(true))] } else { vec![] },
         });
     }
@@ -204,7 +207,7 @@ fn st_rows(f: &SafetensorsFile<'_>, shard: Option<&str>, out: &mut Vec<TensorRow
             shape: t.shape.iter().map(|&d| d as u64).collect(),
             elements: t.n_elements() as u64,
             bytes: t.n_bytes() as u64,
-            offset: base + t.data_offsets.0 as u64,
+            offset: Some(base + t.data_offsets.0 as u64),
             extra: shard.map(|s| vec![("shard", json!(s))]).unwrap_or_default(),
         });
     }
@@ -470,7 +473,13 @@ impl Report {
             let mut rows =
                 vec![vec!["NAME".to_string(), "DTYPE".into(), "SHAPE".into(), "BYTES".into(), "OFFSET".into()]];
             rows.extend(self.tensors.iter().map(|t| {
-                vec![t.name.clone(), t.dtype.clone(), shape_str(&t.shape), thousands(t.bytes), thousands(t.offset)]
+                vec![
+                    t.name.clone(),
+                    t.dtype.clone(),
+                    shape_str(&t.shape),
+                    thousands(t.bytes),
+                    t.offset.map_or("-".into(), thousands),
+                ]
             }));
             s.push_str(&table(&rows, &[false, false, false, true, true]));
         }

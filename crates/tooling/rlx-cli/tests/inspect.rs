@@ -204,3 +204,28 @@ fn a_closed_stdout_is_not_an_error() {
     assert!(status.success(), "{status:?} {err}");
     assert!(err.is_empty(), "{err}");
 }
+
+/// ONNX: an empty `.onnx` (which protobuf decodes as a default `ModelProto`) is "no graph",
+/// not a report of an empty model; a real model's initializers have no file offset (JSON
+/// `null`, text `-`), not a made-up 0.
+#[test]
+fn onnx_without_graph_and_initializer_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.onnx");
+    std::fs::write(&empty, "").unwrap();
+    assert_clean_error(&inspect(&empty, false), &empty, "no graph");
+    assert_clean_error(&inspect(&empty, true), &empty, "no graph");
+    let Some(model) = rlx_fetched::or_skip(rlx_fetched::MINILM_L3_ONNX, "rlx inspect on ONNX initializers") else {
+        return;
+    };
+    let o = inspect(&model, true);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j = last_json(&o);
+    assert_eq!(j["format"], "onnx");
+    let tensors = j["tensors"].as_array().unwrap();
+    assert!(tensors.len() > 10, "MiniLM-L3's initializers: {}", tensors.len());
+    assert!(tensors.iter().all(|t| t["offset"].is_null()), "an ONNX offset that is not null");
+    let text = stdout(&inspect(&model, false));
+    let row = text.lines().find(|l| l.contains("embeddings.word_embeddings.weight")).expect("the embedding row");
+    assert!(row.trim_end().ends_with('-'), "{row}");
+}
