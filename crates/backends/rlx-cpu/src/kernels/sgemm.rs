@@ -88,7 +88,9 @@ fn packed_len(k: usize, n: usize) -> usize {
 /// One read-only buffer holding the packed constant weights of an executable, backed by
 /// transparent huge pages where the OS grants them (Linux `MADV_HUGEPAGE`, 2 MiB aligned).
 /// Weights are read once per run, usually from L3: on 4 KiB pages every 16 KiB panel costs
-/// page walks, which measured 18% of a 6-layer FFN chain's time (bench/RESULTS.md).
+/// page walks. With the next-panel prefetch in the product loop, a 6-layer FFN chain
+/// (`examples/chain_bench.rs`) ran 2.89 → 2.46 ms per layer; either change alone gained
+/// nothing measurable (bench/RESULTS.md, "Session 7").
 #[derive(Debug)]
 pub struct WeightArena {
     map: memmap2::MmapMut,
