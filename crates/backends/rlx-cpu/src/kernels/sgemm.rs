@@ -649,3 +649,42 @@ unsafe fn kernel<const NV: usize, const H: usize>(
 ) {
     unreachable!("sgemm runs only where available() is true")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `share_constants` moves every pack of at least 1 MiB in total into one arena (the
+    /// executor-level test in `tests/dot.rs` would pass even if it silently did nothing), the
+    /// packed floats unchanged; a set below 1 MiB keeps its own storage.
+    #[test]
+    fn share_constants_moves_packs_into_one_arena() {
+        if !available() {
+            eprintln!("SKIP share_constants: no AVX-512 on this CPU");
+            return;
+        }
+        let pack = |k: usize, n: usize, seed: f32| {
+            let b: Vec<f32> = (0..k * n).map(|i| (i % 97) as f32 * 0.01 + seed).collect();
+            let mut p = PackedB::new(k, n);
+            // SAFETY: `b` holds k × n row-major floats.
+            unsafe { pack_b(Operand { ptr: b.as_ptr(), rs: n, cs: 1 }, &mut p) };
+            p
+        };
+        let floats = |p: &PackedB| {
+            // SAFETY: `base` addresses `packed_len` floats.
+            unsafe { std::slice::from_raw_parts(p.base(), packed_len(p.k, p.n)) }.to_vec()
+        };
+        let (mut a, mut b) = (pack(600, 520, 0.5), pack(300, 70, -1.0));
+        let (fa, fb) = (floats(&a), floats(&b));
+        share_constants(&mut [&mut a, &mut b]);
+        let (Store::Arena { arena: x, off: 0 }, Store::Arena { arena: y, off }) = (&a.store, &b.store) else {
+            panic!("not moved into an arena")
+        };
+        assert!(Arc::ptr_eq(x, y) && *off == packed_len(600, 520).next_multiple_of(16));
+        assert_eq!((floats(&a), floats(&b)), (fa, fb));
+        assert_eq!(a.base() as usize % 64, 0, "panels must stay 64-byte aligned");
+        let mut small = pack(64, 64, 2.0);
+        share_constants(&mut [&mut small]);
+        assert!(matches!(small.store, Store::Own { .. }));
+    }
+}
