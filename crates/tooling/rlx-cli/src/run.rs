@@ -19,7 +19,16 @@ const HEAD: usize = 8;
 /// Read a C-order `.npy` file into a tensor (f32/f64/f16, i8/i16/i32/i64, u8/u32, bool).
 pub fn read_npy(path: &Path) -> Result<Tensor, CliError> {
     let bytes = std::fs::read(path).map_err(|e| err(format!("{}: {e}", path.display())))?;
-    let npy = npyz::NpyFile::new(&bytes[..]).map_err(|e| err(format!("{}: {e}", path.display())))?;
+    // A short read anywhere (header or data) is a truncated file; name the .npy, not just
+    // the model, and say so instead of io's "failed to fill whole buffer".
+    let bad = |e: std::io::Error| {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            err(format!("{}: truncated .npy file ({} bytes)", path.display(), bytes.len()))
+        } else {
+            err(format!("{}: {e}", path.display()))
+        }
+    };
+    let npy = npyz::NpyFile::new(&bytes[..]).map_err(bad)?;
     if npy.order() != npyz::Order::C {
         return Err(err(format!("{}: Fortran-order arrays are not supported", path.display())));
     }
@@ -29,17 +38,17 @@ pub fn read_npy(path: &Path) -> Result<Tensor, CliError> {
         other => return Err(err(format!("{}: unsupported npy dtype {other:?}", path.display()))),
     };
     let t = match ty.as_str() {
-        "<f4" => Tensor::from_vec(npy.into_vec::<f32>()?, &shape),
-        "<f8" => Tensor::from_vec(npy.into_vec::<f64>()?, &shape),
-        "|i1" => Tensor::from_vec(npy.into_vec::<i8>()?, &shape),
-        "<i2" => Tensor::from_vec(npy.into_vec::<i16>()?, &shape),
-        "<i4" => Tensor::from_vec(npy.into_vec::<i32>()?, &shape),
-        "<i8" => Tensor::from_vec(npy.into_vec::<i64>()?, &shape),
-        "|u1" => Tensor::from_vec(npy.into_vec::<u8>()?, &shape),
-        "<u2" => Tensor::from_vec(npy.into_vec::<u16>()?, &shape),
-        "<u4" => Tensor::from_vec(npy.into_vec::<u32>()?, &shape),
-        "<u8" => Tensor::from_vec(npy.into_vec::<u64>()?, &shape),
-        "|b1" => Tensor::from_vec(npy.into_vec::<bool>()?, &shape),
+        "<f4" => Tensor::from_vec(npy.into_vec::<f32>().map_err(bad)?, &shape),
+        "<f8" => Tensor::from_vec(npy.into_vec::<f64>().map_err(bad)?, &shape),
+        "|i1" => Tensor::from_vec(npy.into_vec::<i8>().map_err(bad)?, &shape),
+        "<i2" => Tensor::from_vec(npy.into_vec::<i16>().map_err(bad)?, &shape),
+        "<i4" => Tensor::from_vec(npy.into_vec::<i32>().map_err(bad)?, &shape),
+        "<i8" => Tensor::from_vec(npy.into_vec::<i64>().map_err(bad)?, &shape),
+        "|u1" => Tensor::from_vec(npy.into_vec::<u8>().map_err(bad)?, &shape),
+        "<u2" => Tensor::from_vec(npy.into_vec::<u16>().map_err(bad)?, &shape),
+        "<u4" => Tensor::from_vec(npy.into_vec::<u32>().map_err(bad)?, &shape),
+        "<u8" => Tensor::from_vec(npy.into_vec::<u64>().map_err(bad)?, &shape),
+        "|b1" => Tensor::from_vec(npy.into_vec::<bool>().map_err(bad)?, &shape),
         t => return Err(err(format!("{}: unsupported npy dtype {t}", path.display()))),
     };
     Ok(t?)

@@ -304,7 +304,10 @@ fn evaluate(path: &Path, a: &TrainArgs, json: bool) -> Result<String, CliError> 
     expect_format(path, &[Format::Safetensors], "--eval reads the safetensors file of `rlx train --out`")?;
     let f = rlx_safetensors::SafetensorsFile::open(path)?;
     let not_ours = |key: &str, v: Option<&String>| {
-        err(format!("metadata {key} is {v:?}, not a file written by `rlx train --out`"))
+        err(match v {
+            Some(v) => format!("metadata {key} is {v:?}, not a file written by `rlx train --out`"),
+            None => format!("no {key} metadata: not a file written by `rlx train --out`"),
+        })
     };
     let kind = match f.metadata().get("rlx.model").map(String::as_str) {
         Some("mlp") => ModelKind::Mlp,

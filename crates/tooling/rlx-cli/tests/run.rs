@@ -160,3 +160,22 @@ fn a_wrong_rank_is_named_as_such_not_as_another_inputs_dim() {
     assert!(e.contains("input \"input_ids\": given shape [4] contradicts the model's declared shape"), "{e}");
     assert!(!e.contains("attention_mask"), "{e}");
 }
+
+#[test]
+fn a_truncated_npy_names_the_npy_and_says_truncated() {
+    let Some(node) = or_skip(ONNX_NODE_DIR, "rlx run on test_add with a truncated .npy") else { return };
+    let m = node.join("test_add/model.onnx").to_string_lossy().into_owned();
+    let dir = tempfile::tempdir().unwrap();
+    let (x, y) = (dir.path().join("x.npy"), dir.path().join("y.npy"));
+    write_npy(&x, &[3, 4, 5], &[0.5; 60]);
+    write_npy(&y, &[3, 4, 5], &[1.0; 60]);
+    let full = std::fs::read(&x).unwrap();
+    let (xa, ya) = (format!("x={}", x.display()), format!("y={}", y.display()));
+    // Data cut short (header intact), then the header itself cut: both once said only
+    // "failed to fill whole buffer", naming the model but not the .npy.
+    for keep in [full.len() - 7, 50] {
+        std::fs::write(&x, &full[..keep]).unwrap();
+        let e = stderr_line(&rlx(&["run", &m, "--input", &xa, "--input", &ya]), &m);
+        assert!(e.contains(&format!("{}: truncated .npy file ({keep} bytes)", x.display())), "{e}");
+    }
+}

@@ -72,3 +72,19 @@ fn bad_input_is_one_error_line() {
     let err = one_error_line(&rlx(&["train", "--eval", g]), g);
     assert!(err.contains("is a GGUF file, but --eval reads the safetensors file"), "{err}");
 }
+
+#[test]
+fn eval_of_a_foreign_safetensors_file_says_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("foreign.safetensors");
+    // A valid safetensors file with one tensor and no rlx.* metadata.
+    let header = br#"{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}"#;
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(header);
+    bytes.extend_from_slice(&1f32.to_le_bytes());
+    std::fs::write(&path, bytes).unwrap();
+    let p = path.to_str().unwrap();
+    let err = one_error_line(&rlx(&["train", "--eval", p]), p);
+    assert!(err.contains("no rlx.model metadata: not a file written by `rlx train --out`"), "{err}");
+    assert!(!err.contains("None"), "no Debug text in the message: {err}");
+}
