@@ -33,7 +33,7 @@ pub struct GenerateArgs {
     /// Wrap the prompt in the model's chat template as one user message
     #[arg(long)]
     pub chat: bool,
-    /// Most tokens to generate (0: process the prompt only)
+    /// Most tokens to generate (0: tokenize the prompt and stop; the model does not run)
     #[arg(long, default_value_t = 64)]
     pub max_tokens: usize,
     /// Context size in tokens, prompt included (default: the model's; at most the model's).

@@ -46,6 +46,10 @@ fn zero_tokens_and_a_full_context_are_reported_as_such() {
     assert!(j["gen_tokens_per_s"].is_null() && j["prompt_tokens_per_s"].is_null(), "{j}");
     let err = stderr(&out);
     assert!(err.contains("generated: 0 tokens") && !err.contains("tok/s"), "no speed without a timing: {err}");
+    // Nothing runs at 0 (prompt_secs is 0), and --help says so (it said "process the prompt only").
+    assert_eq!(j["prompt_secs"].as_f64(), Some(0.0), "{j}");
+    let help = String::from_utf8_lossy(&rlx(&["generate", "--help"]).stdout).into_owned();
+    assert!(help.contains("0: tokenize the prompt and stop; the model does not run"), "{help}");
 
     // The cache holds 8 positions: the prompt's, then one per decode step; the last token
     // sampled needs none, so 8 - prompt + 1 tokens come out.
