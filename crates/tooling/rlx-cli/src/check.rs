@@ -63,10 +63,7 @@ fn label(g: &Graph, id: NodeId) -> String {
 /// Errors: unreadable file, not UTF-8, not a graph's JSON.
 pub fn read_graph(path: &Path) -> Result<Graph, CliError> {
     let what = "a graph's JSON (written by rlx_ir::hir_to_json)";
-    if std::fs::metadata(path)?.is_dir() {
-        // As every other subcommand says it, not io's "Is a directory (os error 21)".
-        return Err(err("is a directory, not a file"));
-    }
+    crate::error::not_a_directory(path)?;
     let text = String::from_utf8(std::fs::read(path)?).map_err(|_| err(format!("binary data, not {what}")))?;
     serde_json::from_str(&text).map_err(|e| err(format!("not {what}: {e}")))
 }

@@ -110,13 +110,19 @@ pub fn expect_format(path: &Path, want: &[Format], needs: &str) -> Result<(), Cl
     }
 }
 
+/// The one error for a directory given where a file is wanted (io's own is "Is a directory
+/// (os error 21)", or a later read error).
+pub fn not_a_directory(path: &Path) -> Result<(), CliError> {
+    if std::fs::metadata(path)?.is_dir() {
+        return Err(err("is a directory, not a file"));
+    }
+    Ok(())
+}
+
 /// The format of `path` if known, and its first (up to 4) bytes.
 fn sniff(path: &Path) -> Result<(Option<Format>, Vec<u8>), CliError> {
     use std::io::Read;
-    let meta = std::fs::metadata(path)?;
-    if meta.is_dir() {
-        return Err(err("is a directory, not a file"));
-    }
+    not_a_directory(path)?;
     let mut head = [0u8; 9];
     let mut f = std::fs::File::open(path)?;
     let mut n = 0;
