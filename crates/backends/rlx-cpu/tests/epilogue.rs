@@ -81,8 +81,9 @@ fn check(g: &Graph, f: &[(&str, Tensor)], what: &str) -> Vec<String> {
 #[test]
 fn linear_bias_activation_residual_is_one_step() {
     for a in ACTS {
-        // 300 x 300: several row blocks on one thread.
-        for (m, k, n) in [(5, 7, 3), (300, 33, 300)] {
+        // 300 x 300: several row blocks on one thread (each written to the same block-sized
+        // start of the product buffer); 200 x 136 x 1400: also two K blocks in column groups.
+        for (m, k, n) in [(5, 7, 3), (300, 33, 300), (200, 136, 1400)] {
             let (mut g, _, out) = block(m, k, n, a, true);
             g.set_outputs(vec![out]);
             let ks = check(&g, &feeds(m, k, n, 7), a);

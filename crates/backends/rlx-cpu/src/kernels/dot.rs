@@ -336,8 +336,8 @@ fn rhs_operand(p: &DotPlan, b: &[f32]) -> Operand {
     Operand { ptr: b[p.batch_offs[0].1..].as_ptr(), rs: p.rhs_ks, cs: p.rhs_ns }
 }
 
-/// Rows `[r0, r1)` of a single-batch f32 product on the calling thread: writes
-/// `c[r0 * n..r1 * n]` (`c` holds the whole `m × n` result), on [`sgemm`] when it runs the
+/// Rows `[r0, r1)` of a single-batch f32 product on the calling thread, written to
+/// `c[..(r1 - r0) * n]` (a block-sized buffer can be reused for every block), on [`sgemm`] when it runs the
 /// product (with a pre-packed rhs `b` is not read; else the block starting at row 0 packs `b`,
 /// so each run must compute that block first), else on `gemm`.
 ///
@@ -345,12 +345,12 @@ fn rhs_operand(p: &DotPlan, b: &[f32]) -> Operand {
 pub fn rows_f32(k: &mut DotKernel, a: &[f32], b: &[f32], c: &mut [f32], r0: usize, r1: usize) -> Result<(), IrError> {
     let p = &k.plan;
     let (m, n, kk) = (p.m, p.n, p.k);
-    if p.batch != 1 || r0 > r1 || r1 > m || c.len() != m * n || (a.len(), b.len()) != p.numel {
+    if p.batch != 1 || r0 > r1 || r1 > m || c.len() < (r1 - r0) * n || (a.len(), b.len()) != p.numel {
         return Err(IrError::Eval { op: "dot_general".into(), msg: "row block does not fit the plan".into() });
     }
     if let Some(bp) = &mut k.packed {
         // SAFETY: the plan's strides address only elements inside `a` and `b` (sizes checked
-        // above); `c` holds m · n elements; `bp` is sized for the k × n rhs and holds it
+        // above); `c` holds (r1 - r0) · n elements; `bp` is sized for the k × n rhs and holds it
         // packed when `prepacked` (else the block at row 0 packs it).
         unsafe {
             if k.prepacked {
@@ -361,7 +361,7 @@ pub fn rows_f32(k: &mut DotKernel, a: &[f32], b: &[f32], c: &mut [f32], r0: usiz
         }
         return Ok(());
     }
-    let c = &mut c[r0 * n..r1 * n];
+    let c = &mut c[..(r1 - r0) * n];
     if c.is_empty() {
         return Ok(());
     }

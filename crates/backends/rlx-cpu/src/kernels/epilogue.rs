@@ -6,7 +6,9 @@
 //! region on [`super::fused`] with that buffer as its first operand. On one thread, with a
 //! single-batch `gemm` product, both go block by block: each block of [`BLOCK_ELEMS`] product
 //! elements (whole rows; on our [`sgemm`], its own row blocks of at most [`sgemm::MC`] rows) is
-//! computed and then immediately read by the region while it is still in cache. Otherwise (several threads, batches or a GEMV) the whole product runs first, then
+//! computed into the start of the product buffer (the same L2-resident lines for every block,
+//! when the region reads the product element for element) and then immediately read by the
+//! region while it is still in cache. Otherwise (several threads, batches or a GEMV) the whole product runs first, then
 //! the whole region, each parallel. Results equal the unfused steps' within the f32 rounding of
 //! a `K`-term sum (`gemm` may block a row block's sums differently from the whole product's);
 //! the region computes exactly what the unfused elementwise kernels compute.
@@ -128,11 +130,16 @@ fn run_with(k: &mut EpilogueKernel, ins: &[&Tensor], outs: &mut [Tensor], acc: &
         // memory again (MiniLM's FFN-up rhs is 2.4 MB: 48-row blocks read it three times).
         rows = m.div_ceil(m.div_ceil(sgemm::MC).max(1)).next_multiple_of(sgemm::MR);
     }
+    // Every block goes to the start of `acc`, which stays in L2 from block to block (a fresh
+    // block of a whole-size product costs a read-for-ownership of every line it writes), when
+    // the region reads the product element for element.
+    let reuse = fused::reads_whole(&k.region, 0);
     let mut r0 = 0;
     while r0 < m {
         let r1 = (r0 + rows).min(m);
-        dot::rows_f32(&mut k.dot, a, b, acc.as_mut_slice::<f32>().ok_or_else(bad)?, r0, r1)?;
-        fused::run_range(&mut k.region, &region_ins(acc, ins), outs, r0 * n, r1 * n)?;
+        let at = if reuse { 0 } else { r0 * n };
+        dot::rows_f32(&mut k.dot, a, b, &mut acc.as_mut_slice::<f32>().ok_or_else(bad)?[at..], r0, r1)?;
+        fused::run_range(&mut k.region, &region_ins(acc, ins), outs, (r0 * n, r1 * n), reuse)?;
         r0 = r1;
     }
     Ok(())

@@ -536,23 +536,35 @@ pub fn is_elementwise(k: &FusedKernel) -> bool {
     k.reds.is_empty()
 }
 
+/// True when every read of operand `input` is the whole element space, element for element
+/// (so [`run_range`] can take that operand as a block holding only the range).
+pub fn reads_whole(k: &FusedKernel, input: usize) -> bool {
+    k.views.iter().filter(|v| v.input == input).all(|v| v.access == Access::Full && !v.is_bool)
+}
+
 /// Run an elementwise-only kernel (see [`is_elementwise`]) over elements `[start, end)` of its
-/// space on the calling thread: the other elements of `outs` are left as they are.
+/// space on the calling thread: the other elements of `outs` are left as they are. With
+/// `first_is_block`, `ins[0]` holds only elements `[start, end)` (from its element 0), which
+/// needs [`reads_whole`] for operand 0.
 pub fn run_range(
     k: &mut FusedKernel,
     ins: &[&Tensor],
     outs: &mut [Tensor],
-    start: usize,
-    end: usize,
+    (start, end): (usize, usize),
+    first_is_block: bool,
 ) -> Result<(), IrError> {
     if !k.reds.is_empty() || start > end || end > k.n {
         return Err(IrError::Eval { op: NAME.into(), msg: "bad element range for a fused region".into() });
+    }
+    if first_is_block && (!reads_whole(k, 0) || ins.first().is_none_or(|x| x.numel() < end - start)) {
+        return Err(IrError::Eval { op: NAME.into(), msg: "first operand is not a block of the range".into() });
     }
     let ptrs = out_ptrs(k, ins, outs)?;
     // One task's registers (`REG_STRIDE` apart, as `run_task` addresses them).
     let stride = k.regs.max(1) * REG_STRIDE;
     let mut scratch = std::mem::take(&mut k.scratch);
-    run_task(k, ins, &ptrs, (start, end), &mut scratch[..stride], &mut [], 1);
+    let shift0 = if first_is_block { start } else { 0 };
+    run_task(k, ins, &ptrs, (start, end), &mut scratch[..stride], &mut [], 1, shift0);
     k.scratch = scratch;
     Ok(())
 }
@@ -569,7 +581,7 @@ pub fn run(k: &mut FusedKernel, ins: &[&Tensor], outs: &mut [Tensor]) -> Result<
         let kk = &*k;
         let ptrs = &ptrs;
         let work = |(t, (scr, acc)): (usize, (&mut [f32], &mut [f32]))| {
-            run_task(kk, ins, ptrs, (kk.bounds[t], kk.bounds[t + 1]), scr, acc, rows);
+            run_task(kk, ins, ptrs, (kk.bounds[t], kk.bounds[t + 1]), scr, acc, rows, 0);
         };
         let tasks = kk.bounds.len() - 1;
         if tasks > 1 && threads() > 1 {
@@ -603,6 +615,8 @@ pub fn run(k: &mut FusedKernel, ins: &[&Tensor], outs: &mut [Tensor]) -> Result<
     Ok(())
 }
 
+/// Elements `[start, end)`; operand 0 is read `shift0` elements earlier ([`run_range`]).
+#[allow(clippy::too_many_arguments)]
 fn run_task(
     k: &FusedKernel,
     ins: &[&Tensor],
@@ -611,6 +625,7 @@ fn run_task(
     scr: &mut [f32],
     acc: &mut [f32],
     rows: usize,
+    shift0: usize,
 ) {
     for (a, &op) in acc.iter_mut().zip(&k.reds) {
         *a = identity(op);
@@ -644,7 +659,10 @@ fn run_task(
                         (_, Access::Scalar) => Src::Scalar(ins[v.input].as_slice::<f32>().unwrap()[0]),
                         (_, Access::Col(c)) => Src::Scalar(ins[v.input].as_slice::<f32>().unwrap()[s / c]),
                         (_, Access::Row(r)) => Src::Slice(&ins[v.input].as_slice::<f32>().unwrap()[s % r..s % r + len]),
-                        _ => Src::Slice(&ins[v.input].as_slice::<f32>().unwrap()[s..s + len]),
+                        _ => {
+                            let o = if v.input == 0 { s - shift0 } else { s };
+                            Src::Slice(&ins[v.input].as_slice::<f32>().unwrap()[o..o + len])
+                        }
                     }
                 }
             }
