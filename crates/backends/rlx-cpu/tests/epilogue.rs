@@ -126,10 +126,11 @@ proptest! {
 
 /// Weights that are graph constants (as ONNX initializers import) are packed once at compile
 /// time; the results must equal the reference on every run, plain and transposed, on one and
-/// two threads.
+/// two threads (with at least one row block per thread, each thread goes block by block).
 #[test]
 fn constant_weights_are_prepacked() {
-    for (m, k, n) in [(300, 260, 70), (13, 40, 33)] {
+    // 500 x 136 x 300: at 2 threads, each thread runs its own rows block by block.
+    for (m, k, n) in [(300, 260, 70), (13, 40, 33), (500, 136, 300)] {
         let mut g = Graph::new("const_w");
         let x = g.input("x", f32s(&[m, k]));
         let w = g.constant(rand_tensor(&[n, k], DType::F32, 11, -1.0, 1.0));

@@ -326,6 +326,32 @@ pub fn on_sgemm(k: &DotKernel) -> bool {
     k.packed.is_some()
 }
 
+/// True when the rhs was packed at compile time, so [`prepacked_rows`] can run the product.
+pub fn is_prepacked(k: &DotKernel) -> bool {
+    k.prepacked && k.packed.is_some()
+}
+
+/// Rows `[r0, r1)` of a single-batch f32 product whose rhs was packed at compile time
+/// ([`is_prepacked`]), written to `c` (room for `(r1 - r0) · n` floats): reads `k` only, so
+/// several threads can compute disjoint row ranges at once.
+///
+/// Errors: not prepacked, several batches, rows or `a` that do not fit the plan.
+///
+/// # Safety
+/// `c` addresses `(r1 - r0) · n` writable floats that no other thread reads or writes meanwhile.
+pub unsafe fn prepacked_rows(k: &DotKernel, a: &[f32], c: *mut f32, r0: usize, r1: usize) -> Result<(), IrError> {
+    let p = &k.plan;
+    match &k.packed {
+        Some(bp) if k.prepacked && p.batch == 1 && r0 <= r1 && r1 <= p.m && a.len() == p.numel.0 => {
+            // SAFETY: the plan's strides address only elements inside `a` (size checked); `bp`
+            // holds the rhs packed; `c` as the caller's contract.
+            unsafe { sgemm::matmul_range(r0, r1, lhs_operand(p, a), bp, c, p.n) };
+            Ok(())
+        }
+        _ => Err(IrError::Eval { op: "dot_general".into(), msg: "row block does not fit the plan".into() }),
+    }
+}
+
 /// The lhs of the single batch as an [`sgemm`] view.
 fn lhs_operand(p: &DotPlan, a: &[f32]) -> Operand {
     Operand { ptr: a[p.batch_offs[0].0..].as_ptr(), rs: p.lhs_ms, cs: p.lhs_ks }

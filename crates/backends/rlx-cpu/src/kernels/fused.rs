@@ -563,10 +563,61 @@ pub fn run_range(
     // One task's registers (`REG_STRIDE` apart, as `run_task` addresses them).
     let stride = k.regs.max(1) * REG_STRIDE;
     let mut scratch = std::mem::take(&mut k.scratch);
-    let shift0 = if first_is_block { start } else { 0 };
-    run_task(k, ins, &ptrs, (start, end), &mut scratch[..stride], &mut [], 1, shift0);
+    let op0 = first_is_block.then(|| Block0 {
+        base: ins[0].as_slice::<f32>().unwrap().as_ptr(),
+        shift: start,
+        len: end - start,
+    });
+    run_task(k, ins, &ptrs, (start, end), &mut scratch[..stride], &mut [], 1, op0);
     k.scratch = scratch;
     Ok(())
+}
+
+/// Run an elementwise-only kernel in `tasks` parallel tasks on the executor's team: task `t`
+/// calls `body(t, run)`, and each `run((start, end), at)` computes elements `[start, end)` on
+/// that task with operand 0 read from `first` (not from `ins[0]`): the block of
+/// `end - start` floats at float offset `at` (tasks fill their blocks before each call). The
+/// ranges of all tasks must be disjoint. `Ok(false)` (nothing run) when the kernel has
+/// reductions, operand 0 is not read element for element ([`reads_whole`]) or the kernel has
+/// scratch for fewer tasks.
+///
+/// # Safety
+/// `first` addresses `first_len` floats; `run` reads only the block it is given, which no
+/// other task writes meanwhile.
+pub unsafe fn run_tasks(
+    k: &mut FusedKernel,
+    ins: &[&Tensor],
+    outs: &mut [Tensor],
+    (first, first_len): (SyncPtr<f32>, usize),
+    tasks: usize,
+    body: impl Fn(usize, &mut dyn FnMut((usize, usize), usize)) + Sync,
+) -> Result<bool, IrError> {
+    let stride = k.regs.max(1) * REG_STRIDE;
+    if !k.reds.is_empty() || !reads_whole(k, 0) || k.scratch.len() < tasks * stride {
+        return Ok(false);
+    }
+    let ptrs = out_ptrs(k, ins, outs)?;
+    let (kk, ptrs, sp, n) = (&*k, &ptrs, SyncPtr(k.scratch.as_ptr() as *mut f32), k.n);
+    spin::for_each(tasks, |t| {
+        // SAFETY: task `t` alone uses chunk `t` of the scratch (sized for `tasks` chunks above).
+        let scr = unsafe { sp.slice(t * stride, stride) };
+        body(t, &mut |(start, end), at| {
+            assert!(start <= end && end <= n && at + (end - start) <= first_len, "fused range outside the region");
+            // SAFETY: the block lies in `first` (asserted); the caller's contract.
+            let base = unsafe { first.get().add(at) };
+            run_task(
+                kk,
+                ins,
+                ptrs,
+                (start, end),
+                scr,
+                &mut [],
+                1,
+                Some(Block0 { base, shift: start, len: end - start }),
+            );
+        });
+    });
+    Ok(true)
 }
 
 /// Run the kernel: `ins` are the composite's operands, `outs` its results.
@@ -581,7 +632,7 @@ pub fn run(k: &mut FusedKernel, ins: &[&Tensor], outs: &mut [Tensor]) -> Result<
         let kk = &*k;
         let ptrs = &ptrs;
         let work = |(t, (scr, acc)): (usize, (&mut [f32], &mut [f32]))| {
-            run_task(kk, ins, ptrs, (kk.bounds[t], kk.bounds[t + 1]), scr, acc, rows, 0);
+            run_task(kk, ins, ptrs, (kk.bounds[t], kk.bounds[t + 1]), scr, acc, rows, None);
         };
         let tasks = kk.bounds.len() - 1;
         if tasks > 1 && threads() > 1 {
@@ -615,7 +666,17 @@ pub fn run(k: &mut FusedKernel, ins: &[&Tensor], outs: &mut [Tensor]) -> Result<
     Ok(())
 }
 
-/// Elements `[start, end)`; operand 0 is read `shift0` elements earlier ([`run_range`]).
+/// Operand 0 read from a block: element `i` of the region at `base + i - shift`, for `i` in
+/// `[shift, shift + len)`.
+#[derive(Clone, Copy)]
+struct Block0 {
+    base: *const f32,
+    shift: usize,
+    len: usize,
+}
+
+/// Elements `[start, end)`; with `op0`, operand 0 comes from that block ([`run_range`],
+/// [`run_tasks`]).
 #[allow(clippy::too_many_arguments)]
 fn run_task(
     k: &FusedKernel,
@@ -625,8 +686,11 @@ fn run_task(
     scr: &mut [f32],
     acc: &mut [f32],
     rows: usize,
-    shift0: usize,
+    op0: Option<Block0>,
 ) {
+    if let Some(b) = op0 {
+        assert!(b.shift <= start && end <= b.shift + b.len, "fused range outside operand 0's block");
+    }
     for (a, &op) in acc.iter_mut().zip(&k.reds) {
         *a = identity(op);
     }
@@ -659,10 +723,13 @@ fn run_task(
                         (_, Access::Scalar) => Src::Scalar(ins[v.input].as_slice::<f32>().unwrap()[0]),
                         (_, Access::Col(c)) => Src::Scalar(ins[v.input].as_slice::<f32>().unwrap()[s / c]),
                         (_, Access::Row(r)) => Src::Slice(&ins[v.input].as_slice::<f32>().unwrap()[s % r..s % r + len]),
-                        _ => {
-                            let o = if v.input == 0 { s - shift0 } else { s };
-                            Src::Slice(&ins[v.input].as_slice::<f32>().unwrap()[o..o + len])
+                        (_, _) if v.input == 0 && op0.is_some() => {
+                            let b = op0.unwrap();
+                            // SAFETY: elements [s, s + len) of the region lie in the block
+                            // (asserted above), which the caller keeps unwritten meanwhile.
+                            Src::Slice(unsafe { std::slice::from_raw_parts(b.base.add(s - b.shift), len) })
                         }
+                        _ => Src::Slice(&ins[v.input].as_slice::<f32>().unwrap()[s..s + len]),
                     }
                 }
             }
