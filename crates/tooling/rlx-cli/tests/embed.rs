@@ -66,7 +66,8 @@ fn embed_bad_inputs_are_one_line_errors() {
     assert!(e.contains("No such file or directory"), "{e}");
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path().to_string_lossy().into_owned();
-    assert!(one_error_line(&rlx(&["embed", "--model", &d, "hi"]), &d).contains("tokenizer.json"));
+    // The model is read first: an empty directory lacks its config.json.
+    assert!(one_error_line(&rlx(&["embed", "--model", &d, "hi"]), &d).contains("config.json: No such file"));
     // A GGUF is named as one, not parsed as ONNX ("malformed ONNX protobuf").
     let gguf = tmp.path().join("model.gguf");
     std::fs::write(&gguf, b"GGUF\x03\x00\x00\x00").unwrap();
@@ -86,4 +87,21 @@ fn embed_bad_inputs_are_one_line_errors() {
     assert!(e.contains("is a JSON file, but rlx embed needs") && !e.contains("protobuf"), "{e}");
     let o = rlx(&["embed", "--model", &d]);
     assert_eq!(o.status.code(), Some(2), "no sentence is a usage error: {}", stderr(&o));
+}
+
+#[test]
+fn a_corrupt_onnx_model_is_named_before_a_missing_tokenizer() {
+    // No tokenizer.json beside cut.onnx: the error once named only the tokenizer.
+    let tmp = tempfile::tempdir().unwrap();
+    let cut = tmp.path().join("cut.onnx");
+    // A ModelProto whose graph field (7) claims 128 bytes and has none: a truncated file.
+    std::fs::write(&cut, [0x08, 0x07, 0x3a, 0x80, 0x01, 0x0a]).unwrap();
+    let c = cut.to_string_lossy().into_owned();
+    let e = one_error_line(&rlx(&["embed", "--model", &c, "hi"]), &c);
+    assert!(e.contains("malformed ONNX") && !e.contains("tokenizer.json"), "{e}");
+    if let Some(model) = or_skip(MINILM_L3_ONNX, "embed on a truncated MiniLM-L3") {
+        std::fs::write(&cut, &std::fs::read(model).unwrap()[..1000]).unwrap();
+        let e = one_error_line(&rlx(&["embed", "--model", &c, "hi"]), &c);
+        assert!(e.contains("malformed ONNX") && !e.contains("tokenizer.json"), "{e}");
+    }
 }
