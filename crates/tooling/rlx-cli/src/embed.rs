@@ -2,8 +2,11 @@
 //! embeddings from a BERT-style encoder.
 //!
 //! The model is read first (a corrupt one is named before a missing tokenizer). Sentences are
-//! tokenized with the model's `tokenizer.json` (rlx-text, `[CLS] … [SEP]`), padded with id 0
-//! to the longest and run as one batch through either
+//! tokenized with the model's `tokenizer.json` (rlx-text, `[CLS] … [SEP]`), truncated as
+//! sentence-transformers does: to `max_seq_length` of a `sentence_bert_config.json` beside the
+//! model (else beside the tokenizer), capped by the model's `max_position_embeddings` when
+//! known, else to the tokenizer.json's own `truncation`; then padded with id 0 to the longest
+//! and run as one batch through either
 //! - a Hugging Face BERT directory (`config.json` + `model.safetensors`, built by
 //!   `rlx_models::BertModel`; its `model.safetensors` may be given instead), or
 //! - an `.onnx` encoder with inputs among `input_ids`, `attention_mask`, `token_type_ids`
@@ -96,6 +99,34 @@ fn model_dir(a: &EmbedArgs) -> &Path {
     if a.model.is_dir() { a.model.as_path() } else { a.model.parent().unwrap_or(Path::new(".")) }
 }
 
+/// An integer `key` of the JSON file `path`, if the file exists; a file that does not parse,
+/// or whose `key` is not a positive integer, is an error naming it.
+fn json_usize(path: &Path, key: &str) -> Result<Option<usize>, CliError> {
+    let Ok(text) = std::fs::read_to_string(path) else { return Ok(None) };
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| err(format!("{}: invalid JSON: {e}", path.display())))?;
+    match v.get(key) {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(x) => match x.as_u64().filter(|&n| n > 0) {
+            Some(n) => Ok(Some(n as usize)),
+            None => Err(err(format!("{}: {key} is {x}, not a positive integer", path.display()))),
+        },
+    }
+}
+
+/// sentence-transformers' `max_seq_length` from a `sentence_bert_config.json` beside the model
+/// (else beside the tokenizer), capped by the model's `max_position_embeddings` (`positions`,
+/// when known). `None` when there is no such file: the tokenizer.json's own truncation holds.
+fn max_seq_length(a: &EmbedArgs, tokenizer: &Path, positions: Option<usize>) -> Result<Option<usize>, CliError> {
+    let tok_dir = tokenizer.parent().unwrap_or(Path::new("."));
+    for dir in [model_dir(a), tok_dir] {
+        if let Some(n) = json_usize(&dir.join("sentence_bert_config.json"), "max_seq_length")? {
+            return Ok(Some(positions.map_or(n, |p| n.min(p))));
+        }
+    }
+    Ok(None)
+}
+
 /// What `--model` names.
 enum Source {
     /// A Hugging Face BERT directory.
@@ -154,7 +185,15 @@ pub fn embed(a: &EmbedArgs, json_out: bool) -> Result<String, CliError> {
         Source::Dir(dir) => Model::Bert(Box::new(BertModel::from_hf_dir(&dir, opts.clone())?)),
         Source::Onnx => Model::Onnx(Box::new(rlx_onnx::load(&a.model)?)),
     };
-    let tok = rlx_text::Tokenizer::from_tokenizer_json(&tokenizer_path(a)?)?;
+    let positions = match &model {
+        Model::Bert(m) => Some(m.config().max_positions),
+        Model::Onnx(_) => json_usize(&model_dir(a).join("config.json"), "max_position_embeddings")?,
+    };
+    let tok_path = tokenizer_path(a)?;
+    let mut tok = rlx_text::Tokenizer::from_tokenizer_json(&tok_path)?;
+    if let Some(n) = max_seq_length(a, &tok_path, positions)? {
+        tok.set_max_length(Some(n))?;
+    }
     let toks = a.sentences.iter().map(|s| tok.encode(s, true)).collect::<Result<Vec<_>, _>>()?;
     let vectors = match model {
         Model::Bert(mut m) => m.embed(&toks)?,

@@ -66,7 +66,8 @@ fn embed_bad_inputs_are_one_line_errors() {
     assert!(e.contains("No such file or directory"), "{e}");
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path().to_string_lossy().into_owned();
-    // The model is read first: an empty directory lacks its config.json.
+    // The model is read first: an empty directory lacks its config.json (a tokenizer.json
+    // missing beside a good model is checked in `truncation_follows_…`).
     assert!(one_error_line(&rlx(&["embed", "--model", &d, "hi"]), &d).contains("config.json: No such file"));
     // A GGUF is named as one, not parsed as ONNX ("malformed ONNX protobuf").
     let gguf = tmp.path().join("model.gguf");
@@ -104,4 +105,40 @@ fn a_corrupt_onnx_model_is_named_before_a_missing_tokenizer() {
         let e = one_error_line(&rlx(&["embed", "--model", &c, "hi"]), &c);
         assert!(e.contains("malformed ONNX") && !e.contains("tokenizer.json"), "{e}");
     }
+}
+
+#[test]
+fn truncation_follows_sentence_bert_config_max_seq_length() {
+    let Some(weights) = or_skip(MINILM_SAFETENSORS, "embed truncation") else { return };
+    let dir = weights.parent().unwrap();
+    let long = "word ".repeat(600); // 602 tokens with [CLS] and [SEP]
+    let tokens = |d: &std::path::Path| {
+        let v = last_json(&rlx(&["embed", "--model", &d.to_string_lossy(), "--json", &long, "Short."]));
+        v["tokens"].clone()
+    };
+    // all-MiniLM-L6-v2: sentence_bert_config.json says 256 (sentence-transformers' length);
+    // its tokenizer.json says 128, which rlx embed once used.
+    assert_eq!(tokens(dir), serde_json::json!([256, 4]));
+    // The same files without sentence_bert_config.json: the tokenizer's 128; with another
+    // max_seq_length: that; with one past max_position_embeddings (512): 512.
+    let tmp = tempfile::tempdir().unwrap();
+    for f in ["config.json", "model.safetensors"] {
+        std::os::unix::fs::symlink(dir.join(f), tmp.path().join(f)).unwrap();
+    }
+    let d = tmp.path().to_string_lossy().into_owned();
+    let e = one_error_line(&rlx(&["embed", "--model", &d, "hi"]), &d);
+    assert!(e.contains("no tokenizer.json next to the model"), "{e}");
+    for f in ["tokenizer.json", "tokenizer_config.json"] {
+        std::os::unix::fs::symlink(dir.join(f), tmp.path().join(f)).unwrap();
+    }
+    assert_eq!(tokens(tmp.path()), serde_json::json!([128, 4]));
+    let cfg = tmp.path().join("sentence_bert_config.json");
+    std::fs::write(&cfg, r#"{"max_seq_length": 200, "do_lower_case": false}"#).unwrap();
+    assert_eq!(tokens(tmp.path()), serde_json::json!([200, 4]));
+    std::fs::write(&cfg, r#"{"max_seq_length": 4096}"#).unwrap();
+    assert_eq!(tokens(tmp.path()), serde_json::json!([512, 4]));
+    // A bad value is named, not ignored.
+    std::fs::write(&cfg, r#"{"max_seq_length": "long"}"#).unwrap();
+    let e = one_error_line(&rlx(&["embed", "--model", &d, "hi"]), &d);
+    assert!(e.contains("sentence_bert_config.json: max_seq_length is \"long\", not a positive integer"), "{e}");
 }
