@@ -1,7 +1,7 @@
 //! One-axis `gather` (`take`, embedding lookup) as block copies against the reference
 //! evaluation: every axis, batched index shapes, i32 / i64 indices, float and integer data,
-//! out-of-range and negative indices in both modes (`Clip` clamps, `FillOrDrop` gives zeros),
-//! and a gather of partial slices that must stay on the reference.
+//! out-of-range and negative indices in every mode (`Clip` clamps, `FillOrDrop` gives zeros,
+//! `Checked` fails), and a gather of partial slices that must stay on the reference.
 
 mod common;
 use common::{EXACT, check_graph, rand_tensor};
@@ -69,4 +69,32 @@ fn partial_slices_stay_on_the_reference() {
         [("x", rand_tensor(&[6, 4], DType::F32, 9, -1.0, 1.0)), ("i", indices(&[0, 5, 2], &[3, 1], DType::I32))];
     let ks = check_graph(&g, &feeds, None, EXACT, "partial");
     assert!(!ks.contains(&"take_copy".to_string()), "kernels {ks:?}");
+}
+
+#[test]
+fn checked_mode_errors_on_out_of_range_indices() {
+    // `GatherMode::Checked` (ONNX Gather): in range it is the same block copy; an index outside
+    // [0, dim) fails on the kernel and the reference alike, naming the index and the dim.
+    for axis in [0i64, 1] {
+        let mut g = Graph::new("checked");
+        let x = g.input("x", Shape::new(&[6, 4], DType::F32));
+        let i = g.input("i", Shape::new(&[3], DType::I64));
+        let y = g.take_with_mode(x, i, axis, GatherMode::Checked);
+        g.set_outputs(vec![y]);
+        let xv = rand_tensor(&[6, 4], DType::F32, 7, -1.0, 1.0);
+        let ok = [("x", xv.clone()), ("i", indices(&[3, 0, 2], &[3], DType::I64))];
+        let ks = check_graph(&g, &ok, None, EXACT, "checked in range");
+        assert!(ks.contains(&"take_copy".to_string()), "kernels {ks:?}");
+        let n = if axis == 0 { 6 } else { 4 };
+        for bad in [n, -1, 99999] {
+            let iv = indices(&[0, bad, 1], &[3], DType::I64);
+            let mut exe = rlx_cpu::CpuExecutable::compile(&g, &Default::default()).unwrap();
+            let e = exe.run(&[&xv, &iv], &[]).expect_err("out-of-range index must fail").to_string();
+            let want = format!("index {bad} is out of range [0, {n}) in operand dim {axis} (of size {n})");
+            assert!(e.contains(&want) && e.contains("gather"), "axis {axis}, index {bad}: {e}");
+            let map = [("x".to_string(), xv.clone()), ("i".to_string(), iv)].into_iter().collect();
+            let r = rlx_ir::interp::evaluate(&g, &map).expect_err("the reference fails too").to_string();
+            assert!(r.contains(&want), "reference, axis {axis}, index {bad}: {r}");
+        }
+    }
 }

@@ -240,3 +240,60 @@ fn layer_normalization_only_y_is_the_composite() {
         }
     }
 }
+
+/// `vi` with an int64 element type.
+fn vi_i64(name: &str, dims: &[i64]) -> ValueInfoProto {
+    let mut v = vi(name, &dims.iter().map(|&d| Some(d)).collect::<Vec<_>>());
+    if let Some(type_proto::Value::TensorType(t)) = v.r#type.as_mut().and_then(|t| t.value.as_mut()) {
+        t.elem_type = Some(7);
+    }
+    v
+}
+
+#[test]
+fn gather_family_out_of_range_index_is_an_error_not_a_clamp() {
+    // ONNX (and ONNX Runtime) reject an index outside [-n, n); the IR's default gather clamps
+    // like XLA, so the importer asks for `GatherMode::Checked`. Negative indices still wrap once.
+    let x = Tensor::from_vec((0..12).map(|v| v as f32).collect::<Vec<_>>(), &[4, 3]).unwrap();
+    let ids = |v: &[i64], d: &[usize]| Tensor::from_vec(v.to_vec(), d).unwrap();
+    let gather = model(
+        vec![node("Gather", &["x", "i"], &["y"])],
+        vec![],
+        vec![vi("x", &[Some(4), Some(3)]), vi_i64("i", &[2])],
+        &["y"],
+    );
+    let elems = model(
+        vec![node("GatherElements", &["x", "i"], &["y"])],
+        vec![],
+        vec![vi("x", &[Some(4), Some(3)]), vi_i64("i", &[1, 3])],
+        &["y"],
+    );
+    let nd = model(
+        vec![node("GatherND", &["x", "i"], &["y"])],
+        vec![],
+        vec![vi("x", &[Some(4), Some(3)]), vi_i64("i", &[2, 2])],
+        &["y"],
+    );
+    // In range, negative ones included: rows 3 and 0 (-4 wraps to 0).
+    let y = run(&gather, &[("x", x.clone()), ("i", ids(&[-1, -4], &[2]))]);
+    assert_eq!(y[0].as_slice::<f32>().unwrap(), &[9.0, 10.0, 11.0, 0.0, 1.0, 2.0]);
+    let cases = [
+        (&gather, ids(&[0, 4], &[2]), "index 4 is out of range [0, 4)"),
+        (&gather, ids(&[99999, 0], &[2]), "index 99999 is out of range [0, 4)"),
+        // -5 wraps once to -1, still out of range.
+        (&gather, ids(&[1, -5], &[2]), "index -1 is out of range [0, 4)"),
+        (&elems, ids(&[0, 1, 4], &[1, 3]), "index 4 is out of range [0, 4)"),
+        (&nd, ids(&[1, 2, 0, 3], &[2, 2]), "index 3 is out of range [0, 3)"),
+    ];
+    for (m, i, want) in cases {
+        let m = parse(&m.encode_to_vec()).unwrap();
+        let im = import(&m, &ImportOptions::default()).unwrap();
+        let feeds: HashMap<String, Tensor> = [("x".to_string(), x.clone()), ("i".to_string(), i.clone())].into();
+        let e = rlx_ir::interp::evaluate(&im.graph, &feeds).expect_err(want).to_string();
+        assert!(e.contains(want) && e.contains("gather"), "reference: {e}");
+        // The CPU runtime (the block-copy kernel for Gather, the reference for the others).
+        let mut c = rlx_runtime::Session::new(rlx_runtime::Device::Cpu).try_compile(im.graph).unwrap();
+        let e = c.run_tensors(&[("x", x.clone()), ("i", i)]).expect_err(want).to_string();
+        assert!(e.contains(want) && e.contains("gather"), "cpu: {e}");
+    }
+}

@@ -54,4 +54,7 @@ pub enum TextError {
     /// An invalid sampler setting (e.g. negative temperature, top_p outside (0, 1]).
     #[error("invalid sampler setting: {0}")]
     Sampler(String),
+    /// An operation this kind of tokenizer does not have (e.g. truncation on a GGUF vocabulary).
+    #[error("{0}")]
+    Unsupported(String),
 }

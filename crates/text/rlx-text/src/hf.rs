@@ -70,6 +70,19 @@ impl HfTokenizer {
         Ok(enc.get_ids().to_vec())
     }
 
+    pub fn max_length(&self) -> Option<usize> {
+        self.tok.get_truncation().map(|t| t.max_length)
+    }
+
+    pub fn set_max_length(&mut self, max_length: Option<usize>) -> Result<(), TextError> {
+        let t = max_length.map(|max_length| tokenizers::TruncationParams {
+            max_length,
+            ..self.tok.get_truncation().cloned().unwrap_or_default()
+        });
+        self.tok.with_truncation(t).map_err(|e| hf_err(Path::new(""), e))?;
+        Ok(())
+    }
+
     pub fn decode(&self, ids: &[u32], skip_special: bool) -> Result<String, TextError> {
         let n = self.vocab_size();
         if let Some(&bad) = ids.iter().find(|&&i| i as usize >= n) {

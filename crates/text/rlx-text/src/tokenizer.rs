@@ -74,6 +74,32 @@ impl Tokenizer {
         }
     }
 
+    /// The most tokens [`Tokenizer::encode`] returns (special tokens included): a
+    /// `tokenizer.json`'s `truncation.max_length`, or what [`Tokenizer::set_max_length`] set.
+    /// `None`: no truncation (always for a GGUF vocabulary).
+    pub fn max_length(&self) -> Option<usize> {
+        match &self.inner {
+            Inner::Hf(h) => h.max_length(),
+            Inner::Gguf(_) => None,
+        }
+    }
+
+    /// Truncate encodings to `max_length` tokens, special tokens included (the `tokenizers`
+    /// crate's truncation, as sentence-transformers applies its `max_seq_length`); `None` turns
+    /// truncation off. The strategy and stride of a `tokenizer.json`'s own `truncation`
+    /// section are kept.
+    ///
+    /// Errors: [`TextError::HfTokenizer`] when `max_length` leaves no room beside the special
+    /// tokens and stride; [`TextError::Unsupported`] for a GGUF vocabulary.
+    pub fn set_max_length(&mut self, max_length: Option<usize>) -> Result<(), TextError> {
+        match &mut self.inner {
+            Inner::Hf(h) => h.set_max_length(max_length),
+            Inner::Gguf(_) => {
+                Err(TextError::Unsupported("truncation needs a tokenizer.json tokenizer, not a GGUF vocabulary".into()))
+            }
+        }
+    }
+
     /// Token ids back to text: the concatenated pieces of [`Tokenizer::token_to_piece`]
     /// (control tokens are not rendered), invalid UTF-8 replaced by U+FFFD. As llama.cpp's
     /// `llama_detokenize(remove_special = false, unparse_special = false)`.

@@ -1,8 +1,12 @@
 //! `rlx embed --model DIR_OR_ONNX [--tokenizer tokenizer.json] SENTENCE... [--json]`: sentence
 //! embeddings from a BERT-style encoder.
 //!
-//! Sentences are tokenized with the model's `tokenizer.json` (rlx-text, `[CLS] … [SEP]`),
-//! padded with id 0 to the longest and run as one batch through either
+//! The model is read first (a corrupt one is named before a missing tokenizer). Sentences are
+//! tokenized with the model's `tokenizer.json` (rlx-text, `[CLS] … [SEP]`), truncated as
+//! sentence-transformers does: to `max_seq_length` of a `sentence_bert_config.json` beside the
+//! model (else beside the tokenizer), capped by the model's `max_position_embeddings` when
+//! known, else to the tokenizer.json's own `truncation`; then padded with id 0 to the longest
+//! and run as one batch through either
 //! - a Hugging Face BERT directory (`config.json` + `model.safetensors`, built by
 //!   `rlx_models::BertModel`; its `model.safetensors` may be given instead), or
 //! - an `.onnx` encoder with inputs among `input_ids`, `attention_mask`, `token_type_ids`
@@ -21,7 +25,8 @@ use crate::error::{CliError, Format, err, known_format};
 use rlx_ir::Tensor;
 use rlx_models::BertModel;
 use rlx_models::bert::mean_pool_normalize;
-use rlx_onnx::{ImportOptions, import_file};
+use rlx_onnx::ImportOptions;
+use rlx_onnx::proto::ModelProto;
 use rlx_runtime::{CompileOptions, Device, Session};
 use serde_json::json;
 
@@ -41,8 +46,7 @@ fn tokenizer_path(a: &EmbedArgs) -> Result<PathBuf, CliError> {
     if let Some(t) = &a.tokenizer {
         return Ok(t.clone());
     }
-    let dir = if a.model.is_dir() { a.model.as_path() } else { a.model.parent().unwrap_or(Path::new(".")) };
-    let p = dir.join("tokenizer.json");
+    let p = model_dir(a).join("tokenizer.json");
     if p.exists() {
         Ok(p)
     } else {
@@ -50,10 +54,17 @@ fn tokenizer_path(a: &EmbedArgs) -> Result<PathBuf, CliError> {
     }
 }
 
-/// Run an ONNX encoder on padded ids / mask `[b, s]`; returns its last hidden state.
-fn onnx_hidden(a: &EmbedArgs, opts: &CompileOptions, ids: &[i64], mask: &[i64], b: usize) -> Result<Tensor, CliError> {
+/// Run the ONNX encoder `m` (read from `a.model`) on padded ids / mask `[b, s]`; returns its
+/// last hidden state.
+fn onnx_hidden(
+    a: &EmbedArgs,
+    m: &ModelProto,
+    opts: &CompileOptions,
+    ids: &[i64],
+    mask: &[i64],
+    b: usize,
+) -> Result<Tensor, CliError> {
     let s = ids.len() / b;
-    let m = rlx_onnx::load(&a.model)?;
     let names: Vec<String> =
         m.graph.as_ref().map(|g| g.input.iter().map(|i| i.name().to_string()).collect()).unwrap_or_default();
     let inits: Vec<String> =
@@ -71,7 +82,8 @@ fn onnx_hidden(a: &EmbedArgs, opts: &CompileOptions, ids: &[i64], mask: &[i64], 
         feeds.push((n.clone(), Tensor::from_vec(v, &[b, s])?));
     }
     let shapes: HashMap<String, Vec<usize>> = feeds.iter().map(|(n, _)| (n.clone(), vec![b, s])).collect();
-    let (_, im) = import_file(&a.model, ImportOptions { input_shapes: shapes, ..Default::default() })?;
+    let base_dir = a.model.parent().map(Path::to_path_buf);
+    let im = rlx_onnx::import(m, &ImportOptions { input_shapes: shapes, base_dir, ..Default::default() })?;
     let mut compiled = Session::try_new(Device::Cpu)?.try_compile_with(im.graph, opts)?;
     let refs: Vec<(&str, Tensor)> = feeds.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
     let outs = compiled.run_tensors(&refs)?;
@@ -82,12 +94,53 @@ fn onnx_hidden(a: &EmbedArgs, opts: &CompileOptions, ids: &[i64], mask: &[i64], 
     Ok(outs[k].cast(rlx_ir::DType::F32))
 }
 
+/// The model's directory: `--model` itself, or the directory of the file it names.
+fn model_dir(a: &EmbedArgs) -> &Path {
+    if a.model.is_dir() { a.model.as_path() } else { a.model.parent().unwrap_or(Path::new(".")) }
+}
+
+/// An integer `key` of the JSON file `path`, if the file exists; a file that does not parse,
+/// or whose `key` is not a positive integer, is an error naming it.
+fn json_usize(path: &Path, key: &str) -> Result<Option<usize>, CliError> {
+    let Ok(text) = std::fs::read_to_string(path) else { return Ok(None) };
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| err(format!("{}: invalid JSON: {e}", path.display())))?;
+    match v.get(key) {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(x) => match x.as_u64().filter(|&n| n > 0) {
+            Some(n) => Ok(Some(n as usize)),
+            None => Err(err(format!("{}: {key} is {x}, not a positive integer", path.display()))),
+        },
+    }
+}
+
+/// sentence-transformers' `max_seq_length` from a `sentence_bert_config.json` beside the model
+/// (else beside the tokenizer), capped by the model's `max_position_embeddings` (`positions`,
+/// when known). `None` when there is no such file: the tokenizer.json's own truncation holds.
+fn max_seq_length(a: &EmbedArgs, tokenizer: &Path, positions: Option<usize>) -> Result<Option<usize>, CliError> {
+    let tok_dir = tokenizer.parent().unwrap_or(Path::new("."));
+    for dir in [model_dir(a), tok_dir] {
+        if let Some(n) = json_usize(&dir.join("sentence_bert_config.json"), "max_seq_length")? {
+            return Ok(Some(positions.map_or(n, |p| n.min(p))));
+        }
+    }
+    Ok(None)
+}
+
 /// What `--model` names.
 enum Source {
     /// A Hugging Face BERT directory.
     Dir(PathBuf),
     /// An ONNX encoder file.
     Onnx,
+}
+
+/// The loaded `--model`.
+enum Model {
+    /// A BERT encoder built from a Hugging Face directory.
+    Bert(Box<BertModel>),
+    /// A decoded ONNX encoder.
+    Onnx(Box<ModelProto>),
 }
 
 /// Resolve `--model`: a directory, an `.onnx` file, or a BERT directory's `model.safetensors` or
@@ -122,16 +175,29 @@ pub fn embed(a: &EmbedArgs, json_out: bool) -> Result<String, CliError> {
     if a.sentences.is_empty() {
         return Err(err("no sentences given"));
     }
-    let src = source(&a.model)?;
-    let tok = rlx_text::Tokenizer::from_tokenizer_json(&tokenizer_path(a)?)?;
-    let toks = a.sentences.iter().map(|s| tok.encode(s, true)).collect::<Result<Vec<_>, _>>()?;
     let mut opts = CompileOptions::default();
     if let Some(t) = a.threads {
         opts = opts.with_threads(t);
     }
-    let vectors = match src {
-        Source::Dir(dir) => BertModel::from_hf_dir(&dir, opts)?.embed(&toks)?,
-        Source::Onnx => {
+    // The model is read before the tokenizer is looked for, so a corrupt model is named as
+    // such rather than hidden behind a missing tokenizer.json.
+    let model = match source(&a.model)? {
+        Source::Dir(dir) => Model::Bert(Box::new(BertModel::from_hf_dir(&dir, opts.clone())?)),
+        Source::Onnx => Model::Onnx(Box::new(rlx_onnx::load(&a.model)?)),
+    };
+    let positions = match &model {
+        Model::Bert(m) => Some(m.config().max_positions),
+        Model::Onnx(_) => json_usize(&model_dir(a).join("config.json"), "max_position_embeddings")?,
+    };
+    let tok_path = tokenizer_path(a)?;
+    let mut tok = rlx_text::Tokenizer::from_tokenizer_json(&tok_path)?;
+    if let Some(n) = max_seq_length(a, &tok_path, positions)? {
+        tok.set_max_length(Some(n))?;
+    }
+    let toks = a.sentences.iter().map(|s| tok.encode(s, true)).collect::<Result<Vec<_>, _>>()?;
+    let vectors = match model {
+        Model::Bert(mut m) => m.embed(&toks)?,
+        Model::Onnx(m) => {
             let (b, s) = (toks.len(), toks.iter().map(Vec::len).max().unwrap_or(0));
             let (mut ids, mut mask) = (vec![0i64; b * s], vec![0i64; b * s]);
             for (i, t) in toks.iter().enumerate() {
@@ -140,7 +206,7 @@ pub fn embed(a: &EmbedArgs, json_out: bool) -> Result<String, CliError> {
                     mask[i * s + j] = 1;
                 }
             }
-            mean_pool_normalize(&onnx_hidden(a, &opts, &ids, &mask, b)?, &mask)?
+            mean_pool_normalize(&onnx_hidden(a, &m, &opts, &ids, &mask, b)?, &mask)?
         }
     };
     let dim = vectors.first().map_or(0, Vec::len);

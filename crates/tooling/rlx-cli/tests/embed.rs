@@ -66,7 +66,9 @@ fn embed_bad_inputs_are_one_line_errors() {
     assert!(e.contains("No such file or directory"), "{e}");
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path().to_string_lossy().into_owned();
-    assert!(one_error_line(&rlx(&["embed", "--model", &d, "hi"]), &d).contains("tokenizer.json"));
+    // The model is read first: an empty directory lacks its config.json (a tokenizer.json
+    // missing beside a good model is checked in `truncation_follows_…`).
+    assert!(one_error_line(&rlx(&["embed", "--model", &d, "hi"]), &d).contains("config.json: No such file"));
     // A GGUF is named as one, not parsed as ONNX ("malformed ONNX protobuf").
     let gguf = tmp.path().join("model.gguf");
     std::fs::write(&gguf, b"GGUF\x03\x00\x00\x00").unwrap();
@@ -86,4 +88,57 @@ fn embed_bad_inputs_are_one_line_errors() {
     assert!(e.contains("is a JSON file, but rlx embed needs") && !e.contains("protobuf"), "{e}");
     let o = rlx(&["embed", "--model", &d]);
     assert_eq!(o.status.code(), Some(2), "no sentence is a usage error: {}", stderr(&o));
+}
+
+#[test]
+fn a_corrupt_onnx_model_is_named_before_a_missing_tokenizer() {
+    // No tokenizer.json beside cut.onnx: the error once named only the tokenizer.
+    let tmp = tempfile::tempdir().unwrap();
+    let cut = tmp.path().join("cut.onnx");
+    // A ModelProto whose graph field (7) claims 128 bytes and has none: a truncated file.
+    std::fs::write(&cut, [0x08, 0x07, 0x3a, 0x80, 0x01, 0x0a]).unwrap();
+    let c = cut.to_string_lossy().into_owned();
+    let e = one_error_line(&rlx(&["embed", "--model", &c, "hi"]), &c);
+    assert!(e.contains("malformed ONNX") && !e.contains("tokenizer.json"), "{e}");
+    if let Some(model) = or_skip(MINILM_L3_ONNX, "embed on a truncated MiniLM-L3") {
+        std::fs::write(&cut, &std::fs::read(model).unwrap()[..1000]).unwrap();
+        let e = one_error_line(&rlx(&["embed", "--model", &c, "hi"]), &c);
+        assert!(e.contains("malformed ONNX") && !e.contains("tokenizer.json"), "{e}");
+    }
+}
+
+#[test]
+fn truncation_follows_sentence_bert_config_max_seq_length() {
+    let Some(weights) = or_skip(MINILM_SAFETENSORS, "embed truncation") else { return };
+    let dir = weights.parent().unwrap();
+    let long = "word ".repeat(600); // 602 tokens with [CLS] and [SEP]
+    let tokens = |d: &std::path::Path| {
+        let v = last_json(&rlx(&["embed", "--model", &d.to_string_lossy(), "--json", &long, "Short."]));
+        v["tokens"].clone()
+    };
+    // all-MiniLM-L6-v2: sentence_bert_config.json says 256 (sentence-transformers' length);
+    // its tokenizer.json says 128, which rlx embed once used.
+    assert_eq!(tokens(dir), serde_json::json!([256, 4]));
+    // The same files without sentence_bert_config.json: the tokenizer's 128; with another
+    // max_seq_length: that; with one past max_position_embeddings (512): 512.
+    let tmp = tempfile::tempdir().unwrap();
+    for f in ["config.json", "model.safetensors"] {
+        std::os::unix::fs::symlink(dir.join(f), tmp.path().join(f)).unwrap();
+    }
+    let d = tmp.path().to_string_lossy().into_owned();
+    let e = one_error_line(&rlx(&["embed", "--model", &d, "hi"]), &d);
+    assert!(e.contains("no tokenizer.json next to the model"), "{e}");
+    for f in ["tokenizer.json", "tokenizer_config.json"] {
+        std::os::unix::fs::symlink(dir.join(f), tmp.path().join(f)).unwrap();
+    }
+    assert_eq!(tokens(tmp.path()), serde_json::json!([128, 4]));
+    let cfg = tmp.path().join("sentence_bert_config.json");
+    std::fs::write(&cfg, r#"{"max_seq_length": 200, "do_lower_case": false}"#).unwrap();
+    assert_eq!(tokens(tmp.path()), serde_json::json!([200, 4]));
+    std::fs::write(&cfg, r#"{"max_seq_length": 4096}"#).unwrap();
+    assert_eq!(tokens(tmp.path()), serde_json::json!([512, 4]));
+    // A bad value is named, not ignored.
+    std::fs::write(&cfg, r#"{"max_seq_length": "long"}"#).unwrap();
+    let e = one_error_line(&rlx(&["embed", "--model", &d, "hi"]), &d);
+    assert!(e.contains("sentence_bert_config.json: max_seq_length is \"long\", not a positive integer"), "{e}");
 }

@@ -179,3 +179,24 @@ fn a_truncated_npy_names_the_npy_and_says_truncated() {
         assert!(e.contains(&format!("{}: truncated .npy file ({keep} bytes)", x.display())), "{e}");
     }
 }
+
+#[test]
+fn an_out_of_range_token_id_is_an_error_not_a_clamped_lookup() {
+    let Some(model) = or_skip(MINILM_L3_ONNX, "rlx run on MiniLM-L3 with an id past the vocabulary") else { return };
+    let m = model.to_string_lossy();
+    let dir = tempfile::tempdir().unwrap();
+    let (ids, mask) = (dir.path().join("ids.npy"), dir.path().join("mask.npy"));
+    // 99999 >= the vocabulary (30522): ONNX Gather says that is invalid (ONNX Runtime fails);
+    // the embedding lookup used to clamp it to the last row and exit 0.
+    write_npy_i64(&ids, &[1, 4], &[101, 99999, 2003, 102]);
+    write_npy_i64(&mask, &[1, 4], &[1; 4]);
+    let ids = format!("input_ids={}", ids.display());
+    let mask = format!("attention_mask={}", mask.display());
+    let e = stderr_line(&rlx(&["run", &m, "--input", &ids, "--input", &mask]), &m);
+    assert!(e.contains("gather") && e.contains("index 99999 is out of range [0, 30522)"), "{e}");
+    // Negative ids still wrap once (-1 is the last row), as ONNX Gather says.
+    let neg = dir.path().join("neg.npy");
+    write_npy_i64(&neg, &[1, 4], &[101, -1, 2003, 102]);
+    let o = rlx(&["run", &m, "--input", &format!("input_ids={}", neg.display()), "--input", &mask]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}

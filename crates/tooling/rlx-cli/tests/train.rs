@@ -74,6 +74,13 @@ fn bad_input_is_one_error_line() {
 }
 
 #[test]
+fn an_unknown_data_set_has_one_prefix() {
+    // Once "rlx: error: train: trainer: unknown data set …": the data set is not the trainer's.
+    let err = one_error_line(&rlx(&["train", "--dataset", "nope"]), "train");
+    assert_eq!(err.trim_end(), "rlx: error: train: unknown data set \"nope\" (digits, mnist5k)");
+}
+
+#[test]
 fn eval_of_a_foreign_safetensors_file_says_what_is_missing() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("foreign.safetensors");

@@ -54,16 +54,16 @@ fn parse(gz: &[u8], features: usize, scale: f32) -> Result<(Vec<f32>, Vec<i32>)>
     let mut text = String::new();
     flate2::read::GzDecoder::new(gz)
         .read_to_string(&mut text)
-        .map_err(|e| OptimError::Trainer(format!("data set: {e}")))?;
+        .map_err(|e| OptimError::Dataset(format!("data set: {e}")))?;
     let (mut x, mut y) = (vec![], vec![]);
     for (ln, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         let vals: Vec<f32> = line
             .split(',')
             .map(|v| v.trim().parse::<f32>())
             .collect::<std::result::Result<_, _>>()
-            .map_err(|e| OptimError::Trainer(format!("data set line {}: {e}", ln + 1)))?;
+            .map_err(|e| OptimError::Dataset(format!("data set line {}: {e}", ln + 1)))?;
         if vals.len() != features + 1 {
-            return Err(OptimError::Trainer(format!(
+            return Err(OptimError::Dataset(format!(
                 "data set line {}: {} columns, want {}",
                 ln + 1,
                 vals.len(),
@@ -115,7 +115,7 @@ pub fn by_name(name: &str) -> Result<Dataset> {
     match name {
         "digits" => digits(),
         "mnist" | "mnist5k" | "mnist-5k" => mnist5k(),
-        _ => Err(OptimError::Trainer(format!("unknown data set {name:?} (digits, mnist5k)"))),
+        _ => Err(OptimError::Dataset(format!("unknown data set {name:?} (digits, mnist5k)"))),
     }
 }
 

@@ -44,6 +44,11 @@ pub enum OptimError {
     /// The trainer was given something inconsistent (names, batch sizes).
     #[error("trainer: {0}")]
     Trainer(String),
+    /// A built-in data set is unknown or its bundled file is corrupt. The text says so itself
+    /// ("unknown data set …", "data set line 3: …"): no `trainer: ` prefix, since loading a data
+    /// set is not the trainer's doing.
+    #[error("{0}")]
+    Dataset(String),
 }
 
 /// `Result` with [`OptimError`].

@@ -5,6 +5,8 @@
 //! with an index held on the stack and copies contiguous inner runs with `copy_from_slice`.
 //! Ranks above [`MAX_RANK`] use the reference evaluation.
 
+use rlx_ir::ops::GatherMode;
+use rlx_ir::ops::movement::out_of_range;
 use rlx_ir::{Elem, IrError, Op, Tensor, strides_of, with_dtype};
 
 /// Highest rank planned here.
@@ -36,19 +38,21 @@ pub enum MoveKernel {
     },
     /// `gather` of whole slices along one operand axis (the operand seen as `[outer, dim,
     /// inner]`, the indices as `n` values): `out[o, b, :] = x[o, idx[b], :]`, indices clamped
-    /// into `[0, dim)` (`Clip`) or the slice zero-filled when out of range (`FillOrDrop`), as
-    /// `lax.gather` with those modes.
+    /// into `[0, dim)` (`Clip`), the slice zero-filled when out of range (`FillOrDrop`), as
+    /// `lax.gather` with those modes, or an error naming the index (`Checked`).
     Take {
         /// Product of the operand dims before the axis.
         outer: usize,
+        /// The axis (for error messages).
+        axis: usize,
         /// Size of the axis.
         dim: usize,
         /// Product of the operand dims after the axis.
         inner: usize,
         /// Number of indices.
         n: usize,
-        /// Out-of-range indices give zeros (else they are clamped).
-        fill: bool,
+        /// What an out-of-range index does.
+        mode: GatherMode,
     },
 }
 
@@ -143,10 +147,11 @@ pub fn plan_take(op: &Op, x: &[usize], ix: &[usize], out: &[usize]) -> Option<Mo
     }
     Some(MoveKernel::Take {
         outer: x[..a].iter().product(),
+        axis: a,
         dim: x[a],
         inner: x[a + 1..].iter().product(),
         n: ix[..nb].iter().product(),
-        fill: matches!(mode, rlx_ir::ops::GatherMode::FillOrDrop),
+        mode: *mode,
     })
 }
 
@@ -165,7 +170,7 @@ pub fn run(k: &MoveKernel, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrEr
                     }
                 }
             }
-            &MoveKernel::Take { outer, dim, inner, n, fill } => {
+            &MoveKernel::Take { outer, axis, dim, inner, n, mode } => {
                 let x = data::<T>(ins[0]);
                 let ix = ins[1];
                 if !ix.dtype().is_int() || ix.numel() != n {
@@ -175,12 +180,11 @@ pub fn run(k: &MoveKernel, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrEr
                     let ix = data::<I>(ix);
                     for b in 0..n {
                         let i = ix[b].to_i64();
-                        let src = if (0..dim as i64).contains(&i) {
-                            Some(i as usize)
-                        } else if fill {
-                            None
-                        } else {
-                            Some(i.clamp(0, dim as i64 - 1) as usize)
+                        let src = match mode {
+                            _ if (0..dim as i64).contains(&i) => Some(i as usize),
+                            GatherMode::FillOrDrop => None,
+                            GatherMode::Clip => Some(i.clamp(0, dim as i64 - 1) as usize),
+                            GatherMode::Checked => return Err(out_of_range("gather", i, axis, dim, 1)),
                         };
                         for q in 0..outer {
                             let dst = &mut o[(q * n + b) * inner..(q * n + b + 1) * inner];

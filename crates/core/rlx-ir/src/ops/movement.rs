@@ -20,7 +20,9 @@
 //!   native behaviour, `GatherScatterMode.CLIP`). `GatherMode::FillOrDrop`: a gather slice whose
 //!   start is out of bounds reads as **zero** (deviation: `jax.lax.gather`'s default fill is NaN
 //!   for floats and the type's minimum for signed ints); a scatter window whose start is out of
-//!   bounds is dropped whole (XLA / `FILL_OR_DROP`).
+//!   bounds is dropped whole (XLA / `FILL_OR_DROP`). `GatherMode::Checked` (not in `jax.lax`):
+//!   an out-of-bounds start index is an evaluation error naming the index, for front ends whose
+//!   semantics reject it (ONNX `Gather` / `GatherElements` / `GatherND`, as ONNX Runtime does).
 //!
 //! Symbolic dims are accepted wherever the rule can still be stated; checks that need a size
 //! are repeated when the graph is specialized (`verify::specialize` re-runs every rule).
@@ -64,6 +66,9 @@ pub enum GatherMode {
     Clip,
     /// Gather: out-of-bounds slices read as zero. Scatter: out-of-bounds updates are dropped.
     FillOrDrop,
+    /// An out-of-bounds start index is an error at evaluation (not a `jax.lax` mode: ONNX
+    /// says out-of-range gather indices are invalid, and ONNX Runtime fails on them).
+    Checked,
 }
 
 /// Shape and dtype rule of the movement family.
@@ -368,6 +373,18 @@ fn int_at(op: &Op, t: &Tensor, k: usize) -> Result<i64, IrError> {
     with_dtype!(t.dtype(), T, Ok(typed::<T>(op, t)?[k].to_i64()))
 }
 
+/// The error of a [`GatherMode::Checked`] gather / scatter (`op`) whose start `s` in operand
+/// dim `dim` (of size `n`, window `size`) is out of bounds; backends use it so every path
+/// says the same.
+pub fn out_of_range(op: &str, s: i64, dim: usize, n: usize, size: usize) -> IrError {
+    let range =
+        if size == 1 { format!("[0, {n})") } else { format!("[0, {}] for a window of {size}", n.saturating_sub(size)) };
+    IrError::Eval {
+        op: op.into(),
+        msg: format!("index {s} is out of range {range} in operand dim {dim} (of size {n})"),
+    }
+}
+
 /// Clamp a start index into `[0, dim - size]` (XLA's dynamic-slice rule).
 fn clamp_start(s: i64, dim: usize, size: usize) -> usize {
     s.clamp(0, dim.saturating_sub(size) as i64) as usize
@@ -659,6 +676,12 @@ impl Graph {
     /// mode, so out-of-range indices (negative ones too) are clamped, as
     /// `jnp.take(mode="clip")`. `x`'s dims other than `axis` must be static.
     pub fn take(&mut self, x: NodeId, indices: NodeId, axis: i64) -> NodeId {
+        self.take_with_mode(x, indices, axis, GatherMode::Clip)
+    }
+
+    /// [`take`](Self::take) with the out-of-range behaviour `mode` (`jnp.take(mode=…)`;
+    /// [`GatherMode::Checked`] makes an out-of-range index an evaluation error).
+    pub fn take_with_mode(&mut self, x: NodeId, indices: NodeId, axis: i64, mode: GatherMode) -> NodeId {
         let (Some(xs), Some(is)) = (operand_shape(self, x), operand_shape(self, indices)) else {
             return self.push(Op::Reshape { new_sizes: vec![] }, &[x, indices]);
         };
@@ -679,7 +702,7 @@ impl Graph {
         let idx = self.reshape(indices, idx_dims);
         let offset_dims = (0..xs.rank() + q - 1).filter(|&o| o < ax || o >= ax + q).collect();
         let dims = GatherDims { offset_dims, collapsed_slice_dims: vec![ax], start_index_map: vec![ax] };
-        self.gather(x, idx, dims, &slice_sizes, GatherMode::Clip)
+        self.gather(x, idx, dims, &slice_sizes, mode)
     }
 
     /// `jnp.expand_dims`: insert a size-1 dim at `axis` (in `-(rank+1)..=rank`), via reshape.

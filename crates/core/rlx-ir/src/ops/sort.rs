@@ -201,6 +201,12 @@ impl Graph {
 /// `t[…, idx, …]` along `axis` (`np.take_along_axis`) as a full-index `gather`; `idx` has
 /// `t`'s dims except possibly along `axis`. Linear in `t` (its transpose is a scatter-add).
 pub fn take_along_axis(g: &mut Graph, t: NodeId, idx: NodeId, axis: usize) -> NodeId {
+    take_along_axis_with_mode(g, t, idx, axis, GatherMode::Clip)
+}
+
+/// [`take_along_axis`] with the out-of-range behaviour `mode` (`Clip` clamps;
+/// [`GatherMode::Checked`] makes an out-of-range index an evaluation error).
+pub fn take_along_axis_with_mode(g: &mut Graph, t: NodeId, idx: NodeId, axis: usize, mode: GatherMode) -> NodeId {
     let is = g.type_or_placeholder(idx);
     let rank = is.rank();
     let mut col = is.dims.clone();
@@ -217,7 +223,7 @@ pub fn take_along_axis(g: &mut Graph, t: NodeId, idx: NodeId, axis: usize) -> No
         collapsed_slice_dims: (0..rank).collect(),
         start_index_map: (0..rank).collect(),
     };
-    g.gather(t, full, dims, &vec![1; rank], GatherMode::Clip)
+    g.gather(t, full, dims, &vec![1; rank], mode)
 }
 
 /// JVP of `sort` / `top_k`: the tangents are permuted like the values (`sort` is re-run with

@@ -3,7 +3,7 @@
 
 use super::Ctx;
 use crate::error::Result;
-use rlx_ir::ops::sort::take_along_axis;
+use rlx_ir::ops::sort::{take_along_axis, take_along_axis_with_mode};
 use rlx_ir::ops::{CompareOp as C, GatherDims, GatherMode};
 use rlx_ir::{DType, Dim, NodeId, Tensor};
 
@@ -407,7 +407,7 @@ pub(super) fn gather(c: &mut Ctx) -> Result<Vec<NodeId>> {
     let ax = c.axis(c.ai("axis", 0), dims.len())?;
     let n = c.scalar(dims[ax] as f64, c.dtype(idx));
     let idx = wrap_negative(c, idx, n);
-    Ok(vec![c.g.take(x, idx, ax as i64)])
+    Ok(vec![c.g.take_with_mode(x, idx, ax as i64, GatherMode::Checked)])
 }
 
 pub(super) fn gather_elements(c: &mut Ctx) -> Result<Vec<NodeId>> {
@@ -416,7 +416,7 @@ pub(super) fn gather_elements(c: &mut Ctx) -> Result<Vec<NodeId>> {
     let ax = c.axis(c.ai("axis", 0), dims.len())?;
     let n = c.scalar(dims[ax] as f64, c.dtype(idx));
     let idx = wrap_negative(c, idx, n);
-    Ok(vec![take_along_axis(c.g, x, idx, ax)])
+    Ok(vec![take_along_axis_with_mode(c.g, x, idx, ax, GatherMode::Checked)])
 }
 
 pub(super) fn gather_nd(c: &mut Ctx) -> Result<Vec<NodeId>> {
@@ -456,7 +456,7 @@ pub(super) fn gather_nd(c: &mut Ctx) -> Result<Vec<NodeId>> {
     let gd = GatherDims { offset_dims, collapsed_slice_dims: (0..k).collect(), start_index_map: (0..k).collect() };
     let mut sizes = vec![1; k];
     sizes.extend_from_slice(&dims[k..]);
-    let y = c.g.gather(x, idx, gd, &sizes, GatherMode::Clip);
+    let y = c.g.gather(x, idx, gd, &sizes, GatherMode::Checked);
     Ok(vec![if b > 0 { c.g.reshape(y, out_dims) } else { y }])
 }
 

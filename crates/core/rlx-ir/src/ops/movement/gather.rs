@@ -12,7 +12,7 @@
 //!   vector `indices[G, :]`; its component `k` is the start in operand dim
 //!   `start_index_map[k]` (other dims start at 0); `Out[offset_dims[k]]` is the offset in the
 //!   `k`-th non-collapsed operand dim. Clip clamps starts to `[0, dim - slice_size]`;
-//!   FillOrDrop reads zero for a slice whose start is outside that range.
+//!   FillOrDrop reads zero for a slice whose start is outside that range; Checked fails.
 //!
 //! Scatter (`updates` of rank `len(update_window_dims) + len(B)`):
 //! - `update_window_dims` sorted, unique, `< updates rank`; `inserted_window_dims` sorted,
@@ -22,7 +22,7 @@
 //!   most the `k`-th non-inserted operand dim.
 //! - Each update element goes to operand index `start + window offset` (inserted dims have
 //!   offset 0) and is added there; Clip clamps starts to `[0, dim - window size]`, FillOrDrop
-//!   drops a whole window whose start is outside that range.
+//!   drops a whole window whose start is outside that range, Checked fails.
 
 use super::{GatherDims, GatherMode, ScatterDims, check_axes, clamp_start, dot, for_each_index, int_at, typed};
 use crate::shape::strides_of;
@@ -138,14 +138,17 @@ fn starts(op: &Op, ix: &Tensor, base: usize, map: &[usize], r: usize) -> Result<
     Ok(s)
 }
 
-/// Apply the mode to starts for a window of `sizes`; `None` means out of bounds (FillOrDrop).
-fn place(s: &[i64], xd: &[usize], sizes: &[usize], mode: GatherMode) -> Option<Vec<usize>> {
+/// Apply the mode to starts for a window of `sizes`; `Ok(None)` means out of bounds
+/// (FillOrDrop); an out-of-bounds start in Checked mode is an error naming the index.
+fn place(op: &Op, s: &[i64], xd: &[usize], sizes: &[usize], mode: GatherMode) -> Result<Option<Vec<usize>>, IrError> {
+    let fits = |i: usize| s[i] >= 0 && s[i] as u64 + sizes[i] as u64 <= xd[i] as u64;
     match mode {
-        GatherMode::Clip => Some((0..xd.len()).map(|i| clamp_start(s[i], xd[i], sizes[i])).collect()),
-        GatherMode::FillOrDrop => {
-            let fits = (0..xd.len()).all(|i| s[i] >= 0 && s[i] as u64 + sizes[i] as u64 <= xd[i] as u64);
-            fits.then(|| s.iter().map(|&v| v as usize).collect())
-        }
+        GatherMode::Clip => Ok(Some((0..xd.len()).map(|i| clamp_start(s[i], xd[i], sizes[i])).collect())),
+        GatherMode::FillOrDrop => Ok((0..xd.len()).all(fits).then(|| s.iter().map(|&v| v as usize).collect())),
+        GatherMode::Checked => match (0..xd.len()).find(|&i| !fits(i)) {
+            None => Ok(Some(s.iter().map(|&v| v as usize).collect())),
+            Some(i) => Err(super::out_of_range(&op.name(), s[i], i, xd[i], sizes[i])),
+        },
     }
 }
 
@@ -177,7 +180,11 @@ pub(super) fn eval_gather<T: Elem>(
             Ok(s) => s,
             Err(e) => return res = Err(e),
         };
-        o[k] = match place(&s, xd, slice_sizes, mode) {
+        let at = match place(op, &s, xd, slice_sizes, mode) {
+            Ok(at) => at,
+            Err(e) => return res = Err(e),
+        };
+        o[k] = match at {
             None => T::zero(),
             Some(mut at) => {
                 for (j, &wd) in window.iter().enumerate() {
@@ -230,7 +237,11 @@ pub(super) fn eval_scatter_add<T: Elem>(
             Ok(s) => s,
             Err(e) => return res = Err(e),
         };
-        if let Some(mut at) = place(&s, xd, &sizes, mode) {
+        let at = match place(op, &s, xd, &sizes, mode) {
+            Ok(at) => at,
+            Err(e) => return res = Err(e),
+        };
+        if let Some(mut at) = at {
             for (j, &wd) in window.iter().enumerate() {
                 at[wd] += idx[d.update_window_dims[j]];
             }
