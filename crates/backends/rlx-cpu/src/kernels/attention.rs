@@ -27,7 +27,7 @@
 //! these tile sizes is already register-blocked and keeps one implementation of the products.
 
 use super::reduce::max_row;
-use super::simd::{dispatch, exp_f32, threads};
+use super::simd::{dispatch, exp_f32, has_avx512, threads};
 use super::spin::{self, SyncPtr};
 use rlx_ir::compose::AttentionLayout;
 use rlx_ir::ops::Composite;
@@ -407,9 +407,15 @@ fn tile(k: &AttentionKernel, x: &Operands<'_>, bh: usize, q0: usize, o: &mut [f3
     }
 }
 
-/// `x = exp(x - m)` in place; returns the sum (16 partial sums, so the loop vectorizes).
+/// `x = exp(x - m)` in place; returns the sum (16 partial sums, so the loop vectorizes; with
+/// FMAs on AVX-512 CPUs, [`super::math_avx512::exp_sum_slice`]).
 #[inline(always)]
 fn exp_sum(x: &mut [f32], m: f32) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512() {
+        // SAFETY: AVX-512 checked.
+        return unsafe { super::math_avx512::exp_sum_slice(x, m) };
+    }
     let mut acc = [0f32; 16];
     let mut chunks = x.chunks_exact_mut(16);
     for c in &mut chunks {

@@ -170,6 +170,37 @@ pub(crate) unsafe fn logistic_slice(x: &[f32], o: &mut [f32]) {
     unsafe { map(x, o, |v| logistic512(v)) }
 }
 
+/// `x = exp(x - m)` in place ([`exp512`]); returns the sum of the results (16 lane sums,
+/// added in lane order at the end). Attention's online softmax.
+///
+/// # Safety
+/// AVX-512F is available.
+#[target_feature(enable = "avx512f,avx512vl,avx512bw,avx2,fma")]
+pub(crate) unsafe fn exp_sum_slice(x: &mut [f32], m: f32) -> f32 {
+    let (n, p) = (x.len(), x.as_mut_ptr());
+    let mv = _mm512_set1_ps(m);
+    let mut acc = _mm512_setzero_ps();
+    let mut i = 0;
+    // SAFETY: every access is below `n`, inside `x`.
+    unsafe {
+        while i + LANES <= n {
+            let e = exp512(_mm512_sub_ps(_mm512_loadu_ps(p.add(i)), mv));
+            _mm512_storeu_ps(p.add(i), e);
+            acc = _mm512_add_ps(acc, e);
+            i += LANES;
+        }
+        if i < n {
+            let k = tail_mask(n - i);
+            let e = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, p.add(i)), mv));
+            _mm512_mask_storeu_ps(p.add(i), k, e);
+            acc = _mm512_mask_add_ps(acc, k, acc, e);
+        }
+        let mut lanes = [0f32; LANES];
+        _mm512_storeu_ps(lanes.as_mut_ptr(), acc);
+        lanes.iter().sum()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,6 +265,30 @@ mod tests {
 
     /// `tanh` and the logistic function over [-30, 30] (every tail length) and the specials,
     /// against f64 libm: within 3 f32 ulps relative or 1e-7 absolute.
+    #[test]
+    fn exp_sum_slice_matches_libm() {
+        if !crate::kernels::simd::has_avx512() {
+            return;
+        }
+        // Every tail length; -inf scores (masked keys) give 0.
+        for n in 0..40 {
+            let x: Vec<f32> =
+                (0..n).map(|i| if i % 7 == 3 { f32::NEG_INFINITY } else { (i as f32 * 0.37).sin() * 9.0 }).collect();
+            let m = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let mut y = x.clone();
+            // SAFETY: AVX-512 checked above.
+            let sum = unsafe { exp_sum_slice(&mut y, m) };
+            let mut want_sum = 0f64;
+            for (a, b) in x.iter().zip(&y) {
+                // Of the f32 difference, as the kernel computes it; exp512's bound (3e-7 relative).
+                let want = ((*a - m) as f64).exp();
+                want_sum += want;
+                assert!((*b as f64 - want).abs() <= 3e-7 * want, "exp({a} - {m}) = {b}, want {want}");
+            }
+            assert!((sum as f64 - want_sum).abs() <= 1e-6 * want_sum.max(1.0), "n {n}: sum {sum} vs {want_sum}");
+        }
+    }
+
     #[test]
     fn tanh_and_logistic_match_libm() {
         if !super::super::simd::has_avx512() {
