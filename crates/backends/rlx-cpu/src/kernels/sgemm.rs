@@ -35,10 +35,12 @@ use std::sync::Arc;
 pub const MR: usize = 12;
 /// Columns of the micro-kernel's tile of `C` (two zmm vectors).
 pub const NR: usize = 32;
-/// Most `K` rows per block (a `KC × NR` panel of `B` is 16 KiB, a third of the L1 data cache;
-/// 256 measured no faster here).
-pub const KC: usize = 128;
-/// Most rows of `A` per packed block (192 × 128 f32 = 96 KiB on the stack, within L2).
+/// Most `K` rows per block. A `KC × NR` panel of `B` is 48 KiB, the L1 data cache: the
+/// kernel's two loads per 24 FMAs come from L2 fast enough, and encoders' `K = 384` products
+/// run in one block, each tile of `C` written once (4096 × 384 × 1536, 1 thread: 39.2–44.8 →
+/// 38.5–38.8 ms against 128; no shape measured slower, bench/RESULTS.md "Session 8").
+pub const KC: usize = 384;
+/// Most rows of `A` per packed block (192 × 384 f32 = 288 KiB on the stack, within L2).
 pub const MC: usize = 192;
 /// Panels per column group when `K` spans several blocks.
 const NG: usize = 16;
