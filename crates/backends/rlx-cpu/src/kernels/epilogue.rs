@@ -8,8 +8,10 @@
 //! elements (whole rows; on our [`sgemm`], its own row blocks of at most [`sgemm::MC`] rows) is
 //! computed into the start of the product buffer (the same L2-resident lines for every block,
 //! when the region reads the product element for element) and then immediately read by the
-//! region while it is still in cache. Otherwise (several threads, batches or a GEMV) the whole product runs first, then
-//! the whole region, each parallel. Results equal the unfused steps' within the f32 rounding of
+//! region while it is still in cache. On several threads with a rhs packed at compile time
+//! and a row block per thread, each thread does the same over its own contiguous rows, in its
+//! own part of the buffer. Otherwise (batches, a GEMV, a rhs packed per run on several
+//! threads) the whole product runs first, then the whole region, each parallel. Results equal the unfused steps' within the f32 rounding of
 //! a `K`-term sum (`gemm` may block a row block's sums differently from the whole product's);
 //! the region computes exactly what the unfused elementwise kernels compute.
 
