@@ -64,7 +64,13 @@ fn label(g: &Graph, id: NodeId) -> String {
 pub fn read_graph(path: &Path) -> Result<Graph, CliError> {
     let what = "a graph's JSON (written by rlx_ir::hir_to_json)";
     crate::error::not_a_directory(path)?;
-    let text = String::from_utf8(std::fs::read(path)?).map_err(|_| err(format!("binary data, not {what}")))?;
+    let text = String::from_utf8(std::fs::read(path)?).map_err(|_| {
+        // A model file given by mistake is named as such, as the other subcommands do.
+        match crate::error::known_format(path) {
+            Ok(Some(f)) => err(format!("is {}, but rlx check and rlx compile read {what}", f.describe())),
+            _ => err(format!("binary data, not {what}")),
+        }
+    })?;
     serde_json::from_str(&text).map_err(|e| err(format!("not {what}: {e}")))
 }
 

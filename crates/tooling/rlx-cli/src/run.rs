@@ -86,14 +86,35 @@ fn npy_bytes(t: &Tensor) -> Result<Vec<u8>, CliError> {
     Ok(buf)
 }
 
-/// Write tensors as an `.npz` (a zip of `.npy` members named after the outputs).
+/// The `.npz` member names (without `.npy`) for output names: characters other than ASCII
+/// letters, digits and `_-.` become `_`, and a name already taken gets `_2`, `_3`, … so that
+/// two outputs such as `a:b` and `a/b` are not both written as `a_b` (numpy would then load
+/// the second under both).
+fn npz_member_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let mut taken = std::collections::HashSet::new();
+    let mut out = vec![];
+    for name in names {
+        let safe: String =
+            name.chars().map(|c| if c.is_ascii_alphanumeric() || "_-.".contains(c) { c } else { '_' }).collect();
+        let mut member = safe.clone();
+        let mut k = 2;
+        while !taken.insert(member.clone()) {
+            member = format!("{safe}_{k}");
+            k += 1;
+        }
+        out.push(member);
+    }
+    out
+}
+
+/// Write tensors as an `.npz` (a zip of `.npy` members named after the outputs, see
+/// [`npz_member_names`]).
 fn write_npz(path: &Path, named: &[(String, Tensor)]) -> Result<(), CliError> {
     let f = std::fs::File::create(path).map_err(|e| write_error(path, e))?;
     let mut z = zip::ZipWriter::new(f);
     let opts = zip::write::FileOptions::default().compression_method(zip::CompressionMethod::Stored);
-    for (name, t) in named {
-        let safe: String =
-            name.chars().map(|c| if c.is_ascii_alphanumeric() || "_-.".contains(c) { c } else { '_' }).collect();
+    let members = npz_member_names(named.iter().map(|(n, _)| n.as_str()));
+    for ((_, t), safe) in named.iter().zip(members) {
         z.start_file(format!("{safe}.npy"), opts)?;
         z.write_all(&npy_bytes(t)?)?;
     }

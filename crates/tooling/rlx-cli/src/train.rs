@@ -188,6 +188,12 @@ pub fn train(a: &TrainArgs, json: bool) -> Result<String, CliError> {
     }
     if let Some(out) = &a.out {
         check_output("--out", out)?;
+        // The file is safetensors whatever its name; a `.gguf` / `.onnx` name would make
+        // `rlx train --eval` and `rlx inspect` read it as that format and fail.
+        let name = out.file_name().and_then(|s| s.to_str()).unwrap_or("").to_ascii_lowercase();
+        if [".gguf", ".onnx", ".json", ".npz", ".npy"].iter().any(|e| name.ends_with(e)) {
+            return Err(err(format!("--out {}: rlx train writes safetensors; name it .safetensors", out.display())));
+        }
     }
     let per_epoch = (n / b) as u64;
     let sched = Schedule::Cosine { lr, decay_steps: per_epoch * a.epochs, alpha: 0.0 };

@@ -68,8 +68,14 @@ fn files_that_are_not_graphs_are_one_line_errors() {
     let bin = dir.path().join("cut.gguf");
     std::fs::write(&bin, b"GGUF\x03\x00\x00\x00\xff\xfe").unwrap();
     let b = bin.to_string_lossy().into_owned();
+    // A model file given by mistake is named as one (it was "binary data, not a graph's JSON").
+    let raw = dir.path().join("weights.bin");
+    std::fs::write(&raw, b"\xff\xfe\x00\x01").unwrap();
+    let r = raw.to_string_lossy().into_owned();
     for cmd in ["check", "compile"] {
-        assert!(one_error_line(&rlx(&[cmd, &b]), &b).contains("binary data, not a graph's JSON"));
+        let e = one_error_line(&rlx(&[cmd, &b]), &b);
+        assert!(e.contains("is a GGUF file, but rlx check and rlx compile read a graph's JSON"), "{e}");
+        assert!(one_error_line(&rlx(&[cmd, &r]), &r).contains("binary data, not a graph's JSON"));
     }
     let other = dir.path().join("other.json");
     std::fs::write(&other, "{\"a\": 1}").unwrap();

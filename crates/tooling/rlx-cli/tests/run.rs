@@ -200,3 +200,28 @@ fn an_out_of_range_token_id_is_an_error_not_a_clamped_lookup() {
     let o = rlx(&["run", &m, "--input", &format!("input_ids={}", neg.display()), "--input", &mask]);
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+#[test]
+fn outputs_whose_names_sanitize_alike_are_saved_as_distinct_npz_members() {
+    // tests/fixtures/colliding_output_names.onnx: x -> Relu -> "a:b", x -> Neg -> "a/b". Both
+    // were written as a_b.npy, and numpy loaded the Neg result under both names.
+    let m: std::path::PathBuf =
+        [env!("CARGO_MANIFEST_DIR"), "tests", "fixtures", "colliding_output_names.onnx"].iter().collect();
+    let dir = tempfile::tempdir().unwrap();
+    write_npy(&dir.path().join("x.npy"), &[2], &[1.0, -2.0]);
+    let out = dir.path().join("out.npz");
+    let xa = format!("x={}", dir.path().join("x.npy").display());
+    let o = rlx(&["run", &m.to_string_lossy(), "--input", &xa, "--output", &out.to_string_lossy()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut z = zip::ZipArchive::new(std::fs::File::open(&out).unwrap()).unwrap();
+    let names: Vec<String> = z.file_names().map(String::from).collect();
+    assert_eq!(names, ["a_b.npy", "a_b_2.npy"]);
+    // The members hold Relu's then Neg's values (the last 8 bytes of each .npy).
+    for (member, want) in [("a_b.npy", [1.0f32, 0.0]), ("a_b_2.npy", [-1.0, 2.0])] {
+        let mut bytes = vec![];
+        std::io::Read::read_to_end(&mut z.by_name(member).unwrap(), &mut bytes).unwrap();
+        let tail = &bytes[bytes.len() - 8..];
+        let got: Vec<f32> = tail.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+        assert_eq!(got, want, "{member}");
+    }
+}

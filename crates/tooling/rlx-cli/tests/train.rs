@@ -74,6 +74,19 @@ fn bad_input_is_one_error_line() {
 }
 
 #[test]
+fn out_named_as_another_format_is_refused_before_training() {
+    // It used to write safetensors under the name, which `--eval` then called a GGUF file.
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["w.gguf", "w.onnx", "w.npz"] {
+        let out = dir.path().join(name);
+        let o = out.to_str().unwrap();
+        let err = one_error_line(&rlx(&["train", "--epochs", "1", "--out", o]), "train");
+        assert!(err.contains("rlx train writes safetensors; name it .safetensors"), "{err}");
+        assert!(!out.exists(), "nothing written to {o}");
+    }
+}
+
+#[test]
 fn an_unknown_data_set_has_one_prefix() {
     // Once "rlx: error: train: trainer: unknown data set …": the data set is not the trainer's.
     let err = one_error_line(&rlx(&["train", "--dataset", "nope"]), "train");
