@@ -146,10 +146,13 @@ enum Model {
 /// Resolve `--model`: a directory, an `.onnx` file, or a BERT directory's `model.safetensors` or
 /// `config.json` (taken as its directory); any other format is named in the error.
 fn source(model: &Path) -> Result<Source, CliError> {
+    let needs = "rlx embed needs a BERT directory (config.json + model.safetensors) or an .onnx encoder";
     if model.is_dir() {
+        if !model.join("config.json").exists() {
+            return Err(err(format!("is a directory without a config.json, but {needs}")));
+        }
         return Ok(Source::Dir(model.to_path_buf()));
     }
-    let needs = "rlx embed needs a BERT directory (config.json + model.safetensors) or an .onnx encoder";
     let json = model.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
     match known_format(model)? {
         // A BERT directory's config.json stands for its directory, as its model.safetensors

@@ -68,7 +68,8 @@ fn embed_bad_inputs_are_one_line_errors() {
     let d = tmp.path().to_string_lossy().into_owned();
     // The model is read first: an empty directory lacks its config.json (a tokenizer.json
     // missing beside a good model is checked in `truncation_follows_…`).
-    assert!(one_error_line(&rlx(&["embed", "--model", &d, "hi"]), &d).contains("config.json: No such file"));
+    let e = one_error_line(&rlx(&["embed", "--model", &d, "hi"]), &d);
+    assert!(e.contains("is a directory without a config.json, but rlx embed needs a BERT directory"), "{e}");
     // A GGUF is named as one, not parsed as ONNX ("malformed ONNX protobuf").
     let gguf = tmp.path().join("model.gguf");
     std::fs::write(&gguf, b"GGUF\x03\x00\x00\x00").unwrap();
