@@ -238,13 +238,12 @@ fn constant_weights_in_one_arena() {
     }
 }
 
-/// Wide products whose `K` spans several blocks run in column groups (sgemm keeps a group's
-/// block of `C` in L2 across `K` blocks): 200 × 400 × 1400 has two row blocks, two `K` blocks
-/// and three column groups, the last one partial with a masked last panel. Equal to the
-/// reference with the weights as a param (packed group by group during the product) and as a
+/// A wide product whose `K` spans several blocks: 200 × 400 × 1400 has two row blocks, two
+/// `K` blocks (the second accumulating into prefetched tiles of `C`) and a masked last panel.
+/// Equal to the reference with the weights as a param (packed during the product) and as a
 /// constant (packed at compile time), bit-identical between the two, at 1 and 2 threads.
 #[test]
-fn column_groups_of_wide_products() {
+fn wide_products_over_several_k_blocks() {
     use rlx_cpu::{CpuExecutable, CpuOptions};
     let (m, k, n) = (200, 400, 1400);
     let w = rand_tensor(&[k, n], DType::F32, 11, -1.0, 1.0);

@@ -82,8 +82,8 @@ fn check(g: &Graph, f: &[(&str, Tensor)], what: &str) -> Vec<String> {
 fn linear_bias_activation_residual_is_one_step() {
     for a in ACTS {
         // 300 x 300: several row blocks on one thread (each written to the same block-sized
-        // start of the product buffer); 200 x 400 x 1400 (GELU only: large): also two K blocks
-        // in column groups.
+        // start of the product buffer); 200 x 400 x 1400 (GELU only: large): also two K
+        // blocks.
         for (m, k, n) in [(5, 7, 3), (300, 33, 300), (200, 400, 1400)] {
             if m == 200 && a != "gelu" {
                 continue;

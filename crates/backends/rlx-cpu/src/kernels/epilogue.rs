@@ -19,6 +19,7 @@ use super::dot::{self, DotKernel, Path};
 use super::fused::{self, FusedKernel};
 use super::sgemm;
 use super::simd::threads;
+use super::spin::SyncPtr;
 use rlx_ir::ops::Composite;
 use rlx_ir::{DType, Graph, IrError, Node, NodeId, Op, Tensor};
 
@@ -119,6 +120,9 @@ pub fn run(k: &mut EpilogueKernel, ins: &[&Tensor], outs: &mut [Tensor]) -> Resu
 fn run_with(k: &mut EpilogueKernel, ins: &[&Tensor], outs: &mut [Tensor], acc: &mut Tensor) -> Result<(), IrError> {
     let (batch, m, n) = (k.dot.plan.batch, k.dot.plan.m, k.dot.plan.n);
     let blocked = threads() == 1 && batch == 1 && matches!(k.dot.path, Path::Gemm);
+    if !blocked && run_blocks_in_parallel(k, ins, outs, acc)? {
+        return Ok(());
+    }
     if !blocked {
         dot::run(&mut k.dot, ins[0], ins[1], acc)?;
         return fused::run(&mut k.region, &region_ins(acc, ins), outs);
@@ -145,6 +149,52 @@ fn run_with(k: &mut EpilogueKernel, ins: &[&Tensor], outs: &mut [Tensor], acc: &
         r0 = r1;
     }
     Ok(())
+}
+
+/// Several threads, a product with a rhs packed at compile time and at least one [`sgemm`]
+/// row block per thread: each thread takes a contiguous range of rows and goes block by block
+/// as one thread does (product block into its own part of `acc`, then the region on it, still
+/// in that core's L2). `Ok(false)`: not applicable ([`fused::run_tasks`]'s conditions
+/// included), nothing run.
+fn run_blocks_in_parallel(
+    k: &mut EpilogueKernel,
+    ins: &[&Tensor],
+    outs: &mut [Tensor],
+    acc: &mut Tensor,
+) -> Result<bool, IrError> {
+    let (t, m, n) = (threads(), k.dot.plan.m, k.dot.plan.n);
+    if t < 2 || !dot::is_prepacked(&k.dot) || m.div_ceil(sgemm::MC) < t {
+        return Ok(false);
+    }
+    let bad = |what: &str| IrError::Eval { op: NAME.into(), msg: format!("{what} is not f32") };
+    let a = ins[0].as_slice::<f32>().ok_or_else(|| bad("lhs"))?;
+    let per = m.div_ceil(t).next_multiple_of(sgemm::MR);
+    let rows = per.div_ceil(per.div_ceil(sgemm::MC)).next_multiple_of(sgemm::MR);
+    let accp = SyncPtr(acc.as_mut_slice::<f32>().ok_or_else(|| bad("the product buffer"))?.as_mut_ptr());
+    let failed = std::sync::atomic::AtomicBool::new(false);
+    let dotk = &k.dot;
+    let body = |task: usize, run: &mut dyn FnMut((usize, usize), usize)| {
+        let (t0, t1) = ((task * per).min(m), ((task + 1) * per).min(m));
+        let mut r0 = t0;
+        while r0 < t1 {
+            let r1 = (r0 + rows).min(t1);
+            // SAFETY: task `task` alone uses rows t0.. of `acc` (its blocks start there and hold
+            // at most t1 - t0 rows), inside the m · n buffer.
+            let ok = unsafe { dot::prepacked_rows(dotk, a, accp.get().add(t0 * n), r0, r1) }.is_ok();
+            if !ok {
+                failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                return;
+            }
+            run((r0 * n, r1 * n), t0 * n);
+            r0 = r1;
+        }
+    };
+    // SAFETY: `acc` holds m · n floats; each task writes and reads only its own blocks of it.
+    let ran = unsafe { fused::run_tasks(&mut k.region, &region_ins(acc, ins), outs, (accp, m * n), t, body)? };
+    if failed.into_inner() {
+        return Err(IrError::Eval { op: NAME.into(), msg: "row block does not fit the plan".into() });
+    }
+    Ok(ran)
 }
 
 /// The region's operands: the product, then the composite's operands after lhs and rhs (on the

@@ -16,9 +16,8 @@
 //! register transposes; the micro-kernel keeps an `MR × NR` tile of `C` in 24 zmm registers
 //! and does one broadcast-FMA per (row, 16 columns) per `k`; edge tiles run a kernel for their
 //! row count with masked columns; each tile's lines of `C` are prefetched for writing before its
-//! kernel runs. When `K` spans several blocks and a row block of `C` exceeds 1 MiB, the panels go
-//! in groups of [`NG`] so the group's block of `C` stays in L2 from one `K` block to the next
-//! (MiniLM's FFN-up, 4096 × 384 × 1536: 108 → 120 GFLOP/s with both). The first `K` block overwrites `C`, later ones accumulate, so
+//! kernel runs (a first write to a line of `C` otherwise waits for a read-for-ownership). The
+//! first `K` block overwrites `C`, later ones accumulate, so
 //! every element is the same sequence of f32 FMAs whatever the thread count and whether `B`
 //! was packed ahead or on the way (results are deterministic and independent of how rows or
 //! columns are split across threads).
@@ -42,8 +41,6 @@ pub const NR: usize = 32;
 pub const KC: usize = 384;
 /// Most rows of `A` per packed block (192 × 384 f32 = 288 KiB on the stack, within L2).
 pub const MC: usize = 192;
-/// Panels per column group when `K` spans several blocks.
-const NG: usize = 16;
 
 /// `B` packed for [`matmul`]: for each `K` block, `ceil(N / NR)` panels of `kc × NR` floats,
 /// row `p` of a panel holding `B[k0 + p, j0 .. j0 + NR]` (zeros past `N`).
@@ -434,36 +431,29 @@ unsafe fn rows(
     let mut ic = r0;
     while ic < r1 {
         let mc = MC.min(r1 - ic);
-        // With several K blocks and a row block of C over 1 MiB, columns go in groups of NG
-        // panels so the group's block of C stays in L2 from one K block to the next (A is
-        // then packed once per group).
-        let ng = if pv.k > KC && mc * n > 1 << 18 { NG } else { p1 - p0 }.max(1);
-        for g0 in (p0..p1).step_by(ng) {
-            let g1 = (g0 + ng).min(p1);
-            for (k0, kc) in k_blocks(pv.k) {
-                if let Some(b) = pack.filter(|_| ic == r0) {
-                    // SAFETY: this call owns panels p0..p1 (the callers' contracts).
-                    unsafe { pack_block(b, pv, k0, kc, g0, g1) };
-                }
-                // SAFETY: rows ic..ic+mc and columns k0..k0+kc are inside `a`.
-                unsafe { pack_a(a, ic, mc, k0, kc, ap) };
-                for jp in g0..g1 {
-                    let bpan = pv.panel(k0, kc, jp);
-                    let w = NR.min(n - jp * NR);
-                    let tiles = mc.div_ceil(MR);
-                    for t in 0..tiles {
-                        // A pre-packed `B` (a constant weight) comes from L3 or DRAM on its first
-                        // use, in panels of 2·kc cache lines that cross pages, which the hardware
-                        // prefetcher does not follow: each tile fetches its share of the next
-                        // panel (contiguous after this one, also across K blocks) into L2.
-                        prefetch_l2(bpan.wrapping_add(kc * NR), 2 * kc, t, tiles);
-                        let h = MR.min(mc - t * MR);
-                        prefetch_c(c, ldc, ic + t * MR - c0, jp * NR, h, w);
-                        // SAFETY: tile (ic + t·MR, jp·NR) of h × w elements is inside `c` (from row c0).
-                        unsafe {
-                            let ct = c.add((ic + t * MR - c0) * ldc + jp * NR);
-                            tile(kc, ap.add(t * MR * KC), bpan, ct, ldc, k0 > 0, h, w);
-                        }
+        for (k0, kc) in k_blocks(pv.k) {
+            if let Some(b) = pack.filter(|_| ic == r0) {
+                // SAFETY: this call owns panels p0..p1 (the callers' contracts).
+                unsafe { pack_block(b, pv, k0, kc, p0, p1) };
+            }
+            // SAFETY: rows ic..ic+mc and columns k0..k0+kc are inside `a`.
+            unsafe { pack_a(a, ic, mc, k0, kc, ap) };
+            for jp in p0..p1 {
+                let bpan = pv.panel(k0, kc, jp);
+                let w = NR.min(n - jp * NR);
+                let tiles = mc.div_ceil(MR);
+                for t in 0..tiles {
+                    // A pre-packed `B` (a constant weight) comes from L3 or DRAM on its first
+                    // use, in panels of 2·kc cache lines that cross pages, which the hardware
+                    // prefetcher does not follow: each tile fetches its share of the next
+                    // panel (contiguous after this one, also across K blocks) into L2.
+                    prefetch_l2(bpan.wrapping_add(kc * NR), 2 * kc, t, tiles);
+                    let h = MR.min(mc - t * MR);
+                    prefetch_c(c, ldc, ic + t * MR - c0, jp * NR, h, w);
+                    // SAFETY: tile (ic + t·MR, jp·NR) of h × w elements is inside `c` (from row c0).
+                    unsafe {
+                        let ct = c.add((ic + t * MR - c0) * ldc + jp * NR);
+                        tile(kc, ap.add(t * MR * KC), bpan, ct, ldc, k0 > 0, h, w);
                     }
                 }
             }
