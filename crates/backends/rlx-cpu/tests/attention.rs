@@ -164,6 +164,26 @@ fn random_shapes() {
     }
 }
 
+/// Head dims the AVX-512 tile products split (query tiles of ≥ 8 rows): `d` and `dv` past 64
+/// (several 64-column chunks of `P V`, the 4-vector kernel), not multiples of 16 (scalar
+/// transposes and masked columns), key blocks not multiples of 16, and a head dim past the
+/// transposed-key buffer (`d > 256`: the `gemm` crate path).
+#[test]
+fn wide_and_ragged_head_dims() {
+    let cases = [
+        Case { b: 1, h: 2, hk: 1, sq: 70, sk: 150, d: 72, dv: 80 },
+        Case { b: 2, h: 1, hk: 1, sq: 20, sk: 33, d: 130, dv: 130 },
+        Case { b: 1, h: 1, hk: 1, sq: 9, sk: 20, d: 260, dv: 20 },
+    ];
+    let masks = [M::None, M::Causal, M::Bias(&['b', '1', '1', 'k'])];
+    for (i, c) in cases.iter().enumerate() {
+        for (j, m) in masks.iter().enumerate() {
+            run_case(*c, *m, (200 + i * 10 + j) as u64);
+            run_case_in(*c, *m, (300 + i * 10 + j) as u64, AttentionLayout::Bshd);
+        }
+    }
+}
+
 /// The MiniLM layout: bias `[B, 1, 1, Sk]` from an attention mask, 12 heads of 32, seq 128.
 #[test]
 fn encoder_shape_with_padding_bias() {

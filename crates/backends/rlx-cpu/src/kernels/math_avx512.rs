@@ -201,9 +201,55 @@ pub(crate) unsafe fn exp_sum_slice(x: &mut [f32], m: f32) -> f32 {
     }
 }
 
+/// NaN-propagating maximum of `x` (`-inf` for an empty slice): as [`super::reduce`]'s
+/// `max_row`, which the compiler leaves scalar inside the attention tile. Attention's online
+/// softmax.
+///
+/// # Safety
+/// AVX-512F is available.
+#[target_feature(enable = "avx512f,avx512vl,avx512bw,avx2,fma")]
+pub(crate) unsafe fn max_slice(x: &[f32]) -> f32 {
+    let (n, p) = (x.len(), x.as_ptr());
+    let mut acc = _mm512_set1_ps(f32::NEG_INFINITY);
+    let mut nan: __mmask16 = 0;
+    let mut i = 0;
+    // SAFETY: every access is below `n`, inside `x` (the tail under a mask).
+    unsafe {
+        while i < n {
+            let k = if i + LANES <= n { !0 } else { tail_mask(n - i) };
+            let v = _mm512_mask_loadu_ps(_mm512_set1_ps(f32::NEG_INFINITY), k, p.add(i));
+            nan |= _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v);
+            acc = _mm512_max_ps(acc, v);
+            i += LANES;
+        }
+    }
+    if nan != 0 { f32::NAN } else { _mm512_reduce_max_ps(acc) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `max_slice` equals the scalar maximum on every length 0..=40 (tails), and any NaN
+    /// makes it NaN wherever it sits.
+    #[test]
+    fn max_slice_matches_scalar_and_propagates_nan() {
+        if !crate::kernels::simd::has_avx512() {
+            return;
+        }
+        let x: Vec<f32> = (0..40).map(|i| ((i * 37) % 23) as f32 - 11.5 - i as f32 * 0.01).collect();
+        for n in 0..=40 {
+            let want = x[..n].iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+            // SAFETY: AVX-512 checked.
+            assert_eq!(unsafe { max_slice(&x[..n]) }, want, "n = {n}");
+        }
+        for at in [0, 15, 16, 33] {
+            let mut y = x.clone();
+            y[at] = f32::NAN;
+            // SAFETY: AVX-512 checked.
+            assert!(unsafe { max_slice(&y[..34]) }.is_nan(), "NaN at {at}");
+        }
+    }
 
     fn run(f: unsafe fn(&[f32], &mut [f32]), x: &[f32]) -> Vec<f32> {
         let mut o = vec![0f32; x.len()];

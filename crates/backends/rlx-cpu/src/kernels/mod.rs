@@ -7,6 +7,8 @@
 //! gives the reference's results within float rounding (see each module's docs).
 
 pub mod attention;
+#[cfg(target_arch = "x86_64")]
+mod attention_avx512;
 pub mod composite;
 pub mod conv;
 pub mod dot;

@@ -536,7 +536,7 @@ unsafe fn pack_a(a: Operand, i0: usize, mc: usize, k0: usize, kc: usize, dst: *m
 /// floats at stride `ds`; AVX-512F is available.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn transpose16(src: *const f32, ss: usize, dst: *mut f32, ds: usize) {
+pub(crate) unsafe fn transpose16(src: *const f32, ss: usize, dst: *mut f32, ds: usize) {
     // SAFETY: the caller's contract.
     unsafe {
         let r: [__m512; 16] = std::array::from_fn(|i| _mm512_loadu_ps(src.add(i * ss)));
@@ -575,7 +575,7 @@ unsafe fn transpose16(src: *const f32, ss: usize, dst: *mut f32, ds: usize) {
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-unsafe fn transpose16(_: *const f32, _: usize, _: *mut f32, _: usize) {
+pub(crate) unsafe fn transpose16(_: *const f32, _: usize, _: *mut f32, _: usize) {
     unreachable!("sgemm runs only where available() is true")
 }
 
