@@ -60,6 +60,21 @@ fn main() {
             std::process::exit(2);
         }
     };
+    // The encoder's weights: small deterministic values, frozen into constants (as ONNX
+    // initializers are for ONNX Runtime), so the backend packs them once at compile time.
+    let weights: Vec<(String, Tensor)> = g
+        .params()
+        .iter()
+        .enumerate()
+        .map(|(k, &p)| {
+            let d = g.shape(p).static_dims().expect("static");
+            let n: usize = d.iter().product();
+            let v = (0..n).map(|i| (((i * 7919 + k * 104_729) % 2001) as f32 / 1000.0 - 1.0) * 0.05).collect();
+            (g.source_name(p).expect("param").to_string(), Tensor::from_vec(v, &d).expect("dims"))
+        })
+        .collect();
+    g.freeze_params(weights).expect("freeze");
+    let params: Vec<&Tensor> = vec![];
     let opts = rlx_compile::PassOptions {
         native_composites: rlx_cpu::native_composites().iter().map(|s| s.to_string()).collect(),
         verify_each: false,
@@ -69,19 +84,6 @@ fn main() {
     let mut exe = CpuExecutable::compile(&g, &CpuOptions { threads: Some(t), ..Default::default() }).expect("compile");
     let steps = exe.steps();
     let kernels: Vec<&str> = steps.iter().map(|s| s.kernel).collect();
-    // Params (the encoder's weights): small deterministic values.
-    let params: Vec<Tensor> = g
-        .params()
-        .iter()
-        .enumerate()
-        .map(|(k, &p)| {
-            let d = g.shape(p).static_dims().expect("static");
-            let n: usize = d.iter().product();
-            let v = (0..n).map(|i| (((i * 7919 + k * 104_729) % 2001) as f32 / 1000.0 - 1.0) * 0.05).collect();
-            Tensor::from_vec(v, &d).expect("dims")
-        })
-        .collect();
-    let params: Vec<&Tensor> = params.iter().collect();
     let mut x = Tensor::zeros(&dims, DType::F32);
     rlx_cpu::advise_huge_pages(&x);
     let mut s = 7u64;

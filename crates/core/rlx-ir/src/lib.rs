@@ -12,6 +12,7 @@
 pub mod compose;
 mod dtype;
 mod error;
+mod freeze;
 mod graph;
 pub mod inline;
 pub mod interp;
