@@ -340,11 +340,13 @@ pub(crate) fn unary_block(u: UnaryOp, x: &[f32], o: &mut [f32]) {
         Square => map!(|v: f32| v * v),
         Reciprocal => map!(|v: f32| 1.0 / v),
         Rsqrt => map!(|v: f32| 1.0 / v.sqrt()),
-        // SAFETY (these four): AVX-512 checked first.
+        // SAFETY (these five): AVX-512 checked first.
         #[cfg(target_arch = "x86_64")]
         Exp if has_avx512() => unsafe { super::math_avx512::exp_slice(x, o) },
         #[cfg(target_arch = "x86_64")]
         Erf if has_avx512() => unsafe { super::math_avx512::erf_slice(x, o) },
+        #[cfg(target_arch = "x86_64")]
+        Erfc if has_avx512() => unsafe { super::math_avx512::erfc_slice(x, o) },
         #[cfg(target_arch = "x86_64")]
         Tanh if has_avx512() => unsafe { super::math_avx512::tanh_slice(x, o) },
         #[cfg(target_arch = "x86_64")]
