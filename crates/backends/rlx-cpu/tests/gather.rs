@@ -98,3 +98,41 @@ fn checked_mode_errors_on_out_of_range_indices() {
         }
     }
 }
+
+#[test]
+fn checked_wrap_counts_negative_indices_from_the_end_and_names_the_given_index() {
+    // `GatherMode::CheckedWrap` (ONNX Gather): an index in [-n, 0) is n + index, the same block
+    // copy as the reference; outside [-n, n) both fail naming the index as given (the ONNX
+    // importer used to wrap in the graph, so -99999 was reported as -99999 + n).
+    for axis in [0i64, 1] {
+        let mut g = Graph::new("checked_wrap");
+        let x = g.input("x", Shape::new(&[6, 4], DType::F32));
+        let i = g.input("i", Shape::new(&[3], DType::I64));
+        let y = g.take_with_mode(x, i, axis, GatherMode::CheckedWrap);
+        g.set_outputs(vec![y]);
+        let n: i64 = if axis == 0 { 6 } else { 4 };
+        let xv = rand_tensor(&[6, 4], DType::F32, 7, -1.0, 1.0);
+        let neg = [("x", xv.clone()), ("i", indices(&[-1, 0, -n], &[3], DType::I64))];
+        let ks = check_graph(&g, &neg, None, EXACT, "checked_wrap negative");
+        assert!(ks.contains(&"take_copy".to_string()), "kernels {ks:?}");
+        // Independent of the gather: -1 and -n are the rows (columns) n - 1 and 0.
+        let mut exe = rlx_cpu::CpuExecutable::compile(&g, &Default::default()).unwrap();
+        let got = exe.run(&[&xv, &neg[1].1], &[]).unwrap()[0].to_f64_vec();
+        let xs = xv.to_f64_vec();
+        let at = |r: usize, c: usize| xs[r * 4 + c];
+        let want: Vec<f64> = match axis {
+            0 => [5usize, 0, 0].iter().flat_map(|&r| (0..4).map(move |c| (r, c))).map(|(r, c)| at(r, c)).collect(),
+            _ => (0..6).flat_map(|r| [3usize, 0, 0].map(|c| at(r, c))).collect(),
+        };
+        assert_eq!(got, want, "axis {axis}");
+        for bad in [n, -n - 1, 99999, -99999] {
+            let iv = indices(&[0, bad, 1], &[3], DType::I64);
+            let e = exe.run(&[&xv, &iv], &[]).expect_err("out-of-range index must fail").to_string();
+            let want = format!("index {bad} is out of range [-{n}, {n}) in operand dim {axis} (of size {n})");
+            assert!(e.contains(&want) && e.contains("gather"), "axis {axis}, index {bad}: {e}");
+            let map = [("x".to_string(), xv.clone()), ("i".to_string(), iv)].into_iter().collect();
+            let r = rlx_ir::interp::evaluate(&g, &map).expect_err("the reference fails too").to_string();
+            assert!(r.contains(&want), "reference, axis {axis}, index {bad}: {r}");
+        }
+    }
+}

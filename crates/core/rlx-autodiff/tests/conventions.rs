@@ -198,6 +198,14 @@ fn out_of_bounds_gathers() {
     };
     same(&grad_at(&[1.0, 2.0, 3.0], build(GatherMode::Clip)), &[1.0, 0.0, 1.0]);
     same(&grad_at(&[1.0, 2.0, 3.0], build(GatherMode::FillOrDrop)), &[0.0, 0.0, 0.0]);
+    // CheckedWrap (ONNX Gather): -1 and -3 are rows 2 and 0; the VJP scatter wraps alike, so
+    // the gradient lands on those rows (a Clip scatter would have sent it to row 0 twice).
+    let wrap = |g: &mut Graph, x: NodeId| {
+        let idx = g.constant(Tensor::from_vec(vec![-1i32, -3, -1], &[3, 1]).unwrap());
+        let d = GatherDims { offset_dims: vec![], collapsed_slice_dims: vec![0], start_index_map: vec![0] };
+        g.gather(x, idx, d, &[1], GatherMode::CheckedWrap)
+    };
+    same(&grad_at(&[1.0, 2.0, 3.0], wrap), &[1.0, 0.0, 2.0]);
 }
 
 #[test]

@@ -253,7 +253,8 @@ fn vi_i64(name: &str, dims: &[i64]) -> ValueInfoProto {
 #[test]
 fn gather_family_out_of_range_index_is_an_error_not_a_clamp() {
     // ONNX (and ONNX Runtime) reject an index outside [-n, n); the IR's default gather clamps
-    // like XLA, so the importer asks for `GatherMode::Checked`. Negative indices still wrap once.
+    // like XLA, so the importer asks for `GatherMode::CheckedWrap`: negative indices wrap once,
+    // and the error names the index as given (not after the wrap) with the range [-n, n).
     let x = Tensor::from_vec((0..12).map(|v| v as f32).collect::<Vec<_>>(), &[4, 3]).unwrap();
     let ids = |v: &[i64], d: &[usize]| Tensor::from_vec(v.to_vec(), d).unwrap();
     let gather = model(
@@ -278,12 +279,15 @@ fn gather_family_out_of_range_index_is_an_error_not_a_clamp() {
     let y = run(&gather, &[("x", x.clone()), ("i", ids(&[-1, -4], &[2]))]);
     assert_eq!(y[0].as_slice::<f32>().unwrap(), &[9.0, 10.0, 11.0, 0.0, 1.0, 2.0]);
     let cases = [
-        (&gather, ids(&[0, 4], &[2]), "index 4 is out of range [0, 4)"),
-        (&gather, ids(&[99999, 0], &[2]), "index 99999 is out of range [0, 4)"),
-        // -5 wraps once to -1, still out of range.
-        (&gather, ids(&[1, -5], &[2]), "index -1 is out of range [0, 4)"),
-        (&elems, ids(&[0, 1, 4], &[1, 3]), "index 4 is out of range [0, 4)"),
-        (&nd, ids(&[1, 2, 0, 3], &[2, 2]), "index 3 is out of range [0, 3)"),
+        (&gather, ids(&[0, 4], &[2]), "index 4 is out of range [-4, 4)"),
+        (&gather, ids(&[99999, 0], &[2]), "index 99999 is out of range [-4, 4)"),
+        // -5 would wrap once to -1, still out of range: the message names -5 (it said -1).
+        (&gather, ids(&[1, -5], &[2]), "index -5 is out of range [-4, 4)"),
+        (&gather, ids(&[-99999, 0], &[2]), "index -99999 is out of range [-4, 4)"),
+        (&elems, ids(&[0, 1, 4], &[1, 3]), "index 4 is out of range [-4, 4)"),
+        (&elems, ids(&[0, -5, 1], &[1, 3]), "index -5 is out of range [-4, 4)"),
+        (&nd, ids(&[1, 2, 0, 3], &[2, 2]), "index 3 is out of range [-3, 3)"),
+        (&nd, ids(&[1, 2, -5, 0], &[2, 2]), "index -5 is out of range [-4, 4)"),
     ];
     for (m, i, want) in cases {
         let m = parse(&m.encode_to_vec()).unwrap();

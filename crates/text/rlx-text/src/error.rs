@@ -51,6 +51,16 @@ pub enum TextError {
         /// The `tokenizers` crate's message.
         msg: String,
     },
+    /// A file given as a `tokenizer.json` that is not one: not UTF-8 JSON, or JSON without the
+    /// `model` object every HuggingFace tokenizer.json has (a BERT `vocab.txt`, a
+    /// `tokenizer_config.json`, …). `why` keeps the JSON parser's detail.
+    #[error("{path} is not a HuggingFace tokenizer.json ({why})")]
+    NotHfTokenizer {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
     /// An invalid sampler setting (e.g. negative temperature, top_p outside (0, 1]).
     #[error("invalid sampler setting: {0}")]
     Sampler(String),

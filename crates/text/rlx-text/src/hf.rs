@@ -39,12 +39,23 @@ fn token_str(v: Option<&serde_json::Value>) -> Option<String> {
 
 impl HfTokenizer {
     pub fn from_file(path: &Path) -> Result<HfTokenizer, TextError> {
-        let mut tok = tokenizers::Tokenizer::from_file(path).map_err(|e| hf_err(path, e))?;
+        // Checked here before the `tokenizers` crate sees the text: its error for a file that is
+        // not a tokenizer.json at all is serde's bare "invalid type: sequence, expected struct
+        // Tokenizer" (a BERT vocab.txt starting "[PAD]" reads as a JSON array).
+        let not_hf = |why: String| TextError::NotHfTokenizer { path: path.to_path_buf(), why };
+        let text = std::fs::read_to_string(path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::InvalidData => not_hf("not UTF-8 text".into()),
+            _ => hf_err(path, e),
+        })?;
+        let raw: serde_json::Value = serde_json::from_str(&text).map_err(|e| not_hf(format!("not JSON: {e}")))?;
+        if !raw.get("model").is_some_and(serde_json::Value::is_object) {
+            let what = if raw.is_object() { "a JSON object" } else { "JSON" };
+            return Err(not_hf(format!("{what} without the \"model\" object of a tokenizer.json")));
+        }
+        let mut tok: tokenizers::Tokenizer = text.parse().map_err(|e| hf_err(path, e))?;
         // `encode` returns one text's tokens: a `padding` section (sentence-transformers files
         // pad to a fixed 128) is the batching caller's business, not the tokenizer's.
         tok.with_padding(None);
-        let raw: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).map_err(|e| hf_err(path, e))?)
-            .map_err(|e| hf_err(path, e))?;
         let byte_level = raw.pointer("/decoder/type").and_then(|t| t.as_str()) == Some("ByteLevel");
         let cfg_path: PathBuf = path.with_file_name("tokenizer_config.json");
         let cfg: serde_json::Value = match std::fs::read_to_string(&cfg_path) {

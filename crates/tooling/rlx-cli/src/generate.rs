@@ -1,7 +1,8 @@
 //! `rlx generate`: text generation with a Llama-family GGUF model, streamed to stdout.
 //!
 //! The prompt is tokenized as llama.cpp does (`common_tokenize(prompt, add_special = true,
-//! parse_special = true)`: BOS only where the GGUF's `add_bos_token` says so); `--chat` wraps
+//! parse_special = true)`: BOS only where the GGUF's `add_bos_token` says so; an empty prompt is
+//! then the BOS alone, and refused on a model without one, as llama.cpp); `--chat` wraps
 //! it in the GGUF's chat template as one user message with the generation prompt. Tokens are
 //! printed as they are sampled; then one line on stderr gives the prompt-processing and
 //! generation speeds and why generation stopped (`--max-tokens`, an end-of-generation token,
@@ -27,7 +28,9 @@ pub struct GenerateArgs {
     /// GGUF model (default: SmolLM2-135M-Instruct from the cache; `tools/fetch.sh smollm2`)
     #[arg(long)]
     pub model: Option<PathBuf>,
-    /// Prompt text (tokenized as llama.cpp does; may be empty)
+    /// Prompt text (tokenized as llama.cpp does). An empty prompt is the BOS token alone on a
+    /// model that adds one; a model that adds none (`add_bos_token` false, e.g. SmolLM2) has
+    /// nothing to start from and refuses it, as llama.cpp
     #[arg(long, default_value = "The capital of France is")]
     pub prompt: String,
     /// Wrap the prompt in the model's chat template as one user message
@@ -125,6 +128,18 @@ pub fn generate(args: &GenerateArgs, path: &Path, json: bool) -> Result<String, 
     // missing tokenizer key.
     let mut cfg = LlamaConfig::from_gguf(&file)?;
     let tok = Tokenizer::from_gguf(&file)?;
+    // As llama.cpp's completion tool: the prompt tokenizes to [BOS] alone where the model adds
+    // a BOS (generation continues from it), and to nothing where it adds none, which llama.cpp
+    // refuses ("input is empty"). Starting such a model from its BOS anyway (SmolLM2's is
+    // `<|im_start|>`) would be a prompt the user did not give. Checked before the weights load.
+    let ids = prompt_ids(&tok, args)?;
+    if ids.is_empty() {
+        return Err(err(
+            "the prompt is empty and this model adds no BOS token (add_bos_token = false), so there is no \
+             token to start from; give a non-empty --prompt (llama.cpp refuses it too: \"input is empty\")",
+        ));
+    }
+    let bos_only = args.prompt.is_empty() && !args.chat && ids.len() == 1;
     let mut opts = CompileOptions::default().with_quantized_activations(args.fast);
     opts.threads = args.threads.map(NonZeroUsize::get);
     match args.ctx_size {
@@ -139,7 +154,6 @@ pub fn generate(args: &GenerateArgs, path: &Path, json: bool) -> Result<String, 
     let mut model = LlamaModel::new(cfg, weights, opts)?;
     model.set_kv_dtype(args.kv_type.into());
     drop(file);
-    let ids = prompt_ids(&tok, args)?;
     let cfg = SamplerConfig {
         temperature: args.temperature,
         top_k: args.top_k,
@@ -191,7 +205,7 @@ pub fn generate(args: &GenerateArgs, path: &Path, json: bool) -> Result<String, 
         let _ = writeln!(out);
     }
     let stop = Stop::of(&stats.tokens, args.max_tokens, &stop_tokens);
-    eprintln!("{}", stats_line(&stats, stop, ctx));
+    eprintln!("{}", stats_line(&stats, stop, ctx, bos_only));
     if !json {
         return Ok(String::new());
     }
@@ -247,16 +261,21 @@ impl Stop {
 
 /// The stderr summary: speeds (only those that were measured) and a note when the context
 /// limit ended generation.
-fn stats_line(stats: &GenerationStats, stop: Stop, ctx: usize) -> String {
+fn stats_line(stats: &GenerationStats, stop: Stop, ctx: usize, bos_only: bool) -> String {
     let n = stats.tokens.len();
+    // An empty --prompt that counts 1 token says which one.
+    let p = if bos_only {
+        format!("{} token (the BOS; --prompt is empty)", stats.prompt_tokens)
+    } else {
+        format!("{} tokens", stats.prompt_tokens)
+    };
     let mut line = if n == 0 {
-        format!("prompt: {} tokens | generated: 0 tokens", stats.prompt_tokens)
+        format!("prompt: {p} | generated: 0 tokens")
     } else if n == 1 {
-        format!("prompt: {} tokens, {:.1} tok/s | generated: 1 token", stats.prompt_tokens, stats.prompt_tokens_per_s())
+        format!("prompt: {p}, {:.1} tok/s | generated: 1 token", stats.prompt_tokens_per_s())
     } else {
         format!(
-            "prompt: {} tokens, {:.1} tok/s | generated: {n} tokens, {:.1} tok/s",
-            stats.prompt_tokens,
+            "prompt: {p}, {:.1} tok/s | generated: {n} tokens, {:.1} tok/s",
             stats.prompt_tokens_per_s(),
             stats.gen_tokens_per_s()
         )

@@ -92,6 +92,26 @@ fn embed_bad_inputs_are_one_line_errors() {
 }
 
 #[test]
+fn a_tokenizer_that_is_not_a_tokenizer_json_is_named() {
+    // `--tokenizer vocab.txt` (BERT's word list) printed serde's "invalid type: sequence,
+    // expected struct Tokenizer at line 1 column 1".
+    let Some(model) = or_skip(MINILM_L3_ONNX, "embed with a vocab.txt as --tokenizer") else { return };
+    let m = model.to_string_lossy();
+    let tmp = tempfile::tempdir().unwrap();
+    let vocab = tmp.path().join("vocab.txt");
+    std::fs::write(&vocab, "[PAD]\n[unused0]\n[UNK]\n[CLS]\n[SEP]\nthe\n").unwrap();
+    let v = vocab.to_string_lossy().into_owned();
+    let e = one_error_line(&rlx(&["embed", "--model", &m, "--tokenizer", &v, "hi"]), &m);
+    assert!(e.contains(&format!("{v} is not a HuggingFace tokenizer.json (not JSON: ")), "{e}");
+    assert!(!e.contains("expected struct Tokenizer"), "{e}");
+    let cfg = tmp.path().join("tokenizer_config.json");
+    std::fs::write(&cfg, r#"{"do_lower_case": true}"#).unwrap();
+    let c = cfg.to_string_lossy().into_owned();
+    let e = one_error_line(&rlx(&["embed", "--model", &m, "--tokenizer", &c, "hi"]), &m);
+    assert!(e.contains(&format!("{c} is not a HuggingFace tokenizer.json (a JSON object without")), "{e}");
+}
+
+#[test]
 fn a_corrupt_onnx_model_is_named_before_a_missing_tokenizer() {
     // No tokenizer.json beside cut.onnx: the error once named only the tokenizer.
     let tmp = tempfile::tempdir().unwrap();

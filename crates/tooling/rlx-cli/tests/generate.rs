@@ -26,8 +26,12 @@ fn greedy_json_and_empty_prompt() {
     assert!(j["prompt_tokens_per_s"].as_f64().unwrap() > 0.0 && j["gen_tokens_per_s"].as_f64().unwrap() > 0.0);
     assert!(stderr(&out).contains("tok/s"));
     assert_eq!((j["mode"].as_str(), j["kv_type"].as_str()), (Some("exact"), Some("f32")));
-    let out = rlx(&["generate", "--model", m, "--prompt", "", "--max-tokens", "2"]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    // SmolLM2 adds no BOS (add_bos_token = false): an empty prompt is no token at all, and
+    // llama.cpp refuses it ("input is empty"); rlx generated after a BOS the user never gave.
+    for max in ["2", "0"] {
+        let e = one_error_line(&rlx(&["generate", "--model", m, "--prompt", "", "--max-tokens", max]), m);
+        assert!(e.contains("the prompt is empty and this model adds no BOS token (add_bos_token = false)"), "{e}");
+    }
     let fast = ["--fast", "--kv-type", "f16", "--threads", "1", "--max-tokens", "4", "--json"];
     let out = rlx(&[&["generate", "--model", m, "--prompt", "The capital of France is"][..], &fast].concat());
     let j = last_json(&out);
@@ -102,4 +106,36 @@ fn bad_model_files_are_one_line_errors() {
     let long = "the ".repeat(9000);
     let e = one_error_line(&rlx(&["generate", "--model", &m, "--prompt", &long, "--max-tokens", "1"]), &m);
     assert!(e.contains("more than the context of 8192"), "{e}");
+}
+
+#[test]
+fn an_empty_prompt_is_the_bos_alone_on_a_model_that_adds_one() {
+    // SmolLM2 with add_bos_token = true (a copy, tensors unchanged): llama.cpp tokenizes "" to
+    // [BOS] and generates from it; the stats say the one prompt token is the BOS.
+    let Some(m) = model() else { return };
+    let src = rlx_gguf::GgufFile::open(&m).unwrap();
+    let mut w = rlx_gguf::GgufWriter::new();
+    for (k, v) in src.metadata() {
+        let v = if k == "tokenizer.ggml.add_bos_token" { true.into() } else { v.clone() };
+        w.add_metadata(k.as_str(), v).unwrap();
+    }
+    for t in src.tensors() {
+        w.add_tensor(t.name.as_str(), &t.shape(), t.ty, src.tensor_data(&t.name).unwrap().to_vec()).unwrap();
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let bos = tmp.path().join("smollm2-bos.gguf");
+    w.write_file(&bos).unwrap();
+    let b = bos.to_string_lossy().into_owned();
+    let out = rlx(&["generate", "--model", &b, "--prompt", "", "--max-tokens", "3", "--json"]);
+    let j = last_json(&out);
+    assert_eq!(j["prompt_tokens"], 1, "{j}");
+    assert_eq!(j["tokens"].as_array().unwrap().len(), 3, "{j}");
+    let err = stderr(&out);
+    assert!(err.contains("prompt: 1 token (the BOS; --prompt is empty)"), "{err}");
+    // A non-empty prompt gets the BOS in front: one token more than on the original model.
+    let n = |model: &str| {
+        let out = rlx(&["generate", "--model", model, "--prompt", "Hello", "--max-tokens", "0", "--json"]);
+        last_json(&out)["prompt_tokens"].as_u64().unwrap()
+    };
+    assert_eq!(n(&b), n(&m) + 1);
 }

@@ -193,7 +193,13 @@ fn an_out_of_range_token_id_is_an_error_not_a_clamped_lookup() {
     let ids = format!("input_ids={}", ids.display());
     let mask = format!("attention_mask={}", mask.display());
     let e = stderr_line(&rlx(&["run", &m, "--input", &ids, "--input", &mask]), &m);
-    assert!(e.contains("gather") && e.contains("index 99999 is out of range [0, 30522)"), "{e}");
+    assert!(e.contains("gather") && e.contains("index 99999 is out of range [-30522, 30522)"), "{e}");
+    // A negative id past the vocabulary is named as given (it said -69477, after the wrap).
+    let far = dir.path().join("far.npy");
+    write_npy_i64(&far, &[1, 4], &[101, -99999, 2003, 102]);
+    let far = format!("input_ids={}", far.display());
+    let e = stderr_line(&rlx(&["run", &m, "--input", &far, "--input", &mask]), &m);
+    assert!(e.contains("gather") && e.contains("index -99999 is out of range [-30522, 30522)"), "{e}");
     // Negative ids still wrap once (-1 is the last row), as ONNX Gather says.
     let neg = dir.path().join("neg.npy");
     write_npy_i64(&neg, &[1, 4], &[101, -1, 2003, 102]);

@@ -6,7 +6,7 @@
 //! Ranks above [`MAX_RANK`] use the reference evaluation.
 
 use rlx_ir::ops::GatherMode;
-use rlx_ir::ops::movement::out_of_range;
+use rlx_ir::ops::movement::{out_of_range, out_of_range_in};
 use rlx_ir::{Elem, IrError, Op, Tensor, strides_of, with_dtype};
 
 /// Highest rank planned here.
@@ -39,7 +39,8 @@ pub enum MoveKernel {
     /// `gather` of whole slices along one operand axis (the operand seen as `[outer, dim,
     /// inner]`, the indices as `n` values): `out[o, b, :] = x[o, idx[b], :]`, indices clamped
     /// into `[0, dim)` (`Clip`), the slice zero-filled when out of range (`FillOrDrop`), as
-    /// `lax.gather` with those modes, or an error naming the index (`Checked`).
+    /// `lax.gather` with those modes, or an error naming the index (`Checked`; `CheckedWrap`
+    /// first counts an index in `[-dim, 0)` from the end, as ONNX `Gather`).
     Take {
         /// Product of the operand dims before the axis.
         outer: usize,
@@ -185,6 +186,10 @@ pub fn run(k: &MoveKernel, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrEr
                             GatherMode::FillOrDrop => None,
                             GatherMode::Clip => Some(i.clamp(0, dim as i64 - 1) as usize),
                             GatherMode::Checked => return Err(out_of_range("gather", i, axis, dim, 1)),
+                            GatherMode::CheckedWrap if (-(dim as i64)..0).contains(&i) => {
+                                Some((i + dim as i64) as usize)
+                            }
+                            GatherMode::CheckedWrap => return Err(out_of_range_in("gather", i, axis, dim, 1, mode)),
                         };
                         for q in 0..outer {
                             let dst = &mut o[(q * n + b) * inner..(q * n + b + 1) * inner];

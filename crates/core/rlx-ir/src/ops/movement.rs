@@ -22,7 +22,8 @@
 //!   for floats and the type's minimum for signed ints); a scatter window whose start is out of
 //!   bounds is dropped whole (XLA / `FILL_OR_DROP`). `GatherMode::Checked` (not in `jax.lax`):
 //!   an out-of-bounds start index is an evaluation error naming the index, for front ends whose
-//!   semantics reject it (ONNX `Gather` / `GatherElements` / `GatherND`, as ONNX Runtime does).
+//!   semantics reject it; `GatherMode::CheckedWrap` first counts a negative start from the end
+//!   once (ONNX `Gather` / `GatherElements` / `GatherND`, which fail as ONNX Runtime does).
 //!
 //! Symbolic dims are accepted wherever the rule can still be stated; checks that need a size
 //! are repeated when the graph is specialized (`verify::specialize` re-runs every rule).
@@ -69,6 +70,11 @@ pub enum GatherMode {
     /// An out-of-bounds start index is an error at evaluation (not a `jax.lax` mode: ONNX
     /// says out-of-range gather indices are invalid, and ONNX Runtime fails on them).
     Checked,
+    /// ONNX `Gather` / `GatherElements` / `GatherND`: a start in `[-n, 0)` counts from the end
+    /// (`n + s`, once, as NumPy), then `Checked`; the error names the index as given, with
+    /// the range `[-n, n)`. Wrapping in the graph before a `Checked` gather would report the
+    /// wrapped index (-69477 for -99999 in a vocabulary of 30522), not the user's.
+    CheckedWrap,
 }
 
 /// Shape and dtype rule of the movement family.
@@ -377,8 +383,20 @@ fn int_at(op: &Op, t: &Tensor, k: usize) -> Result<i64, IrError> {
 /// dim `dim` (of size `n`, window `size`) is out of bounds; backends use it so every path
 /// says the same.
 pub fn out_of_range(op: &str, s: i64, dim: usize, n: usize, size: usize) -> IrError {
-    let range =
-        if size == 1 { format!("[0, {n})") } else { format!("[0, {}] for a window of {size}", n.saturating_sub(size)) };
+    out_of_range_in(op, s, dim, n, size, GatherMode::Checked)
+}
+
+/// [`out_of_range`] for either checked mode: `s` is the start as given (before a
+/// [`GatherMode::CheckedWrap`] counts it from the end), and the range is the one of `mode`:
+/// `[-n, n)` for a `CheckedWrap` index.
+pub fn out_of_range_in(op: &str, s: i64, dim: usize, n: usize, size: usize, mode: GatherMode) -> IrError {
+    let last = n.saturating_sub(size);
+    let range = match (size, mode) {
+        (1, GatherMode::CheckedWrap) => format!("[-{n}, {n})"),
+        (1, _) => format!("[0, {n})"),
+        (_, GatherMode::CheckedWrap) => format!("[0, {last}] (or [-{n}, -{size}] from the end) for a window of {size}"),
+        _ => format!("[0, {last}] for a window of {size}"),
+    };
     IrError::Eval {
         op: op.into(),
         msg: format!("index {s} is out of range {range} in operand dim {dim} (of size {n})"),
@@ -680,7 +698,8 @@ impl Graph {
     }
 
     /// [`take`](Self::take) with the out-of-range behaviour `mode` (`jnp.take(mode=…)`;
-    /// [`GatherMode::Checked`] makes an out-of-range index an evaluation error).
+    /// [`GatherMode::Checked`] makes an out-of-range index an evaluation error,
+    /// [`GatherMode::CheckedWrap`] also counts negative indices from the end as ONNX).
     pub fn take_with_mode(&mut self, x: NodeId, indices: NodeId, axis: i64, mode: GatherMode) -> NodeId {
         let (Some(xs), Some(is)) = (operand_shape(self, x), operand_shape(self, indices)) else {
             return self.push(Op::Reshape { new_sizes: vec![] }, &[x, indices]);

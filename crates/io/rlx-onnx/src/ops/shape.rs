@@ -405,18 +405,15 @@ pub(super) fn gather(c: &mut Ctx) -> Result<Vec<NodeId>> {
     let (x, idx) = (c.x(0)?, c.x(1)?);
     let dims = c.dims(x)?;
     let ax = c.axis(c.ai("axis", 0), dims.len())?;
-    let n = c.scalar(dims[ax] as f64, c.dtype(idx));
-    let idx = wrap_negative(c, idx, n);
-    Ok(vec![c.g.take_with_mode(x, idx, ax as i64, GatherMode::Checked)])
+    // CheckedWrap counts negative indices from the end and names the index as given.
+    Ok(vec![c.g.take_with_mode(x, idx, ax as i64, GatherMode::CheckedWrap)])
 }
 
 pub(super) fn gather_elements(c: &mut Ctx) -> Result<Vec<NodeId>> {
     let (x, idx) = (c.x(0)?, c.x(1)?);
     let dims = c.dims(x)?;
     let ax = c.axis(c.ai("axis", 0), dims.len())?;
-    let n = c.scalar(dims[ax] as f64, c.dtype(idx));
-    let idx = wrap_negative(c, idx, n);
-    Ok(vec![take_along_axis_with_mode(c.g, x, idx, ax, GatherMode::Checked)])
+    Ok(vec![take_along_axis_with_mode(c.g, x, idx, ax, GatherMode::CheckedWrap)])
 }
 
 pub(super) fn gather_nd(c: &mut Ctx) -> Result<Vec<NodeId>> {
@@ -448,15 +445,12 @@ pub(super) fn gather_nd(c: &mut Ctx) -> Result<Vec<NodeId>> {
         idims = id;
         idims[last] = k;
     }
-    let bound: Vec<i64> = dims[..k].iter().map(|&d| d as i64).collect();
-    let bound = c.i64s(&bound);
-    let idx = wrap_negative(c, idx, bound);
     let q = idims.len() - 1;
     let offset_dims = (q..q + dims.len() - k).collect();
     let gd = GatherDims { offset_dims, collapsed_slice_dims: (0..k).collect(), start_index_map: (0..k).collect() };
     let mut sizes = vec![1; k];
     sizes.extend_from_slice(&dims[k..]);
-    let y = c.g.gather(x, idx, gd, &sizes, GatherMode::Checked);
+    let y = c.g.gather(x, idx, gd, &sizes, GatherMode::CheckedWrap);
     Ok(vec![if b > 0 { c.g.reshape(y, out_dims) } else { y }])
 }
 

@@ -12,7 +12,8 @@
 //!   vector `indices[G, :]`; its component `k` is the start in operand dim
 //!   `start_index_map[k]` (other dims start at 0); `Out[offset_dims[k]]` is the offset in the
 //!   `k`-th non-collapsed operand dim. Clip clamps starts to `[0, dim - slice_size]`;
-//!   FillOrDrop reads zero for a slice whose start is outside that range; Checked fails.
+//!   FillOrDrop reads zero for a slice whose start is outside that range; Checked fails;
+//!   CheckedWrap first adds `dim` to a start in `[-dim, 0)`, then fails like Checked.
 //!
 //! Scatter (`updates` of rank `len(update_window_dims) + len(B)`):
 //! - `update_window_dims` sorted, unique, `< updates rank`; `inserted_window_dims` sorted,
@@ -22,7 +23,8 @@
 //!   most the `k`-th non-inserted operand dim.
 //! - Each update element goes to operand index `start + window offset` (inserted dims have
 //!   offset 0) and is added there; Clip clamps starts to `[0, dim - window size]`, FillOrDrop
-//!   drops a whole window whose start is outside that range, Checked fails.
+//!   drops a whole window whose start is outside that range, Checked fails, CheckedWrap
+//!   counts a start in `[-dim, 0)` from the end first.
 
 use super::{GatherDims, GatherMode, ScatterDims, check_axes, clamp_start, dot, for_each_index, int_at, typed};
 use crate::shape::strides_of;
@@ -149,6 +151,17 @@ fn place(op: &Op, s: &[i64], xd: &[usize], sizes: &[usize], mode: GatherMode) ->
             None => Ok(Some(s.iter().map(|&v| v as usize).collect())),
             Some(i) => Err(super::out_of_range(&op.name(), s[i], i, xd[i], sizes[i])),
         },
+        GatherMode::CheckedWrap => {
+            // Count a start in [-n, 0) from the end once; anything else keeps its value.
+            let w: Vec<i64> = (0..xd.len())
+                .map(|i| if (-(xd[i] as i64)..0).contains(&s[i]) { s[i] + xd[i] as i64 } else { s[i] })
+                .collect();
+            let fits = |i: usize| w[i] >= 0 && w[i] as u64 + sizes[i] as u64 <= xd[i] as u64;
+            match (0..xd.len()).find(|&i| !fits(i)) {
+                None => Ok(Some(w.iter().map(|&v| v as usize).collect())),
+                Some(i) => Err(super::out_of_range_in(&op.name(), s[i], i, xd[i], sizes[i], mode)),
+            }
+        }
     }
 }
 
