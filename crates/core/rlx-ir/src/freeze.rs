@@ -35,7 +35,7 @@ impl Graph {
             frozen.push((id, t));
         }
         for (id, t) in frozen {
-            self.nodes[id.index()].op = Op::Constant(t);
+            self.nodes[id.index()].op = Op::Constant(t.into());
             self.params.retain(|&p| p != id);
         }
         Ok(())

@@ -233,9 +233,9 @@ impl Graph {
         }
     }
 
-    /// A literal tensor.
-    pub fn constant(&mut self, t: Tensor) -> NodeId {
-        self.push(Op::Constant(t), &[])
+    /// A literal tensor (a `Tensor`, or an `Arc<Tensor>` to share its data with the caller).
+    pub fn constant(&mut self, t: impl Into<std::sync::Arc<Tensor>>) -> NodeId {
+        self.push(Op::Constant(t.into()), &[])
     }
 
     /// A rank-0 constant of `dtype` holding `v` (converted with XLA rules).

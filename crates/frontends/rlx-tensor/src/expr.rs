@@ -148,7 +148,7 @@ pub(crate) fn extract(
     let mut n_data = 0;
     let mut leaf = |g: &mut Graph, e: &Rc<Expr>, l: &Leaf| -> Result<NodeId, String> {
         let (op, name) = match l {
-            Leaf::Data(t) if data == DataAs::Constants => (Op::Constant(t.clone()), None),
+            Leaf::Data(t) if data == DataAs::Constants => (Op::Constant(t.clone().into()), None),
             Leaf::Data(_) => {
                 n_data += 1;
                 let n = format!("__data{}", n_data - 1);

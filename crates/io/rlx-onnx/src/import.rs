@@ -9,6 +9,7 @@ use crate::tensor::{dtype_of, to_tensor};
 use rlx_ir::{Dim, Graph, Shape, Tensor};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Options for [`import`].
 #[derive(Clone, Debug, Default)]
@@ -104,7 +105,7 @@ pub fn import(m: &ModelProto, opts: &ImportOptions) -> Result<Imported> {
     let mut rg = Graph::new(if g.name().is_empty() { "onnx" } else { g.name() });
     let mut scope: HashMap<String, Val> = HashMap::new();
     for init in &g.initializer {
-        let t = to_tensor(init, opts.base_dir.as_deref())?;
+        let t = std::sync::Arc::new(to_tensor(init, opts.base_dir.as_deref())?);
         let id = rg.constant(t.clone());
         scope.insert(init.name().to_string(), Val { id, konst: Some(t), demand: None });
     }
@@ -146,7 +147,7 @@ pub(crate) struct Importer<'o> {
 
 /// A value's constant or import-time value.
 fn known(v: &Val) -> Option<&Tensor> {
-    v.konst.as_ref().or(v.demand.as_ref())
+    v.konst.as_deref().or(v.demand.as_ref())
 }
 
 /// RLX shape of a `ValueInfoProto` tensor type.
@@ -256,7 +257,11 @@ impl<'o> Importer<'o> {
             let limit = self.fold_limit;
             let small = |t: &Tensor| t.numel() <= limit;
             let foldable = !ins.is_empty()
-                && ins.iter().flatten().chain(caps.iter().map(|(_, v)| v)).all(|v| v.konst.as_ref().is_some_and(small))
+                && ins
+                    .iter()
+                    .flatten()
+                    .chain(caps.iter().map(|(_, v)| v))
+                    .all(|v| v.konst.as_deref().is_some_and(small))
                 && !ops::is_random(n.op_type());
             let mut outs = None;
             if foldable {
@@ -282,10 +287,13 @@ impl<'o> Importer<'o> {
                         && ins.iter().flatten().chain(caps.iter().map(|(_, v)| v)).all(|v| known(v).is_some_and(small))
                         && !ops::is_random(n.op_type())
                     {
-                        let tins: Vec<Option<Tensor>> =
-                            ins.iter().map(|v| v.as_ref().and_then(known).cloned()).collect();
-                        let tcaps: Vec<(String, Tensor)> =
-                            caps.iter().filter_map(|(c, v)| known(v).map(|t| (c.clone(), t.clone()))).collect();
+                        // Small by the check above: copies are cheap.
+                        let tins: Vec<Option<Arc<Tensor>>> =
+                            ins.iter().map(|v| v.as_ref().and_then(known).map(|t| Arc::new(t.clone()))).collect();
+                        let tcaps: Vec<(String, Arc<Tensor>)> = caps
+                            .iter()
+                            .filter_map(|(c, v)| known(v).map(|t| (c.clone(), Arc::new(t.clone()))))
+                            .collect();
                         if let Some(ts) = self.eval(handler, n, &node_name, &tins, &tcaps) {
                             for (v, t) in vals.iter_mut().zip(ts) {
                                 if v.konst.is_none() {
@@ -317,11 +325,18 @@ impl<'o> Importer<'o> {
         caps: &[(String, Val)],
         rg: &mut Graph,
     ) -> Option<Vec<Val>> {
-        let tins: Vec<Option<Tensor>> = ins.iter().map(|v| v.as_ref().and_then(|v| v.konst.clone())).collect();
-        let tcaps: Vec<(String, Tensor)> =
+        let tins: Vec<Option<Arc<Tensor>>> = ins.iter().map(|v| v.as_ref().and_then(|v| v.konst.clone())).collect();
+        let tcaps: Vec<(String, Arc<Tensor>)> =
             caps.iter().filter_map(|(c, v)| v.konst.as_ref().map(|t| (c.clone(), t.clone()))).collect();
         let ts = self.eval(handler, n, node_name, &tins, &tcaps)?;
-        Some(ts.into_iter().map(|t| Val { id: rg.constant(t.clone()), konst: Some(t), demand: None }).collect())
+        Some(
+            ts.into_iter()
+                .map(|t| {
+                    let t = Arc::new(t);
+                    Val { id: rg.constant(t.clone()), konst: Some(t), demand: None }
+                })
+                .collect(),
+        )
     }
 
     /// Run one node's importer on literal operands (and literal values of the names its
@@ -332,11 +347,11 @@ impl<'o> Importer<'o> {
         handler: ops::Handler,
         n: &crate::proto::NodeProto,
         node_name: &str,
-        ins: &[Option<Tensor>],
-        caps: &[(String, Tensor)],
+        ins: &[Option<Arc<Tensor>>],
+        caps: &[(String, Arc<Tensor>)],
     ) -> Option<Vec<Tensor>> {
         let mut tg = Graph::new("fold");
-        let mut lit = |t: &Tensor| Val { id: tg.constant(t.clone()), konst: Some(t.clone()), demand: None };
+        let mut lit = |t: &Arc<Tensor>| Val { id: tg.constant(t.clone()), konst: Some(t.clone()), demand: None };
         let tins: Vec<Option<Val>> = ins.iter().map(|t| t.as_ref().map(&mut lit)).collect();
         let tscope: HashMap<String, Val> = caps.iter().map(|(c, t)| (c.clone(), lit(t))).collect();
         let ids = {

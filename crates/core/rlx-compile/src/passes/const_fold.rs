@@ -23,7 +23,7 @@ pub fn run(g: &mut Graph, opts: &PassOptions) -> Result<PassStats, CompileError>
         let consts: Option<Vec<&Tensor>> = ins
             .iter()
             .map(|&i| match &rb.out.node(i).op {
-                Op::Constant(t) => Some(t),
+                Op::Constant(t) => Some(&**t),
                 _ => None,
             })
             .collect();

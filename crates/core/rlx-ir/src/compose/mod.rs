@@ -71,7 +71,7 @@ impl Graph {
     /// An `f32[]` constant that keeps the graph buildable after an error.
     pub(crate) fn placeholder(&mut self) -> NodeId {
         self.push_node(Node {
-            op: Op::Constant(Tensor::scalar(0f32)),
+            op: Op::Constant(Tensor::scalar(0f32).into()),
             inputs: vec![],
             outputs: vec![Shape::scalar(DType::F32)],
         })

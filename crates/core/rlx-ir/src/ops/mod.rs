@@ -70,8 +70,9 @@ pub enum Op {
         /// Name used in `set_param(name, data)`.
         name: String,
     },
-    /// A literal tensor.
-    Constant(Tensor),
+    /// A literal tensor, shared: cloning the op (or a graph, as every rewriting pass does)
+    /// does not copy the data (a model's weights are constants).
+    Constant(std::sync::Arc<Tensor>),
     /// `lax.iota`: increasing integers along `dimension` of the output shape.
     Iota {
         /// Axis that counts.
@@ -399,7 +400,7 @@ impl Op {
                 Err(IrError::Eval { op: self.name(), msg: "fed by the executor, not evaluated".into() })
             }
             Op::Constant(t) => {
-                outs[0] = t.clone();
+                outs[0].copy_from(t);
                 Ok(())
             }
             Op::Iota { dimension } => movement::eval_iota(*dimension, &mut outs[0]),

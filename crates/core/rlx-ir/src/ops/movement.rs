@@ -545,7 +545,7 @@ fn operand_shape(g: &Graph, x: NodeId) -> Option<Shape> {
 fn fail(g: &mut Graph, op: &str, msg: String) -> NodeId {
     g.record_error(IrError::Shape { node: g.nodes.len(), op: op.into(), msg });
     g.push_node(Node {
-        op: Op::Constant(Tensor::scalar(0f32)),
+        op: Op::Constant(Tensor::scalar(0f32).into()),
         inputs: vec![],
         outputs: vec![Shape::scalar(DType::F32)],
     })

@@ -131,7 +131,7 @@ impl Ctx<'_> {
 
     /// Konst-only value of input `i`.
     fn konst(&self, i: usize) -> Option<&Tensor> {
-        self.ins.get(i)?.as_ref()?.konst.as_ref()
+        self.ins.get(i)?.as_ref()?.konst.as_deref()
     }
 }
 
@@ -156,7 +156,7 @@ fn import_body_into(
     scope: &mut HashMap<String, Val>,
 ) -> Result<Vec<Val>> {
     for init in &sg.initializer {
-        let t = to_tensor(init, opts.base_dir.as_deref())?;
+        let t = std::sync::Arc::new(to_tensor(init, opts.base_dir.as_deref())?);
         scope.insert(init.name().to_string(), Val { id: g.constant(t.clone()), konst: Some(t), demand: None });
     }
     Importer::new(opts, opset, prefix.clone()).body(sg, g, scope)?;
@@ -418,7 +418,10 @@ fn while_loop(c: &mut Ctx, body: &GraphProto, v_init: &[NodeId], nscan: usize) -
 fn unroll(c: &mut Ctx, body: &GraphProto, len: usize, has_cond: bool, nv: usize, nscan: usize) -> Result<Vec<NodeId>> {
     let mut vs: Vec<Val> = c.ins.iter().skip(2).flatten().cloned().collect();
     let mut scans: Vec<Vec<NodeId>> = vec![vec![]; nscan];
-    let lit = |g: &mut Graph, t: Tensor| Val { id: g.constant(t.clone()), konst: Some(t), demand: None };
+    let lit = |g: &mut Graph, t: Tensor| {
+        let t = std::sync::Arc::new(t);
+        Val { id: g.constant(t.clone()), konst: Some(t), demand: None }
+    };
     for i in 0..len {
         let it = lit(c.g, Tensor::from_vec(vec![i as i64], &[]).map_err(|e| c.err(e.to_string()))?);
         let tru = lit(c.g, Tensor::from_vec(vec![true], &[]).map_err(|e| c.err(e.to_string()))?);
@@ -430,7 +433,7 @@ fn unroll(c: &mut Ctx, body: &GraphProto, len: usize, has_cond: bool, nv: usize,
             s.push(v.id);
         }
         if has_cond {
-            match outs[0].konst.as_ref().or(outs[0].demand.as_ref()) {
+            match outs[0].konst.as_deref().or(outs[0].demand.as_ref()) {
                 Some(t) if !truthy(t) => break,
                 Some(_) => {}
                 None => {

@@ -38,7 +38,7 @@ use std::collections::HashMap;
 #[derive(Clone, Debug)]
 pub(crate) struct Val {
     pub id: NodeId,
-    pub konst: Option<Tensor>,
+    pub konst: Option<std::sync::Arc<Tensor>>,
     pub demand: Option<Tensor>,
 }
 
@@ -202,7 +202,7 @@ impl Ctx<'_> {
     /// Value of input `i` when known at import time.
     pub fn value(&self, i: usize) -> Option<&Tensor> {
         let v = self.ins.get(i)?.as_ref()?;
-        v.konst.as_ref().or(v.demand.as_ref())
+        v.konst.as_deref().or(v.demand.as_ref())
     }
     /// Input `i` as integers; it must be known at import time.
     pub fn ints_in(&self, i: usize) -> Result<Vec<i64>> {
