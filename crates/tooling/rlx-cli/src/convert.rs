@@ -178,8 +178,11 @@ impl ConvertReport {
     /// Human-readable report.
     pub fn human(&self) -> String {
         let mut s = format!("{} -> {} ({})\n", self.input, self.output, self.quant.name());
+        // The name column is as wide as the longest name, so the dtype columns line up (a
+        // fixed width of 48 shifted every longer name's row).
+        let w = self.tensors.iter().map(|t| t.name.chars().count()).max().unwrap_or(0);
         for t in &self.tensors {
-            s += &format!("  {:<48} {:>5} -> {:<5} {:?} {} bytes\n", t.name, t.source, t.ty.name(), t.shape, t.bytes);
+            s += &format!("  {:<w$} {:>5} -> {:<5} {:?} {} bytes\n", t.name, t.source, t.ty.name(), t.shape, t.bytes);
         }
         s += &format!(
             "{} tensors, {} bytes in, {} bytes out ({:.2}x smaller)\n",
