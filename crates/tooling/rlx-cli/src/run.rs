@@ -197,6 +197,9 @@ pub fn run(model: &Path, inputs: &[String], output: Option<&PathBuf>, json_out: 
     let mut feeds: Vec<(String, Tensor)> = vec![];
     for spec in inputs {
         let (name, file) = spec.split_once('=').ok_or_else(|| err(format!("--input {spec:?} is not NAME=FILE.npy")))?;
+        if file.is_empty() {
+            return Err(err(format!("--input {spec:?} names no file after '=' (NAME=FILE.npy)")));
+        }
         if feeds.iter().any(|(n, _)| n == name) {
             return Err(err(format!("--input {name:?} is given twice")));
         }

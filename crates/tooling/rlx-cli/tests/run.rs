@@ -70,6 +70,9 @@ fn run_add_with_npy_inputs_and_name_a_missing_input() {
     assert!(e.contains("no --input for model input \"y\""), "{e}");
     let e = stderr_line(&rlx(&["run", &m, "--input", &xa, "--input", &ya, "--input", &ya]), &m);
     assert!(e.contains("--input \"y\" is given twice"), "{e}");
+    // `y=` with no file was ": No such file or directory" (an empty path).
+    let e = stderr_line(&rlx(&["run", &m, "--input", &xa, "--input", "y="]), &m);
+    assert!(e.contains("--input \"y=\" names no file after '='"), "{e}");
     let o = rlx(&["run", &m, "--input", &xa, "--input", &ya, "--output", &dir.join("out.npz").to_string_lossy()]);
     assert!(String::from_utf8_lossy(&o.stdout).contains("saved 1 output to"), "{}", stderr(&o));
     std::fs::remove_dir_all(&dir).ok();
