@@ -149,4 +149,6 @@ fn the_human_report_aligns_the_dtype_column_for_long_names() {
     assert_eq!(cols.len(), 2, "{text}");
     assert_eq!(cols[0], cols[1], "dtype columns differ:\n{text}");
     assert!(text.contains(&format!("  {long_name}   F32 -> F32")), "{text}");
+    // 32 bytes of tensors make a larger GGUF (header, alignment): not "0.06x smaller".
+    assert!(text.trim_end().ends_with("x larger)") && !text.contains("x smaller"), "{text}");
 }
