@@ -178,15 +178,24 @@ impl ConvertReport {
     /// Human-readable report.
     pub fn human(&self) -> String {
         let mut s = format!("{} -> {} ({})\n", self.input, self.output, self.quant.name());
+        // The name column is as wide as the longest name, so the dtype columns line up (a
+        // fixed width of 48 shifted every longer name's row).
+        let w = self.tensors.iter().map(|t| t.name.chars().count()).max().unwrap_or(0);
         for t in &self.tensors {
-            s += &format!("  {:<48} {:>5} -> {:<5} {:?} {} bytes\n", t.name, t.source, t.ty.name(), t.shape, t.bytes);
+            s += &format!("  {:<w$} {:>5} -> {:<5} {:?} {} bytes\n", t.name, t.source, t.ty.name(), t.shape, t.bytes);
         }
+        // A small or already-quantized input can come out larger (GGUF's header and
+        // alignment, F16 copies of I8 rows...): "0.41x smaller" read as a shrink.
+        let ratio = if self.bytes_out <= self.bytes_in {
+            format!("{:.2}x smaller", self.bytes_in as f64 / self.bytes_out.max(1) as f64)
+        } else {
+            format!("{:.2}x larger", self.bytes_out as f64 / self.bytes_in.max(1) as f64)
+        };
         s += &format!(
-            "{} tensors, {} bytes in, {} bytes out ({:.2}x smaller)\n",
+            "{} tensors, {} bytes in, {} bytes out ({ratio})\n",
             self.tensors.len(),
             self.bytes_in,
-            self.bytes_out,
-            self.bytes_in as f64 / self.bytes_out.max(1) as f64
+            self.bytes_out
         );
         s
     }

@@ -44,6 +44,13 @@ pub struct EmbedArgs {
 
 fn tokenizer_path(a: &EmbedArgs) -> Result<PathBuf, CliError> {
     if let Some(t) = &a.tokenizer {
+        // A directory was "tokenizer.json (DIR): Is a directory (os error 21)".
+        if t.is_dir() {
+            let inside = t.join("tokenizer.json");
+            let hint =
+                if inside.is_file() { format!(" (its tokenizer.json is {})", inside.display()) } else { String::new() };
+            return Err(err(format!("--tokenizer {} is a directory, not a tokenizer.json file{hint}", t.display())));
+        }
         return Ok(t.clone());
     }
     let p = model_dir(a).join("tokenizer.json");

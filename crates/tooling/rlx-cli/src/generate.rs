@@ -266,6 +266,8 @@ fn stats_line(stats: &GenerationStats, stop: Stop, ctx: usize, bos_only: bool) -
     // An empty --prompt that counts 1 token says which one.
     let p = if bos_only {
         format!("{} token (the BOS; --prompt is empty)", stats.prompt_tokens)
+    } else if stats.prompt_tokens == 1 {
+        "1 token".to_string()
     } else {
         format!("{} tokens", stats.prompt_tokens)
     };

@@ -187,10 +187,19 @@ pub fn run(model: &Path, inputs: &[String], output: Option<&PathBuf>, json_out: 
     expect_format(model, &[Format::Onnx], "rlx run needs an ONNX model (rlx generate runs GGUF LLMs)")?;
     if let Some(p) = output {
         check_output("--output", p)?;
+        // The file is an .npz whatever its name; a model's name (`--output model.onnx`) would
+        // overwrite the model, and a `.npy` one would hold a zip, not one array.
+        let name = p.file_name().and_then(|s| s.to_str()).unwrap_or("").to_ascii_lowercase();
+        if [".onnx", ".gguf", ".safetensors", ".json", ".npy"].iter().any(|e| name.ends_with(e)) {
+            return Err(err(format!("--output {}: rlx run writes an .npz archive; name it .npz", p.display())));
+        }
     }
     let mut feeds: Vec<(String, Tensor)> = vec![];
     for spec in inputs {
         let (name, file) = spec.split_once('=').ok_or_else(|| err(format!("--input {spec:?} is not NAME=FILE.npy")))?;
+        if file.is_empty() {
+            return Err(err(format!("--input {spec:?} names no file after '=' (NAME=FILE.npy)")));
+        }
         if feeds.iter().any(|(n, _)| n == name) {
             return Err(err(format!("--input {name:?} is given twice")));
         }

@@ -49,13 +49,13 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 32)]
     batch_size: usize,
     /// Learning rate (default: 0.1 for the SGD family, 0.01 otherwise), cosine-decayed to 0
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     lr: Option<f32>,
     /// Optimizer: sgd, momentum, nesterov, adam, adamw, nadam, radam, adagrad, rmsprop, lion, lamb, adafactor, muon
     #[arg(long, default_value = "adam")]
     optimizer: String,
     /// Clip gradients to this global norm
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     clip: Option<f32>,
     /// Seed of the initial weights and the shuffles
     #[arg(long, default_value_t = 0)]

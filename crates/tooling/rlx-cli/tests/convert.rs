@@ -130,3 +130,25 @@ fn bad_inputs_exit_1_with_one_line() {
     }
     assert!(!Path::new(&st_out).exists(), "nothing written under a non-GGUF name");
 }
+
+#[test]
+fn the_human_report_aligns_the_dtype_column_for_long_names() {
+    // all-MiniLM-L6-v2's `encoder.layer.0.attention.output.LayerNorm.weight` (49 characters)
+    // overflowed a fixed 48-wide name column and shifted its row.
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("model.safetensors");
+    let long = Tensor::from_vec(values(4, 5), &[4]).unwrap();
+    let short = Tensor::from_vec(values(4, 6), &[4]).unwrap();
+    let long_name = "encoder.layer.0.attention.output.LayerNorm.weight.extra";
+    rlx_safetensors::save(&src, [(long_name, &long), ("b", &short)], None).unwrap();
+    let out = dir.path().join("out.gguf");
+    let o = rlx(&["convert", &src.to_string_lossy(), &out.to_string_lossy(), "--quant", "Q8_0"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let cols: Vec<usize> = text.lines().filter(|l| l.contains(" -> F32")).map(|l| l.find("F32").unwrap()).collect();
+    assert_eq!(cols.len(), 2, "{text}");
+    assert_eq!(cols[0], cols[1], "dtype columns differ:\n{text}");
+    assert!(text.contains(&format!("  {long_name}   F32 -> F32")), "{text}");
+    // 32 bytes of tensors make a larger GGUF (header, alignment): not "0.06x smaller".
+    assert!(text.trim_end().ends_with("x larger)") && !text.contains("x smaller"), "{text}");
+}

@@ -163,3 +163,17 @@ fn truncation_follows_sentence_bert_config_max_seq_length() {
     let e = one_error_line(&rlx(&["embed", "--model", &d, "hi"]), &d);
     assert!(e.contains("sentence_bert_config.json: max_seq_length is \"long\", not a positive integer"), "{e}");
 }
+
+#[test]
+fn a_tokenizer_directory_is_named_as_a_directory() {
+    // `--tokenizer DIR` was "tokenizer.json (DIR): Is a directory (os error 21)".
+    let Some(model) = or_skip(MINILM_L3_ONNX, "embed with a directory as --tokenizer") else { return };
+    let m = model.to_string_lossy();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().to_string_lossy().into_owned();
+    let e = one_error_line(&rlx(&["embed", "--model", &m, "--tokenizer", &d, "hi"]), &m);
+    assert!(e.contains(&format!("--tokenizer {d} is a directory, not a tokenizer.json file\n")), "{e}");
+    std::fs::write(tmp.path().join("tokenizer.json"), "{}").unwrap();
+    let e = one_error_line(&rlx(&["embed", "--model", &m, "--tokenizer", &d, "hi"]), &m);
+    assert!(e.contains(&format!("(its tokenizer.json is {d}/tokenizer.json)")), "{e}");
+}

@@ -139,3 +139,14 @@ fn an_empty_prompt_is_the_bos_alone_on_a_model_that_adds_one() {
     };
     assert_eq!(n(&b), n(&m) + 1);
 }
+
+#[test]
+fn a_one_token_prompt_is_counted_in_the_singular() {
+    // " " is one token on SmolLM2; the stats line said "prompt: 1 tokens".
+    let Some(m) = model() else { return };
+    let out = rlx(&["generate", "--model", &m, "--prompt", " ", "--max-tokens", "0", "--json"]);
+    let j = last_json(&out);
+    assert_eq!(j["prompt_tokens"], 1, "{j}");
+    let err = stderr(&out);
+    assert!(err.contains("prompt: 1 token | generated: 0 tokens"), "{err}");
+}

@@ -70,6 +70,9 @@ fn run_add_with_npy_inputs_and_name_a_missing_input() {
     assert!(e.contains("no --input for model input \"y\""), "{e}");
     let e = stderr_line(&rlx(&["run", &m, "--input", &xa, "--input", &ya, "--input", &ya]), &m);
     assert!(e.contains("--input \"y\" is given twice"), "{e}");
+    // `y=` with no file was ": No such file or directory" (an empty path).
+    let e = stderr_line(&rlx(&["run", &m, "--input", &xa, "--input", "y="]), &m);
+    assert!(e.contains("--input \"y=\" names no file after '='"), "{e}");
     let o = rlx(&["run", &m, "--input", &xa, "--input", &ya, "--output", &dir.join("out.npz").to_string_lossy()]);
     assert!(String::from_utf8_lossy(&o.stdout).contains("saved 1 output to"), "{}", stderr(&o));
     std::fs::remove_dir_all(&dir).ok();
@@ -232,4 +235,35 @@ fn outputs_whose_names_sanitize_alike_are_saved_as_distinct_npz_members() {
         let got: Vec<f32> = tail.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
         assert_eq!(got, want, "{member}");
     }
+}
+
+#[test]
+fn an_output_named_like_a_model_or_npy_is_refused_before_running() {
+    // `rlx run m.onnx ... --output m.onnx` used to overwrite the model with the .npz archive
+    // (and `--output o.npy` wrote a zip under a .npy name).
+    let Some(node) = or_skip(ONNX_NODE_DIR, "rlx run --output names") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("model.onnx");
+    std::fs::copy(node.join("test_add/model.onnx"), &model).unwrap();
+    let before = std::fs::read(&model).unwrap();
+    let x: Vec<f32> = (0..60).map(|i| i as f32).collect();
+    write_npy(&dir.path().join("x.npy"), &[3, 4, 5], &x);
+    write_npy(&dir.path().join("y.npy"), &[3, 4, 5], &x);
+    let m = model.to_string_lossy();
+    let xa = format!("x={}", dir.path().join("x.npy").display());
+    let ya = format!("y={}", dir.path().join("y.npy").display());
+    for name in ["model.onnx", "out.npy", "out.gguf", "out.safetensors", "out.json"] {
+        let out = dir.path().join(name);
+        let o = rlx(&["run", &m, "--input", &xa, "--input", &ya, "--output", &out.to_string_lossy()]);
+        let e = stderr_line(&o, &m);
+        assert!(e.contains("rlx run writes an .npz archive; name it .npz"), "{name}: {e}");
+        assert!(o.stdout.is_empty(), "{name}");
+    }
+    assert_eq!(std::fs::read(&model).unwrap(), before, "the model file is unchanged");
+    for name in ["out.npy", "out.gguf", "out.safetensors", "out.json"] {
+        assert!(!dir.path().join(name).exists(), "{name} was not written");
+    }
+    let o =
+        rlx(&["run", &m, "--input", &xa, "--input", &ya, "--output", &dir.path().join("out.npz").to_string_lossy()]);
+    assert!(o.status.success(), "{}", stderr(&o));
 }

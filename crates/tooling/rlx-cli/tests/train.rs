@@ -108,3 +108,15 @@ fn eval_of_a_foreign_safetensors_file_says_what_is_missing() {
     assert!(err.contains("no rlx.model metadata: not a file written by `rlx train --out`"), "{err}");
     assert!(!err.contains("None"), "no Debug text in the message: {err}");
 }
+
+#[test]
+fn a_negative_lr_or_clip_is_the_range_error_not_clap_unexpected_argument() {
+    // `--lr -1` was clap's "unexpected argument '-1' found" (status 2, five lines); only the
+    // `--lr=-1` spelling reached the range check.
+    for (flag, want) in
+        [("--lr", "--lr must be a positive number, not -1"), ("--clip", "--clip must be a positive number, not -1")]
+    {
+        let err = one_error_line(&rlx(&["train", flag, "-1", "--epochs", "1"]), "train");
+        assert!(err.contains(want), "{err}");
+    }
+}
