@@ -6,7 +6,7 @@ use crate::kernels::simd::SimdLevel;
 use crate::kernels::spin::Team;
 use crate::kernels::{self, Kernel};
 use rlx_compile::lir::{LirModule, LirOptions, Reuse, Storage};
-use rlx_ir::{Graph, IrError, NodeId, Op, Tensor};
+use rlx_ir::{DType, Graph, IrError, NodeId, Op, Tensor};
 use thiserror::Error;
 
 /// Errors of the CPU backend.
@@ -36,6 +36,17 @@ pub enum CpuError {
         expected: String,
         /// What was given.
         got: String,
+    },
+    /// The memory plan needs a buffer the allocator refused (a graph with absurd static
+    /// shapes, e.g. an ONNX `Expand` to `[1e5, 1e5, 100]`).
+    #[error("cannot allocate {bytes} bytes for a {dtype} buffer of {elems} elements")]
+    OutOfMemory {
+        /// Bytes requested.
+        bytes: u128,
+        /// Element dtype.
+        dtype: DType,
+        /// Elements requested.
+        elems: usize,
     },
     /// Wrong number of inputs or params.
     #[error("expected {expected} {what}, got {got}")]
@@ -218,12 +229,17 @@ impl CpuExecutable {
             .buffers
             .iter()
             .map(|b| {
-                let mut t = Tensor::with_capacity(b.dtype, b.elems, max_rank);
+                let oom = || CpuError::OutOfMemory {
+                    bytes: b.elems as u128 * b.dtype.size_bytes() as u128,
+                    dtype: b.dtype,
+                    elems: b.elems,
+                };
+                let mut t = Tensor::try_with_capacity(b.dtype, b.elems, max_rank).ok_or_else(oom)?;
                 t.set_dims(&[b.elems]);
                 kernels::simd::advise_huge_pages(&t);
-                vec![t]
+                Ok(vec![t])
             })
-            .collect();
+            .collect::<Result<_, CpuError>>()?;
         let dims: Vec<Vec<usize>> =
             g.nodes().iter().map(|n| n.outputs[0].static_dims().expect("checked static")).collect();
         let mut locs = Vec::with_capacity(g.nodes().len());

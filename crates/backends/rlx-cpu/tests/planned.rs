@@ -129,3 +129,18 @@ fn plan_reuses_aliases_and_runs_in_place() {
     assert!(lir.buffers.len() <= 2, "{lir}");
     assert!(lir.arena_bytes * 4 <= lir.unplanned_bytes, "{lir}");
 }
+
+/// A graph whose static shapes need more memory than the allocator gives (a 4 PB broadcast,
+/// as an ONNX `Expand` to absurd dims) is a `CpuError::OutOfMemory` at compile time, naming
+/// the request, not an allocation abort.
+#[test]
+fn absurd_buffers_are_an_error_not_an_abort() {
+    let mut g = Graph::new("huge");
+    let x = g.input("x", Shape::new(&[1], DType::F32));
+    let y = g.broadcast_in_dim(x, vec![1_000_000usize, 1_000_000, 1000], &[2]);
+    let y = g.exp(y);
+    g.set_outputs(vec![y]);
+    let e = rlx_cpu::CpuExecutable::compile(&g, &rlx_cpu::CpuOptions::default()).err().expect("must not compile");
+    assert!(matches!(e, rlx_cpu::CpuError::OutOfMemory { elems: 1_000_000_000_000_000, .. }), "{e}");
+    assert!(e.to_string().contains("cannot allocate 4000000000000000 bytes"), "{e}");
+}

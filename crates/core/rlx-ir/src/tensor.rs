@@ -431,6 +431,18 @@ impl Tensor {
         let data = with_dtype!(dtype, T, T::wrap(Vec::with_capacity(numel)));
         Tensor { shape, data }
     }
+    /// [`Tensor::with_capacity`], or `None` when the allocator refuses `numel` elements (so a
+    /// graph with absurd static shapes is an error, not an abort).
+    pub fn try_with_capacity(dtype: DType, numel: usize, rank: usize) -> Option<Tensor> {
+        let mut shape = Vec::with_capacity(rank.max(1));
+        shape.push(0);
+        let data = with_dtype!(dtype, T, {
+            let mut v: Vec<T> = Vec::new();
+            v.try_reserve_exact(numel).ok()?;
+            T::wrap(v)
+        });
+        Some(Tensor { shape, data })
+    }
     /// Reuse this tensor's storage for `dims` (same dtype): elements are kept up to the new
     /// count (so a prefix survives), new ones are zero. Allocates only when the storage or
     /// shape capacity is short. A memory planner keeps one tensor per buffer and resizes it for
