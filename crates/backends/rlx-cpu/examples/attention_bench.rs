@@ -6,6 +6,10 @@
 //! `rlx attention B=.. S=.. H=.. D=.. threads=..: median X ms  Y GFLOP/s` (the two products'
 //! FLOPs) and, at 1 thread, the run thread's CPU-time median on stderr.
 
+#[path = "common/thread_time.rs"]
+mod thread_time;
+use thread_time::thread_cpu_secs;
+
 use rlx_cpu::{CpuExecutable, CpuOptions};
 use rlx_ir::op::{AttentionLayout, MaskKind};
 use rlx_ir::{DType, Graph, Shape, Tensor};
@@ -84,17 +88,4 @@ fn main() {
         flops / med / 1e9,
         times.len()
     );
-}
-
-/// CPU time of the calling thread, in seconds (0 where the clock is unavailable).
-fn thread_cpu_secs() -> f64 {
-    #[cfg(target_os = "linux")]
-    {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: `ts` is a valid out-pointer for clock_gettime.
-        if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } == 0 {
-            return ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9;
-        }
-    }
-    0.0
 }

@@ -4,6 +4,10 @@
 //! prints `rlx M=.. K=.. N=.. threads=..: median X ms  Y GFLOP/s  kernel=..`. Used by
 //! `bench/compare_gemm.py`; one warm-up run, then at least MIN_REPS (5) runs and MIN_SECS (1 s).
 
+#[path = "common/thread_time.rs"]
+mod thread_time;
+use thread_time::thread_cpu_secs;
+
 use rlx_cpu::{CpuExecutable, CpuOptions};
 use rlx_ir::ops::DotGeneral;
 use rlx_ir::{DType, Graph, Shape, Tensor};
@@ -80,17 +84,4 @@ fn main() {
         2.0 * (m * k * n) as f64 / med / 1e9,
         times.len()
     );
-}
-
-/// CPU time of the calling thread, in seconds (0 where the clock is unavailable).
-fn thread_cpu_secs() -> f64 {
-    #[cfg(target_os = "linux")]
-    {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: `ts` is a valid out-pointer for clock_gettime.
-        if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } == 0 {
-            return ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9;
-        }
-    }
-    0.0
 }

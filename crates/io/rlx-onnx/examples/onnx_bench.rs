@@ -9,6 +9,10 @@
 //! for the static input shapes — specialize, fingerprint, passes, CPU plan) and then
 //! `rlx median <ms> ms reps=<n>`.
 
+#[path = "../../../backends/rlx-cpu/examples/common/thread_time.rs"]
+mod thread_time;
+use thread_time::thread_cpu_secs;
+
 use rlx_ir::Tensor;
 use rlx_onnx::{ImportOptions, import_file};
 use rlx_runtime::{CompileOptions, Device, Session};
@@ -68,10 +72,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (mut ts, mut cpu) = (vec![], vec![]);
     let start = Instant::now();
     while ts.len() < 5 || start.elapsed().as_secs_f64() < 1.0 {
-        let (t0, c0) = (Instant::now(), thread_cpu_ms());
+        let (t0, c0) = (Instant::now(), thread_cpu_secs() * 1e3);
         compiled.run_tensors(&refs)?;
         ts.push(t0.elapsed().as_secs_f64() * 1e3);
-        cpu.push(thread_cpu_ms() - c0);
+        cpu.push(thread_cpu_secs() * 1e3 - c0);
     }
     ts.sort_by(f64::total_cmp);
     cpu.sort_by(f64::total_cmp);
@@ -82,17 +86,4 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!("rlx median {:.4} ms reps={}", ts[ts.len() / 2], ts.len());
     Ok(())
-}
-
-/// CPU time of the calling thread, in milliseconds (0 where the clock is unavailable).
-fn thread_cpu_ms() -> f64 {
-    #[cfg(target_os = "linux")]
-    {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: `ts` is a valid out-pointer for clock_gettime.
-        if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } == 0 {
-            return ts.tv_sec as f64 * 1e3 + ts.tv_nsec as f64 * 1e-6;
-        }
-    }
-    0.0
 }
