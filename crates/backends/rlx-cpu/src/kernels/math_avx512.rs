@@ -325,8 +325,11 @@ mod tests {
         o
     }
 
-    /// `erf` on every 97th f32 bit pattern in [-6, 6], the edges and the specials, against
-    /// f64 libm (through the IR's `erf`), with the portable form's bound (`simd::erf_error`).
+    /// Every 97th f32 bit pattern with `|x| ≤ limit`, both signs.
+    fn sweep(limit: f32) -> Vec<f32> {
+        (0..u32::MAX / 97).map(|i| f32::from_bits(i * 97)).filter(|v| v.abs() <= limit).flat_map(|v| [v, -v]).collect()
+    }
+
     /// `erfc` within 8 ulps of f64 libm wherever erfc is a normal f32 (worst measured 6.6, at
     /// x ≈ 0.59: the f32 evaluation of `P` carries ~1e-7 absolute into the exponent), over every
     /// 97th f32 bit pattern in [-10, 10] (both signs) plus the branch edges; in the subnormal
@@ -337,11 +340,7 @@ mod tests {
             eprintln!("SKIP erfc_slice: no AVX-512 on this CPU");
             return;
         }
-        let mut xs: Vec<f32> = (0..u32::MAX / 97)
-            .map(|i| f32::from_bits(i * 97))
-            .filter(|v| v.abs() <= 10.0)
-            .flat_map(|v| [v, -v])
-            .collect();
+        let mut xs = sweep(10.0);
         xs.extend([0.0, -0.0, 0.5, -0.5, 0.499_999_97, -0.499_999_97, 9.0, 9.5, 10.0, 11.0, 1e-40, -1e-40]);
         let got = run(erfc_slice, &xs);
         let mut worst = (0.0f64, 0.0f32);
@@ -360,17 +359,15 @@ mod tests {
         assert!(edge[2].is_nan());
     }
 
+    /// `erf` on every 97th f32 bit pattern in [-6, 6], the edges and the specials, against
+    /// f64 libm (through the IR's `erf`), with the portable form's bound (`simd::erf_error`).
     #[test]
     fn erf_slice_matches_libm() {
         if !super::super::simd::has_avx512() {
             eprintln!("SKIP erf_slice: no AVX-512 on this CPU");
             return;
         }
-        let mut xs: Vec<f32> = (0..u32::MAX / 97)
-            .map(|i| f32::from_bits(i * 97))
-            .filter(|v| v.abs() <= 6.0)
-            .flat_map(|v| [v, -v])
-            .collect();
+        let mut xs = sweep(6.0);
         xs.extend([0.0, -0.0, 1.0, -1.0, 4.0, -4.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 1e-40, -1e-40]);
         let got = run(erf_slice, &xs);
         for (&x, &g) in xs.iter().zip(&got) {
