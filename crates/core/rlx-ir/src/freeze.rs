@@ -26,11 +26,8 @@ impl Graph {
             }
             let want = self.shape(id);
             if want.static_dims().as_deref() != Some(t.shape()) || want.dtype != t.dtype() {
-                return Err(IrError::Invalid(format!(
-                    "freeze_params: param {name:?} is {want}, the value is {:?} {:?}",
-                    t.shape(),
-                    t.dtype()
-                )));
+                let got = crate::Shape::new(t.shape(), t.dtype());
+                return Err(IrError::Invalid(format!("freeze_params: param {name:?} is {want}, the value is {got}")));
             }
             frozen.push((id, t));
         }
@@ -90,7 +87,7 @@ mod tests {
         let cases = [
             (vec![("nope", w.clone())], "no param named \"nope\""),
             (vec![("w", w.clone()), ("w", w.clone())], "given twice"),
-            (vec![("w", Tensor::from_vec(vec![0f32; 4], &[4]).unwrap())], "param \"w\" is"),
+            (vec![("w", Tensor::from_vec(vec![0f32; 4], &[4]).unwrap())], "param \"w\" is f32[3], the value is f32[4]"),
             (vec![("b", w.clone()), ("w", Tensor::from_vec(vec![0i32; 3], &[3]).unwrap())], "param \"w\" is"),
         ];
         for (values, want) in cases {
