@@ -39,6 +39,18 @@ pub(crate) unsafe fn exp512(x: __m512) -> __m512 {
     }
 }
 
+/// `c[0]·xⁿ + … + c[n]` by Horner's rule with FMAs (coefficients highest degree first).
+#[inline(always)]
+unsafe fn horner(x: __m512, c: &[f32]) -> __m512 {
+    unsafe {
+        let mut p = _mm512_set1_ps(c[0]);
+        for &ci in &c[1..] {
+            p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(ci));
+        }
+        p
+    }
+}
+
 /// `erf(x)` on 16 lanes, [`super::simd::erf_f32`]'s method: the Maclaurin series for
 /// `|x| < 1`, else `±(1 - t·exp(P(t) - x²))` with `t = 1 / (1 + |x|/2)` (`|x|` clamped to 4).
 /// `erf(±inf) = ±1`, `erf(NaN) = NaN`.
@@ -48,17 +60,11 @@ pub(crate) unsafe fn erf512(x: __m512) -> __m512 {
         let one = _mm512_set1_ps(1.0);
         let a = _mm512_abs_ps(x);
         let z = _mm512_mul_ps(x, x);
-        let mut s = _mm512_set1_ps(ERF_SMALL[0]);
-        for &c in &ERF_SMALL[1..] {
-            s = _mm512_fmadd_ps(s, z, _mm512_set1_ps(c));
-        }
+        let s = horner(z, &ERF_SMALL);
         let small = _mm512_mul_ps(x, s);
         let ac = _mm512_min_ps(a, _mm512_set1_ps(4.0));
         let t = _mm512_div_ps(one, _mm512_fmadd_ps(ac, _mm512_set1_ps(0.5), one));
-        let mut p = _mm512_set1_ps(ERF_BIG[0]);
-        for &c in &ERF_BIG[1..] {
-            p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(c));
-        }
+        let p = horner(t, &ERF_BIG);
         let big = _mm512_fnmadd_ps(t, exp512(_mm512_fnmadd_ps(ac, ac, p)), one);
         // The sign of x (its bit copied onto the positive `big`).
         let sign = _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(i32::MIN));
@@ -97,17 +103,11 @@ pub(crate) unsafe fn erfc512(x: __m512) -> __m512 {
         let one = _mm512_set1_ps(1.0);
         let a = _mm512_abs_ps(x);
         let z = _mm512_mul_ps(x, x);
-        let mut s = _mm512_set1_ps(ERF_SMALL[0]);
-        for &c in &ERF_SMALL[1..] {
-            s = _mm512_fmadd_ps(s, z, _mm512_set1_ps(c));
-        }
+        let s = horner(z, &ERF_SMALL);
         let small = _mm512_fnmadd_ps(x, s, one);
         let ac = _mm512_min_ps(a, _mm512_set1_ps(11.0));
         let t = _mm512_div_ps(one, _mm512_fmadd_ps(ac, _mm512_set1_ps(0.5), one));
-        let mut p = _mm512_set1_ps(ERFC_BIG[0]);
-        for &c in &ERFC_BIG[1..] {
-            p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(c));
-        }
+        let p = horner(t, &ERFC_BIG);
         // x² = hi + lo exactly; P - hi = sum + err exactly (Knuth's TwoSum).
         let hi = _mm512_mul_ps(ac, ac);
         let lo = _mm512_fmsub_ps(ac, ac, hi);
@@ -133,10 +133,7 @@ pub(crate) unsafe fn tanh512(x: __m512) -> __m512 {
         let one = _mm512_set1_ps(1.0);
         let a = _mm512_abs_ps(x);
         let z = _mm512_mul_ps(x, x);
-        let mut p = _mm512_set1_ps(TANH_P[0]);
-        for &c in &TANH_P[1..] {
-            p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(c));
-        }
+        let p = horner(z, &TANH_P);
         let small = _mm512_fmadd_ps(_mm512_mul_ps(p, z), x, x);
         let e = exp512(_mm512_mul_ps(_mm512_set1_ps(2.0), _mm512_min_ps(a, _mm512_set1_ps(44.0))));
         let big = _mm512_sub_ps(one, _mm512_div_ps(_mm512_set1_ps(2.0), _mm512_add_ps(e, one)));

@@ -6,7 +6,7 @@
 //! Ranks above [`MAX_RANK`] use the reference evaluation.
 
 use rlx_ir::ops::GatherMode;
-use rlx_ir::ops::movement::{out_of_range, out_of_range_in};
+use rlx_ir::ops::movement::out_of_range;
 use rlx_ir::{Elem, IrError, Op, Tensor, strides_of, with_dtype};
 
 /// Highest rank planned here.
@@ -185,11 +185,12 @@ pub fn run(k: &MoveKernel, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrEr
                             _ if (0..dim as i64).contains(&i) => Some(i as usize),
                             GatherMode::FillOrDrop => None,
                             GatherMode::Clip => Some(i.clamp(0, dim as i64 - 1) as usize),
-                            GatherMode::Checked => return Err(out_of_range("gather", i, axis, dim, 1)),
                             GatherMode::CheckedWrap if (-(dim as i64)..0).contains(&i) => {
                                 Some((i + dim as i64) as usize)
                             }
-                            GatherMode::CheckedWrap => return Err(out_of_range_in("gather", i, axis, dim, 1, mode)),
+                            GatherMode::Checked | GatherMode::CheckedWrap => {
+                                return Err(out_of_range("gather", i, axis, dim, 1, mode));
+                            }
                         };
                         for q in 0..outer {
                             let dst = &mut o[(q * n + b) * inner..(q * n + b + 1) * inner];

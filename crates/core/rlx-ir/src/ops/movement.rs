@@ -379,17 +379,12 @@ fn int_at(op: &Op, t: &Tensor, k: usize) -> Result<i64, IrError> {
     with_dtype!(t.dtype(), T, Ok(typed::<T>(op, t)?[k].to_i64()))
 }
 
-/// The error of a [`GatherMode::Checked`] gather / scatter (`op`) whose start `s` in operand
-/// dim `dim` (of size `n`, window `size`) is out of bounds; backends use it so every path
-/// says the same.
-pub fn out_of_range(op: &str, s: i64, dim: usize, n: usize, size: usize) -> IrError {
-    out_of_range_in(op, s, dim, n, size, GatherMode::Checked)
-}
-
-/// [`out_of_range`] for either checked mode: `s` is the start as given (before a
-/// [`GatherMode::CheckedWrap`] counts it from the end), and the range is the one of `mode`:
-/// `[-n, n)` for a `CheckedWrap` index.
-pub fn out_of_range_in(op: &str, s: i64, dim: usize, n: usize, size: usize, mode: GatherMode) -> IrError {
+/// The error of a checked gather / scatter (`op`, [`GatherMode::Checked`] or
+/// [`GatherMode::CheckedWrap`]) whose start `s` in operand dim `dim` (of size `n`, window
+/// `size`) is out of bounds: `s` as given (before `CheckedWrap` counts it from the end), the
+/// range of `mode` (`[-n, n)` for a `CheckedWrap` index). Backends use it so every path says
+/// the same.
+pub fn out_of_range(op: &str, s: i64, dim: usize, n: usize, size: usize, mode: GatherMode) -> IrError {
     let last = n.saturating_sub(size);
     let range = match (size, mode) {
         (1, GatherMode::CheckedWrap) => format!("[-{n}, {n})"),

@@ -147,19 +147,17 @@ fn place(op: &Op, s: &[i64], xd: &[usize], sizes: &[usize], mode: GatherMode) ->
     match mode {
         GatherMode::Clip => Ok(Some((0..xd.len()).map(|i| clamp_start(s[i], xd[i], sizes[i])).collect())),
         GatherMode::FillOrDrop => Ok((0..xd.len()).all(fits).then(|| s.iter().map(|&v| v as usize).collect())),
-        GatherMode::Checked => match (0..xd.len()).find(|&i| !fits(i)) {
-            None => Ok(Some(s.iter().map(|&v| v as usize).collect())),
-            Some(i) => Err(super::out_of_range(&op.name(), s[i], i, xd[i], sizes[i])),
-        },
-        GatherMode::CheckedWrap => {
-            // Count a start in [-n, 0) from the end once; anything else keeps its value.
+        GatherMode::Checked | GatherMode::CheckedWrap => {
+            // CheckedWrap counts a start in [-n, 0) from the end once; the error names the
+            // start as given.
+            let wrap = mode == GatherMode::CheckedWrap;
             let w: Vec<i64> = (0..xd.len())
-                .map(|i| if (-(xd[i] as i64)..0).contains(&s[i]) { s[i] + xd[i] as i64 } else { s[i] })
+                .map(|i| if wrap && (-(xd[i] as i64)..0).contains(&s[i]) { s[i] + xd[i] as i64 } else { s[i] })
                 .collect();
             let fits = |i: usize| w[i] >= 0 && w[i] as u64 + sizes[i] as u64 <= xd[i] as u64;
             match (0..xd.len()).find(|&i| !fits(i)) {
                 None => Ok(Some(w.iter().map(|&v| v as usize).collect())),
-                Some(i) => Err(super::out_of_range_in(&op.name(), s[i], i, xd[i], sizes[i], mode)),
+                Some(i) => Err(super::out_of_range(&op.name(), s[i], i, xd[i], sizes[i], mode)),
             }
         }
     }
