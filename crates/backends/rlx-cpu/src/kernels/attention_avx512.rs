@@ -4,7 +4,12 @@
 //! Why not the `gemm` crate here (it runs both products elsewhere): at an encoder's tile shapes
 //! (64 query rows, 128 keys, head dim 32) each call packs its operands again and its tiles are
 //! not sized for `K = 32`; MiniLM-L6's attention (`B = 1`, 12 heads, seq 128, bias mask) ran at
-//! 56 GFLOP/s, 0.44 ms per layer, against ONNX Runtime's 0.33 ms (bench/RESULTS.md "Session 9").
+//! 56 GFLOP/s, 0.44 ms per layer; 0.38 ms with these kernels (bench/RESULTS.md "Session 9").
+//!
+//! Why not sgemm's micro-kernel (`sgemm.rs`): it reads `A` packed as rows of `KC` floats and `B`
+//! as packed `NR`-column panels at constant displacements; here `P` sits in the score tile at
+//! row stride `cols` and `V`'s rows are read in place at any stride, and packing either per tile
+//! would cost as much as the `K = 128` product it feeds.
 //!
 //! `S`: the key block is transposed once per (tile, key block) into `kt` (`d` rows of [`W`]
 //! floats, 16 × 16 register transposes, zero columns up to the next 64) and the micro-kernel
