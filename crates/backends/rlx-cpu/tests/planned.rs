@@ -144,3 +144,23 @@ fn absurd_buffers_are_an_error_not_an_abort() {
     assert!(matches!(e, rlx_cpu::CpuError::OutOfMemory { elems: 1_000_000_000_000_000, .. }), "{e}");
     assert!(e.to_string().contains("cannot allocate 4000000000000000 bytes"), "{e}");
 }
+
+/// A step without operands is planned like any other: the view check read its first operand
+/// and panicked. Found with an ONNX `Expand` of a constant to [2^20, 2^20] then `ReduceSum`:
+/// too large to fold, so fusion made one `fused_elementwise` step that reads only constants.
+#[test]
+fn steps_without_operands_are_planned() {
+    let mut g = Graph::new("splat");
+    let c = g.scalar(0.5, DType::F32);
+    let b = g.broadcast_in_dim(c, vec![512usize, 512], &[]);
+    let e = g.exp(b);
+    let s = g.sum(e, &[0, 1], false);
+    g.set_outputs(vec![s]);
+    rlx_compile::compile(&mut g, &Default::default()).unwrap();
+    assert!(g.nodes().iter().any(|n| n.inputs.is_empty() && n.op.name().starts_with("fused")), "{g}");
+    let mut exe = CpuExecutable::compile(&g, &CpuOptions::default()).unwrap();
+    let out = exe.run(&[], &[]).unwrap();
+    // f32 sum of 2^18 equal terms: blocked summation keeps the error near log2(n) ulps.
+    let want = 512.0 * 512.0 * 0.5f64.exp();
+    assert!((out[0].as_slice::<f32>().unwrap()[0] as f64 - want).abs() < want * 1e-5, "{:?}", out[0]);
+}

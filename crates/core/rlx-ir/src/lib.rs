@@ -30,7 +30,7 @@ pub use graph::{Graph, Node, NodeId};
 pub use inline::inline_composites;
 pub use ops::{Attr, Attrs, Op};
 pub use serialize::{hir_from_json, hir_to_json};
-pub use shape::{Bindings, Dim, IntoDims, Shape, normalize_axis, strides_of};
+pub use shape::{Bindings, Dim, IntoDims, Shape, normalize_axis, numel_of, strides_of};
 pub use tensor::{Data, Elem, Tensor, convert_elem};
 pub use verify::{bind_symbols, specialize, verify};
 

@@ -83,9 +83,22 @@ impl Shape {
     pub fn static_dims(&self) -> Option<Vec<usize>> {
         self.dims.iter().map(Dim::as_static).collect()
     }
-    /// Element count, or `None` if any dim is symbolic.
+    /// Element count, or `None` if any dim is symbolic; `usize::MAX` when the count overflows
+    /// (see [`numel_of`]).
     pub fn numel(&self) -> Option<usize> {
-        self.static_dims().map(|d| d.iter().product())
+        self.static_dims().map(|d| numel_of(&d))
+    }
+    /// Errors when a static shape's data cannot exist in one allocation: more than
+    /// `isize::MAX` bytes (Rust's bound, as `Layout::array`), including element counts whose
+    /// product overflows `usize`. Symbolic shapes pass; they are checked once bound.
+    pub fn check_size(&self) -> Result<(), String> {
+        let Some(dims) = self.static_dims() else { return Ok(()) };
+        let fits = numel_of(&dims).checked_mul(self.dtype.size_bytes()).is_some_and(|b| b <= isize::MAX as usize);
+        if fits {
+            Ok(())
+        } else {
+            Err(format!("{self} holds more than isize::MAX bytes, more than one allocation can"))
+        }
     }
     /// The same dims with another dtype.
     pub fn with_dtype(&self, dtype: DType) -> Shape {
@@ -123,6 +136,15 @@ impl fmt::Display for Shape {
         }
         f.write_str("]")
     }
+}
+
+/// Element count of static dims: 0 when any dim is 0, `usize::MAX` when the product overflows
+/// (so an absurd shape never wraps around to a small count such as 0).
+pub fn numel_of(dims: &[usize]) -> usize {
+    if dims.contains(&0) {
+        return 0;
+    }
+    dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).unwrap_or(usize::MAX)
 }
 
 /// Row-major strides (in elements) of a static shape.
@@ -185,5 +207,46 @@ impl IntoDims for Vec<Dim> {
 impl IntoDims for &Vec<Dim> {
     fn into_dims(self) -> Vec<Dim> {
         self.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Graph, IrError, Tensor, verify};
+
+    #[test]
+    fn element_counts_never_wrap() {
+        assert_eq!(numel_of(&[]), 1);
+        assert_eq!(numel_of(&[3, 4]), 12);
+        // 2^32 · 2^32 wraps to 0 in a plain product.
+        assert_eq!(numel_of(&[1 << 32, 1 << 32]), usize::MAX);
+        assert_eq!(numel_of(&[1 << 32, 1 << 32, 0]), 0);
+        assert!(Shape::new(&[1 << 40, 1 << 22], DType::F32).check_size().is_err());
+        // 2^61 bytes fit isize; 2^61 f32 elements (2^63 bytes) do not.
+        assert!(Shape::new(&[1 << 61], DType::U8).check_size().is_ok());
+        assert!(Shape::new(&[1 << 61], DType::F32).check_size().is_err());
+        assert!(Shape::from_dims(&[Dim::dynamic(), Dim::Static(1 << 62)], DType::F32).check_size().is_ok());
+        // A tensor whose shape's product wraps to the data length is refused.
+        assert!(matches!(Tensor::from_vec(Vec::<f32>::new(), &[1 << 32, 1 << 32]), Err(IrError::BufferLength { .. })));
+        assert!(Tensor::from_le_bytes(&[1 << 62, 4], DType::F32, &[]).is_err());
+    }
+
+    #[test]
+    fn a_node_whose_data_cannot_exist_is_a_graph_error() {
+        let mut g = Graph::new("huge");
+        let x = g.input("x", Shape::new(&[1], DType::F32));
+        let y = g.broadcast_in_dim(x, &[1 << 32, 1 << 32], &[1]);
+        g.set_outputs(vec![y]);
+        let e = verify(&g).unwrap_err().to_string();
+        assert!(e.contains("isize::MAX bytes"), "{e}");
+        // Symbolic dims are checked when bound.
+        let mut g = Graph::new("bound");
+        let x = g.input("x", Shape::from_dims(&[Dim::dynamic(), Dim::Static(1 << 40)], DType::F32));
+        let y = g.neg(x);
+        g.set_outputs(vec![y]);
+        verify(&g).unwrap();
+        let b = Bindings::from([("?".to_string(), 1usize << 40)]);
+        assert!(crate::specialize(&g, &b).is_err());
     }
 }

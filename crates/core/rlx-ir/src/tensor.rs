@@ -395,7 +395,7 @@ pub struct Tensor {
 impl Tensor {
     /// Build a tensor; errors if the element count does not match the shape.
     pub fn new(shape: &[usize], data: Data) -> Result<Tensor, IrError> {
-        let n: usize = shape.iter().product();
+        let n = crate::shape::numel_of(shape);
         if data.len() != n {
             return Err(IrError::BufferLength {
                 what: "tensor".into(),
@@ -448,7 +448,7 @@ impl Tensor {
     /// shape capacity is short. A memory planner keeps one tensor per buffer and resizes it for
     /// each value the buffer holds in turn.
     pub fn set_dims(&mut self, dims: &[usize]) {
-        let n: usize = dims.iter().product();
+        let n = crate::shape::numel_of(dims);
         with_dtype!(self.dtype(), T, {
             if let Some(v) = vec_mut::<T>(&mut self.data) {
                 v.resize(n, T::zero());
@@ -524,7 +524,7 @@ impl Tensor {
     }
     /// Same data under new dims with the same element count.
     pub fn reshape(mut self, shape: &[usize]) -> Result<Tensor, IrError> {
-        let n: usize = shape.iter().product();
+        let n = crate::shape::numel_of(shape);
         if n != self.numel() {
             return Err(IrError::BufferLength {
                 what: "reshape".into(),
@@ -624,12 +624,12 @@ impl Tensor {
     }
     /// Build from raw little-endian bytes; errors on a length that does not match.
     pub fn from_le_bytes(shape: &[usize], dtype: DType, bytes: &[u8]) -> Result<Tensor, IrError> {
-        let n: usize = shape.iter().product();
+        let n = crate::shape::numel_of(shape);
         let sz = dtype.size_bytes();
-        if bytes.len() != n * sz {
+        if bytes.len() != n.saturating_mul(sz) {
             return Err(IrError::BufferLength {
                 what: format!("{dtype} bytes"),
-                expected: n * sz,
+                expected: n.saturating_mul(sz),
                 got: bytes.len(),
                 shape: shape.to_vec(),
             });

@@ -301,3 +301,21 @@ fn gather_family_out_of_range_index_is_an_error_not_a_clamp() {
         assert!(e.contains(want) && e.contains("gather"), "cpu: {e}");
     }
 }
+
+/// An `Expand` whose target's element count overflows (2^32 · 2^32 wraps to 0 in a plain
+/// product; 2^62 · 4 f32 elements) is an error naming the node, with the operand fed or constant;
+/// it used to try a 32 GiB allocation (abort) or panic in a kernel.
+#[test]
+fn expand_whose_element_count_overflows_is_an_error() {
+    let x = Tensor::from_vec(vec![1.0f32], &[1]).unwrap();
+    for dims in [vec![1i64 << 32, 1 << 32], vec![1 << 62, 4], vec![1 << 33, 1 << 31]] {
+        let s = Tensor::from_vec(dims.clone(), &[2]).unwrap();
+        let fed =
+            model(vec![node("Expand", &["x", "s"], &["y"])], vec![("s", s.clone())], vec![vi("x", &[Some(1)])], &["y"]);
+        let konst = model(vec![node("Expand", &["x", "s"], &["y"])], vec![("s", s), ("x", x.clone())], vec![], &["y"]);
+        for m in [fed, konst] {
+            let e = import(&m, &ImportOptions::default()).unwrap_err().to_string();
+            assert!(e.contains("Expand") && e.contains("isize::MAX bytes"), "{dims:?}: {e}");
+        }
+    }
+}

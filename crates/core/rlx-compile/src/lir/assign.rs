@@ -178,7 +178,8 @@ pub(super) fn assign(
 /// only size-1 axes before it).
 pub(crate) fn is_view(g: &Graph, s: NodeId) -> bool {
     let node = g.node(s);
-    let src = g.shape(node.inputs[0]);
+    let Some(&operand) = node.inputs.first() else { return false };
+    let src = g.shape(operand);
     if src.dtype != node.ty().dtype {
         return false;
     }

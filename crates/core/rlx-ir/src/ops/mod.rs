@@ -343,8 +343,15 @@ impl Op {
     ///
     /// `out_hint` is the node's declared type for ops whose shape is a parameter of the node
     /// itself (`iota`, `rng`, `input`, `param`). Errors are plain messages; the graph wraps
-    /// them with the node and op name.
+    /// them with the node and op name. A result whose data could not exist in memory
+    /// ([`Shape::check_size`]) is an error too.
     pub fn infer(&self, ins: &[&Shape], out_hint: Option<&Shape>) -> Result<Vec<Shape>, String> {
+        let outs = self.infer_types(ins, out_hint)?;
+        outs.iter().try_for_each(Shape::check_size)?;
+        Ok(outs)
+    }
+
+    fn infer_types(&self, ins: &[&Shape], out_hint: Option<&Shape>) -> Result<Vec<Shape>, String> {
         let one = |r: Result<Shape, String>| r.map(|s| vec![s]);
         match self {
             Op::Input { .. } | Op::Param { .. } | Op::Iota { .. } | Op::Rng { .. } => {
