@@ -146,21 +146,22 @@ pub fn run(k: &NormKernel, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrEr
     let stream = y.len() * 4 >= STREAM_MIN_BYTES;
     let row = |(i, yr): (usize, &mut [f32])| {
         let xr = &x[i * len..(i + 1) * len];
+        let next = x.get((i + 1) * len..(i + 2) * len).unwrap_or(&[]);
         #[cfg(target_arch = "x86_64")]
         if avx512 {
             use super::norm_avx512 as v;
             // SAFETY: AVX-512 is present (checked); gamma / beta have `len` elements (checked).
             unsafe {
                 match k.op {
-                    NormOp::Softmax => v::softmax_row(xr, yr, false, stream),
-                    NormOp::LogSoftmax => v::softmax_row(xr, yr, true, stream),
+                    NormOp::Softmax => v::softmax_row(xr, yr, false, stream, next),
+                    NormOp::LogSoftmax => v::softmax_row(xr, yr, true, stream, next),
                     NormOp::LayerNorm { eps } => v::layer_norm_row(xr, yr, eps, gamma, beta, stream),
                     NormOp::RmsNorm { eps } => v::rms_norm_row(xr, yr, eps, gamma, stream),
                 }
             }
             return;
         }
-        let _ = (avx512, stream);
+        let _ = (avx512, stream, next);
         match k.op {
             NormOp::Softmax => dispatch(
                 #[inline(always)]

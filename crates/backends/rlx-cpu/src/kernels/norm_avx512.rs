@@ -64,6 +64,16 @@ unsafe fn write_row(y: &mut [f32], stream: bool, mut f: impl FnMut(usize, __mmas
     }
 }
 
+/// Prefetch the cache line holding `x[i]` into L2, not L1: softmax's next row, fetched while
+/// this row's `exp` pass computes from L1 (the row and the scratch row fill L1; `T0` was
+/// slower), so memory streams during the compute too. Softmax over [4096, 4096] on one
+/// thread (Zen 4), interleaved runs: 9.2–9.6 → 7.9–8.8 ms. The norms' write passes are too
+/// short to hide a row: prefetching there made layer_norm 8–10% slower.
+#[inline(always)]
+unsafe fn prefetch_l2(x: &[f32], i: usize) {
+    unsafe { _mm_prefetch::<_MM_HINT_T1>(x.as_ptr().add(i) as *const i8) }
+}
+
 /// Load 16 lanes at `x[i..]` under `mask`, `fill` elsewhere.
 #[inline(always)]
 unsafe fn load(x: &[f32], i: usize, mask: __mmask16, fill: f32) -> __m512 {
@@ -126,11 +136,11 @@ unsafe fn max_sum_exp(x: &[f32]) -> (f32, f32) {
 const SCRATCH: usize = 4096;
 
 /// Softmax of a row of at most [`SCRATCH`] elements with one `exp` per element: a max pass
-/// (reads the row from memory), `exp(x - max)` into an L1 scratch row while summing, then the
-/// scaled write. Cheaper than the online form (which needs a second `exp` per element in its
+/// (reads the row from memory), `exp(x - max)` into an L1 scratch row while summing (and
+/// prefetching `next`, the next row or empty, into L2), then the scaled write. Cheaper than the online form (which needs a second `exp` per element in its
 /// write pass) whenever the row fits in L1.
 #[inline(always)]
-unsafe fn softmax_scratch(x: &[f32], y: &mut [f32], stream: bool) {
+unsafe fn softmax_scratch(x: &[f32], y: &mut [f32], stream: bool, next: &[f32]) {
     unsafe {
         let n = x.len();
         let mut e = std::mem::MaybeUninit::<[f32; SCRATCH]>::uninit();
@@ -153,6 +163,11 @@ unsafe fn softmax_scratch(x: &[f32], y: &mut [f32], stream: bool) {
         let mut s = [_mm512_setzero_ps(); 4];
         let mut i = 0;
         while i + 4 * LANES <= n {
+            if i + 4 * LANES <= next.len() {
+                for k in 0..4 {
+                    prefetch_l2(next, i + k * LANES);
+                }
+            }
             for (k, sk) in s.iter_mut().enumerate() {
                 let v = exp512(_mm512_sub_ps(_mm512_loadu_ps(x.as_ptr().add(i + k * LANES)), mv));
                 _mm512_storeu_ps(ep.add(i + k * LANES), v);
@@ -177,15 +192,16 @@ unsafe fn softmax_scratch(x: &[f32], y: &mut [f32], stream: bool) {
     }
 }
 
-/// Softmax (or log-softmax when `log`) of one row.
+/// Softmax (or log-softmax when `log`) of one row; `next` is the row after it (or empty), which
+/// the one-`exp` path prefetches.
 ///
 /// # Safety
 /// The CPU must support AVX-512F/VL/BW and FMA.
 #[target_feature(enable = "avx512f,avx512vl,avx512bw,fma")]
-pub(crate) unsafe fn softmax_row(x: &[f32], y: &mut [f32], log: bool, stream: bool) {
+pub(crate) unsafe fn softmax_row(x: &[f32], y: &mut [f32], log: bool, stream: bool, next: &[f32]) {
     unsafe {
         if !log && x.len() <= SCRATCH {
-            return softmax_scratch(x, y, stream);
+            return softmax_scratch(x, y, stream, next);
         }
         let (m, s) = max_sum_exp(x);
         let mv = _mm512_set1_ps(m);
@@ -294,7 +310,7 @@ mod tests {
     use super::*;
 
     /// Non-temporal writes (any alignment of the output, any length) give the same bits as
-    /// ordinary stores.
+    /// ordinary stores, with or without prefetching a next row.
     #[test]
     fn streamed_rows_match() {
         if !super::super::simd::has_avx512() {
@@ -309,11 +325,11 @@ mod tests {
                 let mut b = vec![0f32; n + off];
                 // SAFETY: AVX-512 checked above; gamma / beta have the row's length.
                 unsafe {
-                    softmax_row(&x, &mut a[off..], false, false);
-                    softmax_row(&x, &mut b[off..], false, true);
+                    softmax_row(&x, &mut a[off..], false, false, &[]);
+                    softmax_row(&x, &mut b[off..], false, true, &g);
                     assert_eq!(a, b, "softmax n={n} off={off}");
-                    softmax_row(&x, &mut a[off..], true, false);
-                    softmax_row(&x, &mut b[off..], true, true);
+                    softmax_row(&x, &mut a[off..], true, false, &[]);
+                    softmax_row(&x, &mut b[off..], true, true, &g);
                     assert_eq!(a, b, "log_softmax n={n} off={off}");
                     layer_norm_row(&x, &mut a[off..], 1e-5, Some(&g), Some(&g), false);
                     layer_norm_row(&x, &mut b[off..], 1e-5, Some(&g), Some(&g), true);
