@@ -236,7 +236,7 @@ mod tests {
     fn a_node_whose_data_cannot_exist_is_a_graph_error() {
         let mut g = Graph::new("huge");
         let x = g.input("x", Shape::new(&[1], DType::F32));
-        let y = g.broadcast_in_dim(x, &[1 << 32, 1 << 32], &[1]);
+        let y = g.broadcast_in_dim(x, [1 << 32, 1 << 32], &[1]);
         g.set_outputs(vec![y]);
         let e = verify(&g).unwrap_err().to_string();
         assert!(e.contains("isize::MAX bytes"), "{e}");
