@@ -141,6 +141,31 @@ fn bool_values_strided_broadcasts_and_broadcast_in_dim() {
 }
 
 /// Random chains: op `kind` on operands picked from the pool; dims [R, C] with row, column
+
+#[test]
+fn results_written_in_place_are_read_back_and_stored_twice() {
+    // Values computed straight into a result's block (the kernel's store-through): `y` is a
+    // result that later steps read, stored twice (two outputs); `z` is computed into its
+    // result, then its register is reused by `w`; `b` is a bool result (still copied).
+    // 3 x 5000 runs several blocks and tasks.
+    for dims in [vec![4usize, 7], vec![3, 5000]] {
+        let mut g = Graph::new("t");
+        let x = g.input("x", f32s(&dims));
+        let c = g.input("c", f32s(&[dims[1]]));
+        let y = g.mul(x, c);
+        let z = g.tanh(y);
+        let w = g.add(z, y);
+        let w2 = g.mul(w, w);
+        let b = g.compare(CompareOp::Gt, w2, y);
+        g.set_outputs(vec![y, z, w2, y, b]);
+        let feeds = vec![
+            ("x", rand_tensor(&dims, DType::F32, 1, -2.0, 2.0)),
+            ("c", rand_tensor(&[dims[1]], DType::F32, 2, -1.0, 1.0)),
+        ];
+        let k = fused_check(&g, &feeds, "store-through");
+        assert_eq!(k, ["fused_elementwise_f32"], "{dims:?}");
+    }
+}
 /// and scalar operands; random outputs in the middle.
 fn build(steps: &[(u8, usize, usize)], outs: &[usize], rows: usize) -> Graph {
     let mut g = Graph::new("random");

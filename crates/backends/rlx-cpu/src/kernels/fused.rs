@@ -383,6 +383,7 @@ pub fn select(c: &Composite, ins: &[(Vec<usize>, DType)], outs: &[(Vec<usize>, D
         }
     }
     let outs_k: Vec<OutKind> = kinds.into_iter().collect::<Option<_>>()?;
+    store_through(&mut b.prog, b.regs, outs);
     // Reduction outputs must have `n / row` elements.
     for (k, o) in outs_k.iter().enumerate() {
         let want = match o {
@@ -415,6 +416,69 @@ pub fn select(c: &Composite, ins: &[(Vec<usize>, DType)], outs: &[(Vec<usize>, D
         scratch: vec![0.0; t * b.regs.max(1) * REG_STRIDE],
         bounds,
     })
+}
+
+/// The register an instruction writes, if any.
+fn dest_mut(i: &mut Instr) -> Option<&mut usize> {
+    match i {
+        Instr::Unary(_, _, d)
+        | Instr::Binary(_, _, _, d)
+        | Instr::Compare(_, _, _, d)
+        | Instr::Select(_, _, _, d)
+        | Instr::NonZero(_, d)
+        | Instr::Copy(_, d) => Some(d),
+        Instr::Reduce(..) | Instr::Store(..) | Instr::Adam(_) => None,
+    }
+}
+
+/// Register arguments an instruction reads.
+fn args_mut(i: &mut Instr) -> Vec<&mut Arg> {
+    match i {
+        Instr::Unary(_, x, _)
+        | Instr::NonZero(x, _)
+        | Instr::Copy(x, _)
+        | Instr::Reduce(_, x, _)
+        | Instr::Store(x, _) => {
+            vec![x]
+        }
+        Instr::Binary(_, x, y, _) | Instr::Compare(_, x, y, _) => vec![x, y],
+        Instr::Select(p, x, y, _) => vec![p, x, y],
+        Instr::Adam(_) => vec![],
+    }
+}
+
+/// Write f32 results in place: an instruction whose value is stored to f32 result `k` right
+/// after it writes that result's block directly (register `regs + k`, see `run_task`), later
+/// reads of its register read the result, and the `Store` (a copy per block) goes. A matmul
+/// epilogue's `acc + bias` then writes the output in the pass that reads the product. Results
+/// never alias the region's operands (the memory plan runs only plain unary / binary steps in
+/// place), and every later reader already saw the stored value at the same program point.
+fn store_through(prog: &mut Vec<Instr>, regs: usize, outs: &[(Vec<usize>, DType)]) {
+    let mut i = 0;
+    while i + 1 < prog.len() {
+        let (head, tail) = prog.split_at_mut(i + 1);
+        let target = match (dest_mut(&mut head[i]), &tail[0]) {
+            (Some(d), &Instr::Store(Arg::Reg(r), k)) if *d == r && outs[k].1 == DType::F32 => {
+                *d = regs + k;
+                Some((r, regs + k))
+            }
+            _ => None,
+        };
+        if let Some((r, v)) = target {
+            prog.remove(i + 1);
+            for later in &mut prog[i + 1..] {
+                for a in args_mut(later) {
+                    if *a == Arg::Reg(r) {
+                        *a = Arg::Reg(v);
+                    }
+                }
+                if dest_mut(later).is_some_and(|d| *d == r) {
+                    break;
+                }
+            }
+        }
+        i += 1;
+    }
 }
 
 /// The program of a matched Adam region: one [`Instr::Adam`] reading its leaves as views
@@ -704,8 +768,14 @@ fn run_task(
         // SAFETY: register `r` is `scr[r * REG_STRIDE..][..BLOCK]`; an instruction's destination is
         // never one of its operands (registers are freed only after their last reader), so the
         // shared and mutable views below never overlap.
-        let reg = |r: usize| unsafe { std::slice::from_raw_parts(base.add(r * REG_STRIDE), len) };
-        let reg_mut = |r: usize| unsafe { std::slice::from_raw_parts_mut(base.add(r * REG_STRIDE), len) };
+        // Register `k.regs + o` is block [s, s + len) of f32 result `o` (`store_through`):
+        // this task owns those elements, and results alias no operand.
+        let at = |r: usize| match r.checked_sub(k.regs) {
+            None => unsafe { base.add(r * REG_STRIDE) },
+            Some(o) => unsafe { (ptrs[o].0.0 as *mut f32).add(s) },
+        };
+        let reg = |r: usize| unsafe { std::slice::from_raw_parts(at(r), len) };
+        let reg_mut = |r: usize| unsafe { std::slice::from_raw_parts_mut(at(r), len) };
         // Gather the views that cannot be read in place.
         for v in &k.views {
             if let Some(r) = v.reg {
