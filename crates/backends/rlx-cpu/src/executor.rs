@@ -65,7 +65,10 @@ pub enum CpuError {
 pub struct CpuOptions {
     /// Worker threads for parallel kernels; `None` = rayon's global pool (or, with
     /// `flush_denormals`, an RLX pool of the same size); `Some(1)` runs every kernel on the
-    /// calling thread, with no pool.
+    /// calling thread, with no pool. At most the CPU's available parallelism
+    /// (`std::thread::available_parallelism`): a larger count is clamped to it, since the
+    /// kernels' worker team spins while it waits and more threads than cores would only
+    /// take turns spinning.
     pub threads: Option<usize>,
     /// Fast mode of `dequant_matmul`: quantize the activations (Q8_0 blocks) and use integer
     /// dot products, as llama.cpp does, for the schemes that have such a kernel. Results then
@@ -200,6 +203,8 @@ pub struct CpuExecutable {
     flush: bool,
     /// The spinning team of this executable's thread count (`None` for one thread).
     team: Option<&'static Team>,
+    /// The threads the kernels run on (`CpuOptions::threads`, clamped).
+    threads: usize,
     out_modes: Vec<OutMode>,
     max_rank: usize,
 }
@@ -296,7 +301,8 @@ impl CpuExecutable {
             lir.set_kernel(NodeId(st.node as u32), kernel_name(&st.how));
         }
         let pool_err = |e: String| IrError::Invalid(format!("thread pool: {e}"));
-        let pool = match (opts.threads, opts.flush_denormals) {
+        let threads = opts.threads.map(|t| t.min(std::thread::available_parallelism().map_or(t, |c| c.get())));
+        let pool = match (threads, opts.flush_denormals) {
             (Some(0 | 1), _) => Pool::Serial,
             (Some(t), flush) => {
                 let mut b = rayon::ThreadPoolBuilder::new().num_threads(t.max(1));
@@ -308,7 +314,8 @@ impl CpuExecutable {
             (None, true) => Pool::Shared(fpenv::shared_pool().map_err(pool_err)?),
             (None, false) => Pool::Global,
         };
-        let team = Team::shared(opts.threads.unwrap_or_else(rayon::current_num_threads));
+        let threads = threads.unwrap_or_else(rayon::current_num_threads).max(1);
+        let team = Team::shared(threads);
         let mut seen = vec![false; bufs.len()];
         // Fixed results a step writes on every run (not compile-time values), and which of
         // them an output has claimed.
@@ -340,9 +347,16 @@ impl CpuExecutable {
             pool,
             flush: opts.flush_denormals,
             team,
+            threads,
             out_modes,
             max_rank,
         })
+    }
+
+    /// The threads the kernels run on: `CpuOptions::threads` clamped to the CPU's available
+    /// parallelism, else the size of rayon's default pool.
+    pub fn threads(&self) -> usize {
+        self.threads
     }
 
     /// The compiled (static) graph.

@@ -164,3 +164,26 @@ fn steps_without_operands_are_planned() {
     let want = 512.0 * 512.0 * 0.5f64.exp();
     assert!((out[0].as_slice::<f32>().unwrap()[0] as f64 - want).abs() < want * 1e-5, "{:?}", out[0]);
 }
+
+/// More threads than cores (`rlx generate --threads 1000` on 2 cores once ran a 1000-thread
+/// spinning team for minutes) are clamped to the available parallelism; results are unchanged.
+#[test]
+fn thread_counts_above_the_cores_are_clamped() {
+    let mut g = Graph::new("mm");
+    let x = g.input("x", Shape::new(&[64, 96], DType::F32));
+    let w = g.input("w", Shape::new(&[96, 80], DType::F32));
+    let y = g.dot_general(x, w, rlx_ir::ops::DotGeneral::contract(&[1], &[0]));
+    let z = g.tanh(y);
+    g.set_outputs(vec![z]);
+    let cores = std::thread::available_parallelism().unwrap().get();
+    let feeds = [rand_tensor(&[64, 96], DType::F32, 1, -1.0, 1.0), rand_tensor(&[96, 80], DType::F32, 2, -1.0, 1.0)];
+    let run = |t: usize| {
+        let mut exe = CpuExecutable::compile(&g, &CpuOptions::default().with_threads(t)).unwrap();
+        let out = exe.run(&[&feeds[0], &feeds[1]], &[]).unwrap();
+        (exe.threads(), out)
+    };
+    let (t1, base) = run(1);
+    let (tn, many) = run(cores + 1000);
+    assert_eq!((t1, tn), (1, cores));
+    assert_close(&many[0], &base[0], TOL, "clamped threads");
+}

@@ -55,7 +55,7 @@ pub struct GenerateArgs {
     /// RNG seed
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Worker threads, at least 1 (default: all cores)
+    /// Worker threads, at least 1, at most the cores (default: all cores)
     #[arg(long)]
     pub threads: Option<NonZeroUsize>,
     /// Keep generating past end-of-generation tokens (as llama.cpp's --ignore-eos)

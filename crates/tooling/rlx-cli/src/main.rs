@@ -60,7 +60,7 @@ enum Command {
         /// tokenizer.json (default: the one next to the model)
         #[arg(long)]
         tokenizer: Option<PathBuf>,
-        /// Worker threads, at least 1 (default: all cores)
+        /// Worker threads, at least 1, at most the cores (default: all cores)
         #[arg(long)]
         threads: Option<std::num::NonZeroUsize>,
         /// The sentences
