@@ -258,6 +258,10 @@ impl GgufContent {
         let mut found = [0u8; 4];
         let n = bytes.len().min(4);
         found[..n].copy_from_slice(&bytes[..n]);
+        // An empty file, or one cut inside "GGUF", is truncated rather than of another format.
+        if n < 4 && bytes == &GGUF_MAGIC[..n] {
+            return Err(GgufError::Truncated { what: "magic", offset: 0, needed: 4, available: n as u64 });
+        }
         if found != GGUF_MAGIC {
             return Err(GgufError::BadMagic { found });
         }

@@ -112,10 +112,7 @@ fn every_truncation_is_an_error() {
     for len in 0..full.len() {
         let e = err(&full[..len]);
         match e {
-            GgufError::BadMagic { .. }
-            | GgufError::Truncated { .. }
-            | GgufError::CountTooLarge { .. }
-            | GgufError::TensorOutOfBounds { .. } => {}
+            GgufError::Truncated { .. } | GgufError::CountTooLarge { .. } | GgufError::TensorOutOfBounds { .. } => {}
             other => panic!("prefix {len}: unexpected error {other}"),
         }
     }
@@ -123,7 +120,10 @@ fn every_truncation_is_an_error() {
 
 #[test]
 fn bad_magic_and_versions() {
-    assert!(matches!(err(b""), GgufError::BadMagic { found: [0, 0, 0, 0] }));
+    // Empty, or cut inside "GGUF": truncated (an empty file said "bad magic [00, 00, 00, 00]").
+    assert!(matches!(err(b""), GgufError::Truncated { what: "magic", available: 0, .. }));
+    assert!(matches!(err(b"GG"), GgufError::Truncated { what: "magic", available: 2, .. }));
+    assert!(matches!(err(b"GX"), GgufError::BadMagic { found: [b'G', b'X', 0, 0] }));
     assert!(matches!(err(b"GGML\x03\0\0\0"), GgufError::BadMagic { .. }));
     let mut f = small_file();
     f[4] = 4;
@@ -280,7 +280,7 @@ fn open_errors() {
     std::fs::create_dir_all(&dir).unwrap();
     let empty = dir.join("empty.gguf");
     std::fs::write(&empty, b"").unwrap();
-    assert!(matches!(GgufFile::open(&empty), Err(GgufError::BadMagic { .. })));
+    assert!(matches!(GgufFile::open(&empty), Err(GgufError::Truncated { .. })));
     let good = dir.join("good.gguf");
     std::fs::write(&good, small_file()).unwrap();
     let f = GgufFile::open(&good).unwrap();

@@ -65,7 +65,10 @@ pub fn serialize<'t, S: AsRef<str>>(
 
 /// Write `tensors` (name → tensor) and optional `__metadata__` to the file at `path`.
 ///
-/// The file is written through a buffered writer without first building it in memory.
+/// The file is written through a buffered writer without first building it in memory, into a
+/// sibling temporary file renamed over `path` (an existing `path` is never truncated under a
+/// reader's mmap). It gets the permissions of the file it replaces, else those of a file
+/// created at `path` (`0o666` less the umask), not the temporary file's `0o600`.
 /// Errors: as [`serialize`]; [`SafetensorsError::Io`] if the file cannot be written.
 pub fn save<'t, S: AsRef<str>>(
     path: impl AsRef<Path>,
@@ -73,8 +76,22 @@ pub fn save<'t, S: AsRef<str>>(
     metadata: Option<&BTreeMap<String, String>>,
 ) -> Result<()> {
     let path = path.as_ref();
-    safetensors::serialize_to_file(views(tensors)?, meta(metadata), path).map_err(|e| match e {
-        safetensors::SafeTensorError::IoError(source) => SafetensorsError::Io { path: path.to_path_buf(), source },
+    let io = |source| SafetensorsError::Io { path: path.to_path_buf(), source };
+    let views = views(tensors)?;
+    // The mode a new file gets here: from the file it replaces, or from an empty one created
+    // now (std has no umask query), removed again if the write fails.
+    let created = !path.exists();
+    if created {
+        std::fs::File::create(path).map_err(io)?;
+    }
+    let perms = std::fs::metadata(path).map_err(io)?.permissions();
+    let written = safetensors::serialize_to_file(views, meta(metadata), path).map_err(|e| match e {
+        safetensors::SafeTensorError::IoError(source) => io(source),
         e => SafetensorsError::Write(e.to_string()),
-    })
+    });
+    if written.is_err() && created {
+        let _ = std::fs::remove_file(path);
+    }
+    written?;
+    std::fs::set_permissions(path, perms).map_err(io)
 }

@@ -288,3 +288,28 @@ fn sharded_errors_are_typed() {
     // Missing index file.
     assert!(matches!(ShardedSafetensors::open(dir.path().join("none.json")), Err(SafetensorsError::Io { .. })));
 }
+
+/// `save` writes through a temporary file (mode 0600) renamed over the path: the result has a
+/// new file's mode (as `File::create` gives, umask applied), or the replaced file's mode
+/// (`rlx train --out` wrote 0600 files; fresh-user pass).
+#[cfg(unix)]
+#[test]
+fn saved_files_get_a_new_files_mode_or_keep_the_replaced_ones() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let t = Tensor::scalar(2.0f32);
+    let probe = dir.path().join("probe");
+    std::fs::File::create(&probe).unwrap();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let p = dir.path().join("new.safetensors");
+    rlx_safetensors::save(&p, [("a", &t)], None).unwrap();
+    assert_eq!(mode(&p), mode(&probe));
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o640)).unwrap();
+    rlx_safetensors::save(&p, [("a", &t)], None).unwrap();
+    assert_eq!(mode(&p), 0o640);
+    assert_eq!(SafetensorsFile::open(&p).unwrap().names().count(), 1);
+    // A failed write leaves no empty file behind.
+    let bad = dir.path().join("bad.safetensors");
+    assert!(rlx_safetensors::save(&bad, [("__metadata__", &t)], None).is_err());
+    assert!(!bad.exists());
+}

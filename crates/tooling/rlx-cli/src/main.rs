@@ -49,6 +49,7 @@ struct Cli {
 enum Command {
     /// Generate text with a Llama-family GGUF model, streaming tokens to stdout, then print
     /// prompt-processing and generation tokens/s (stderr; with --json a final JSON line).
+    #[command(allow_negative_numbers = true)]
     Generate(generate::GenerateArgs),
     /// Sentence embeddings from a BERT-style encoder (a Hugging Face directory with
     /// config.json + model.safetensors, or an .onnx file): tokenize, encode, mean-pool over
@@ -91,6 +92,7 @@ enum Command {
     },
     /// Train an MLP or small CNN on UCI digits / MNIST-5k (embedded), report test accuracy,
     /// save the weights (`--out`) or evaluate saved ones (`--eval`).
+    #[command(allow_negative_numbers = true)]
     Train(train::TrainArgs),
     /// Run an ONNX model on `.npy` inputs and print (or save as `.npz`) its outputs.
     Run {

@@ -110,16 +110,17 @@ fn npz_member_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<String>
 /// Write tensors as an `.npz` (a zip of `.npy` members named after the outputs, see
 /// [`npz_member_names`]).
 fn write_npz(path: &Path, named: &[(String, Tensor)]) -> Result<(), CliError> {
-    let f = std::fs::File::create(path).map_err(|e| write_error(path, e))?;
-    let mut z = zip::ZipWriter::new(f);
+    // Built in memory, then written in one go: a failed write (a full disk) is one error
+    // naming `path`, not a `ZipWriter` that complains on stderr as it drops.
+    let mut z = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
     let opts = zip::write::FileOptions::default().compression_method(zip::CompressionMethod::Stored);
     let members = npz_member_names(named.iter().map(|(n, _)| n.as_str()));
     for ((_, t), safe) in named.iter().zip(members) {
         z.start_file(format!("{safe}.npy"), opts)?;
         z.write_all(&npy_bytes(t)?)?;
     }
-    z.finish()?;
-    Ok(())
+    let bytes = z.finish()?.into_inner();
+    std::fs::write(path, bytes).map_err(|e| write_error(path, e))
 }
 
 /// ONNX names a dynamic dim (`dim_param`, e.g. `sequence_length`) to say that inputs share it:

@@ -78,8 +78,13 @@ fn zero_tokens_and_a_full_context_are_reported_as_such() {
 fn bad_model_files_are_one_line_errors() {
     let out = rlx(&["generate", "--kv-type", "q8"]);
     assert_eq!(out.status.code(), Some(2), "a bad --kv-type is a usage error");
-    let out = rlx(&["generate", "--max-tokens", "-1"]);
-    assert_eq!(out.status.code(), Some(2), "a negative --max-tokens is a usage error");
+    // A negative count is named as a bad value (it was clap's "unexpected argument '-1'").
+    for flag in ["--max-tokens", "--ctx-size", "--seed"] {
+        let out = rlx(&["generate", flag, "-1"]);
+        assert_eq!(out.status.code(), Some(2), "a negative {flag} is a usage error");
+        let e = stderr(&out);
+        assert!(e.contains(&format!("invalid value '-1' for '{flag}")), "{e}");
+    }
 
     // The path is printed once, by the CLI, not again by the reader's I/O error.
     let e = one_error_line(&rlx(&["generate", "--model", "/nonexistent/model.gguf"]), "/nonexistent/model.gguf");
