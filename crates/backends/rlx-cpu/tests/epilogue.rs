@@ -133,8 +133,9 @@ proptest! {
 /// two threads (with at least one row block per thread, each thread goes block by block).
 #[test]
 fn constant_weights_are_prepacked() {
-    // 500 x 136 x 300: at 2 threads, each thread runs its own rows block by block.
-    for (m, k, n) in [(300, 260, 70), (13, 40, 33), (500, 136, 300)] {
+    // 300, 500, 1001 rows: at 2 threads, each thread claims row blocks (4, 4 and 6 of them, the
+    // last one short) and runs them one by one in its own part of the product buffer.
+    for (m, k, n) in [(300, 260, 70), (13, 40, 33), (500, 136, 300), (1001, 24, 40)] {
         let mut g = Graph::new("const_w");
         let x = g.input("x", f32s(&[m, k]));
         let w = g.constant(rand_tensor(&[n, k], DType::F32, 11, -1.0, 1.0));

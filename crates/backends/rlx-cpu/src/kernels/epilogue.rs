@@ -22,6 +22,7 @@ use super::simd::threads;
 use super::spin::SyncPtr;
 use rlx_ir::ops::Composite;
 use rlx_ir::{DType, Graph, IrError, Node, NodeId, Op, Tensor};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// Name of the composite this kernel runs.
 pub const NAME: &str = "dot_epilogue";
@@ -152,10 +153,13 @@ fn run_with(k: &mut EpilogueKernel, ins: &[&Tensor], outs: &mut [Tensor], acc: &
 }
 
 /// Several threads, a product with a rhs packed at compile time and at least one [`sgemm`]
-/// row block per thread: each thread takes a contiguous range of rows and goes block by block
-/// as one thread does (product block into its own part of `acc`, then the region on it, still
-/// in that core's L2). `Ok(false)`: not applicable ([`fused::run_tasks`]'s conditions
-/// included), nothing run.
+/// row block per thread: one task per thread, each claiming row blocks from a shared counter
+/// and going block by block as one thread does (product block into that task's own part of
+/// `acc`, then the region on it, still in that core's L2). Claiming rather than a fixed half
+/// per thread keeps both cores busy when one runs slower (another process, or a VM whose
+/// vCPUs change speed: `perf` of MiniLM-L6 b32 t2 showed one thread 45% longer in sgemm on the
+/// same rows). `Ok(false)`: not applicable ([`fused::run_tasks`]'s conditions included),
+/// nothing run.
 fn run_blocks_in_parallel(
     k: &mut EpilogueKernel,
     ins: &[&Tensor],
@@ -168,28 +172,32 @@ fn run_blocks_in_parallel(
     }
     let bad = |what: &str| IrError::Eval { op: NAME.into(), msg: format!("{what} is not f32") };
     let a = ins[0].as_slice::<f32>().ok_or_else(|| bad("lhs"))?;
-    let per = m.div_ceil(t).next_multiple_of(sgemm::MR);
-    let rows = per.div_ceil(per.div_ceil(sgemm::MC)).next_multiple_of(sgemm::MR);
+    // Blocks of at most MC rows, whole micro-kernel tiles, at least two per thread; each task's
+    // part of `acc` holds one block.
+    let blocks = m.div_ceil(sgemm::MC).max(2 * t);
+    let rows = m.div_ceil(blocks).next_multiple_of(sgemm::MR);
+    if t * rows > m {
+        return Ok(false);
+    }
     let accp = SyncPtr(acc.as_mut_slice::<f32>().ok_or_else(|| bad("the product buffer"))?.as_mut_ptr());
-    let failed = std::sync::atomic::AtomicBool::new(false);
+    let (failed, next) = (AtomicBool::new(false), AtomicUsize::new(0));
     let dotk = &k.dot;
-    let body = |task: usize, run: &mut dyn FnMut((usize, usize), usize)| {
-        let (t0, t1) = ((task * per).min(m), ((task + 1) * per).min(m));
-        let mut r0 = t0;
-        while r0 < t1 {
-            let r1 = (r0 + rows).min(t1);
-            // SAFETY: task `task` alone uses rows t0.. of `acc` (its blocks start there and hold
-            // at most t1 - t0 rows), inside the m · n buffer.
-            let ok = unsafe { dot::prepacked_rows(dotk, a, accp.get().add(t0 * n), r0, r1) }.is_ok();
-            if !ok {
-                failed.store(true, std::sync::atomic::Ordering::Relaxed);
-                return;
-            }
-            run((r0 * n, r1 * n), t0 * n);
-            r0 = r1;
+    let body = |task: usize, run: &mut dyn FnMut((usize, usize), usize)| loop {
+        let r0 = next.fetch_add(1, Ordering::Relaxed) * rows;
+        if r0 >= m {
+            return;
         }
+        let r1 = (r0 + rows).min(m);
+        // SAFETY: task `task` alone uses rows task·rows .. (task + 1)·rows of `acc` (inside the
+        // m · n buffer: t · rows ≤ m), and a block holds at most `rows` rows.
+        let ok = unsafe { dot::prepacked_rows(dotk, a, accp.get().add(task * rows * n), r0, r1) }.is_ok();
+        if !ok {
+            failed.store(true, Ordering::Relaxed);
+            return;
+        }
+        run((r0 * n, r1 * n), task * rows * n);
     };
-    // SAFETY: `acc` holds m · n floats; each task writes and reads only its own blocks of it.
+    // SAFETY: `acc` holds m · n floats; each task writes and reads only its own part of it.
     let ran = unsafe { fused::run_tasks(&mut k.region, &region_ins(acc, ins), outs, (accp, m * n), t, body)? };
     if failed.into_inner() {
         return Err(IrError::Eval { op: NAME.into(), msg: "row block does not fit the plan".into() });

@@ -14,8 +14,9 @@
 //! contiguous axis; a block of at most [`MC`] rows of `A` is packed (on the stack) as rows of
 //! [`KC`] floats, so a row-major `A` packs by row copies and a transposed one by 16 × 16
 //! register transposes, except that a row-major `A` whose row stride spreads rows over L1's
-//! sets is read in place (no copy); the micro-kernel keeps an `MR × NR` tile of `C` in 24 zmm registers
-//! and does one broadcast-FMA per (row, 16 columns) per `k`; edge tiles run a kernel for their
+//! sets is read in place (no copy); the micro-kernel keeps an `MR × NR` tile of `C` in 24 zmm
+//! registers and does one broadcast-FMA per (row, 16 columns) per `k`, prefetching its share
+//! of the next `B` panel into L2 along the way; edge tiles run a kernel for their
 //! row count with masked columns; each tile's lines of `C` are prefetched for writing before its
 //! kernel runs (a first write to a line of `C` otherwise waits for a read-for-ownership). The
 //! first `K` block overwrites `C`, later ones accumulate, so
