@@ -465,7 +465,8 @@ unsafe fn rows(
                     // SAFETY: tile (ic + t·MR, jp·NR) of h × w elements is inside `c` (from row c0).
                     unsafe {
                         let ct = c.add((ic + t * MR - c0) * ldc + jp * NR);
-                        tile(kc, at.add(t * MR * lda), lda, bpan, ct, ldc, k0 > 0, h, w, pf);
+                        let op = Tile { kc, a: at.add(t * MR * lda), lda, b: bpan, c: ct, ldc, acc: k0 > 0, pf };
+                        tile(op, h, w);
                     }
                 }
             }
@@ -523,6 +524,21 @@ fn prefetch_c(c: *mut f32, ldc: usize, i: usize, j: usize, h: usize, w: usize) {
 struct Prefetch {
     p: *const f32,
     lines: usize,
+}
+
+/// One micro-kernel call's operands: `kc` steps over `a` (rows at stride `lda`) and `b` (a
+/// 64-byte-aligned panel of `kc · NR` floats), into `c` (rows at stride `ldc`), overwriting it
+/// or accumulating into it (`acc`), prefetching `pf` on the way.
+#[derive(Clone, Copy)]
+struct Tile {
+    kc: usize,
+    a: *const f32,
+    lda: usize,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    acc: bool,
+    pf: Prefetch,
 }
 
 /// Pack rows `i0..i0+mc`, columns `k0..k0+kc` of `a` into `MR`-row tiles of [`MR`] × [`KC`]
@@ -615,9 +631,8 @@ pub(crate) unsafe fn transpose16(_: *const f32, _: usize, _: *mut f32, _: usize)
     unreachable!("sgemm runs only where available() is true")
 }
 
-/// The micro-kernel's signature: `(kc, a tile, lda, b panel, c, ldc, accumulate, last-vector
-/// mask, prefetch)`.
-type KernelFn = unsafe fn(usize, *const f32, usize, *const f32, *mut f32, usize, bool, u16, Prefetch);
+/// The micro-kernel's signature: `(operands, last-vector mask)`.
+type KernelFn = unsafe fn(Tile, u16);
 
 /// The kernel for `h` rows and `nv` vectors of 16 columns.
 fn kernel_for(nv: usize, h: usize) -> KernelFn {
@@ -631,29 +646,11 @@ fn kernel_for(nv: usize, h: usize) -> KernelFn {
 
 /// One `h × w` tile of `C` (`h ≤ MR`, `w ≤ NR`), straight into `C`: partial tiles run a kernel
 /// for `h` rows and mask the columns past `w`.
-#[allow(clippy::too_many_arguments)]
-unsafe fn tile(
-    kc: usize,
-    a: *const f32,
-    lda: usize,
-    b: *const f32,
-    c: *mut f32,
-    ldc: usize,
-    acc: bool,
-    h: usize,
-    w: usize,
-    pf: Prefetch,
-) {
+unsafe fn tile(op: Tile, h: usize, w: usize) {
     let rem = w % 16;
     let mask = if rem == 0 { u16::MAX } else { ((1u32 << rem) - 1) as u16 };
     // SAFETY: the caller's contract; `available()` was checked before packing.
-    unsafe {
-        if h == MR && w == NR {
-            kernel::<2, MR>(kc, a, lda, b, c, ldc, acc, mask, pf)
-        } else {
-            kernel_for(w.div_ceil(16), h)(kc, a, lda, b, c, ldc, acc, mask, pf)
-        }
-    }
+    unsafe { if h == MR && w == NR { kernel::<2, MR>(op, mask) } else { kernel_for(w.div_ceil(16), h)(op, mask) } }
 }
 
 /// The micro-kernel: `C[0..H, 0..16·NV] (+)= Σ_p a[i·lda + p] · b[p·NR + j]`, the last vector
@@ -663,18 +660,8 @@ unsafe fn tile(
 /// Sapphire Rapids-class Xeon).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn kernel<const NV: usize, const H: usize>(
-    kc: usize,
-    a: *const f32,
-    lda: usize,
-    b: *const f32,
-    c: *mut f32,
-    ldc: usize,
-    acc: bool,
-    mask: u16,
-    pf: Prefetch,
-) {
+unsafe fn kernel<const NV: usize, const H: usize>(op: Tile, mask: u16) {
+    let Tile { kc, a, lda, b, c, ldc, acc, pf } = op;
     // SAFETY (whole body): `a` holds H rows of kc floats at stride lda, `b` kc · NR 64-byte-aligned floats, `c`
     // H rows of 16 · (NV − 1) + popcount(mask) writable floats at stride `ldc` (the caller's
     // contract).
@@ -732,18 +719,7 @@ unsafe fn kernel<const NV: usize, const H: usize>(
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-#[allow(clippy::too_many_arguments)]
-unsafe fn kernel<const NV: usize, const H: usize>(
-    _: usize,
-    _: *const f32,
-    _: usize,
-    _: *const f32,
-    _: *mut f32,
-    _: usize,
-    _: bool,
-    _: u16,
-    _: Prefetch,
-) {
+unsafe fn kernel<const NV: usize, const H: usize>(_: Tile, _: u16) {
     unreachable!("sgemm runs only where available() is true")
 }
 
