@@ -1,12 +1,14 @@
 //! Times fused / native-kernel workloads through the compile pipeline and `CpuExecutable`.
 //!
-//! `cargo run --release -p rlx-cpu --example fusion_bench -- WORKLOAD THREADS [MIN_REPS] [MIN_SECS]`
+//! `cargo run --release -p rlx-cpu --example fusion_bench -- WORKLOAD THREADS [MIN_REPS] [MIN_SECS] [profile]`
 //! with WORKLOAD one of `chain` (`gelu_tanh(x*a+b)*sigmoid(x)-c` over 16M f32: 8 ops after
 //! inlining gelu, one fused step), `softmax` / `layer_norm` (last axis of [4096, 4096] f32),
 //! `encoder` (one pre-norm transformer encoder layer: hidden 384, 12 heads, seq 128, FFN 1536).
 //! Times `run_into` with one reused output vector (no per-run output copy or allocation).
 //! Prints `rlx WORKLOAD threads=T: median X ms steps=N kernels=[..] checksum=S`. Used by
 //! `bench/compare_fusion.py`; one warm-up run, then at least MIN_REPS (5) runs and MIN_SECS (1 s).
+//! With `profile`, also one line per step: its kernel and mean time per run
+//! (`CpuOptions::profile`).
 
 // The encoder layer is the one rlx-runtime's memory test plans (one definition for both).
 #[path = "../../../core/rlx-runtime/tests/common/encoder.rs"]
@@ -19,12 +21,13 @@ use std::time::Instant;
 fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();
     if a.len() < 2 {
-        eprintln!("usage: fusion_bench chain|softmax|layer_norm|encoder THREADS [MIN_REPS] [MIN_SECS]");
+        eprintln!("usage: fusion_bench chain|softmax|layer_norm|encoder THREADS [MIN_REPS] [MIN_SECS] [profile]");
         std::process::exit(2);
     }
     let t: usize = a[1].parse().expect("threads");
     let min_reps = a.get(2).map_or(5, |s| s.parse().unwrap());
     let min_secs: f64 = a.get(3).map_or(1.0, |s| s.parse().unwrap());
+    let profile = a.get(4).is_some_and(|s| s == "profile");
     let f32s = |d: &[usize]| Shape::new(d, DType::F32);
     let mut g = Graph::new(a[0].as_str());
     let dims: Vec<usize> = match a[0].as_str() {
@@ -81,7 +84,8 @@ fn main() {
         ..Default::default()
     };
     rlx_compile::compile(&mut g, &opts).expect("compile");
-    let mut exe = CpuExecutable::compile(&g, &CpuOptions { threads: Some(t), ..Default::default() }).expect("compile");
+    let mut exe =
+        CpuExecutable::compile(&g, &CpuOptions { threads: Some(t), profile, ..Default::default() }).expect("compile");
     let steps = exe.steps();
     let kernels: Vec<&str> = steps.iter().map(|s| s.kernel).collect();
     let mut x = Tensor::zeros(&dims, DType::F32);
@@ -97,6 +101,7 @@ fn main() {
     exe.run_into(&[&x], &params, &mut out).expect("run");
     let checksum: f64 = out[0].as_slice::<f32>().unwrap().iter().map(|&v| v as f64).sum();
     exe.run_into(&[&x], &params, &mut out).expect("run");
+    exe.reset_profile();
     let mut ts = vec![];
     let st = Instant::now();
     while ts.len() < min_reps || st.elapsed().as_secs_f64() < min_secs {
@@ -106,6 +111,10 @@ fn main() {
         ts.push(t0.elapsed().as_secs_f64());
     }
     ts.sort_by(f64::total_cmp);
+    for p in exe.profile().unwrap_or_default() {
+        let ms = p.total.as_secs_f64() * 1e3 / p.calls.max(1) as f64;
+        println!("step node={:<4} {:<24} {:<22} {ms:8.4} ms", p.step.node, p.step.op, p.step.kernel);
+    }
     println!(
         "rlx {} threads={t}: median {:.4} ms steps={} kernels={kernels:?} checksum={checksum:.6e} reps={}",
         a[0],

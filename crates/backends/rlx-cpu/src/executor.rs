@@ -7,6 +7,7 @@ use crate::kernels::spin::Team;
 use crate::kernels::{self, Kernel};
 use rlx_compile::lir::{LirModule, LirOptions, Reuse, Storage};
 use rlx_ir::{DType, Graph, IrError, NodeId, Op, Tensor};
+use std::time::{Duration, Instant};
 use thiserror::Error;
 
 /// Errors of the CPU backend.
@@ -87,11 +88,21 @@ pub struct CpuOptions {
     /// computed at compile time (constant folding, constants) are IEEE either way. x86-64
     /// (MXCSR) and AArch64 (FPCR.FZ) only; elsewhere a no-op.
     pub flush_denormals: bool,
+    /// Time every step of every run (wall clock, `std::time::Instant`, summed over runs) for
+    /// [`CpuExecutable::profile`], as ONNX Runtime's `enable_profiling` does per node. Default
+    /// `false`: no clock is read. Costs two clock reads per step (tens of nanoseconds).
+    pub profile: bool,
 }
 
 impl Default for CpuOptions {
     fn default() -> CpuOptions {
-        CpuOptions { threads: None, quantized_activations: false, simd: SimdLevel::default(), flush_denormals: true }
+        CpuOptions {
+            threads: None,
+            quantized_activations: false,
+            simd: SimdLevel::default(),
+            flush_denormals: true,
+            profile: false,
+        }
     }
 }
 
@@ -114,6 +125,11 @@ impl CpuOptions {
     /// Flush denormals to zero while kernels run (default) or keep IEEE subnormals.
     pub fn with_flush_denormals(mut self, on: bool) -> CpuOptions {
         self.flush_denormals = on;
+        self
+    }
+    /// Time each step of each run (see [`CpuOptions::profile`]).
+    pub fn with_profile(mut self, on: bool) -> CpuOptions {
+        self.profile = on;
         self
     }
 }
@@ -139,6 +155,18 @@ pub struct StepInfo {
     pub op: String,
     /// Kernel name (`reference` for the rlx-ir reference evaluation).
     pub kernel: &'static str,
+}
+
+/// Time one step took, summed over the runs since compile or [`CpuExecutable::reset_profile`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepProfile {
+    /// The step.
+    pub step: StepInfo,
+    /// Runs that executed it.
+    pub calls: u64,
+    /// Wall-clock time summed over those runs (the kernel's own threads included: a step's
+    /// parallel work ends before the next step starts).
+    pub total: Duration,
 }
 
 /// Where a node's value lives during a run.
@@ -207,6 +235,8 @@ pub struct CpuExecutable {
     threads: usize,
     out_modes: Vec<OutMode>,
     max_rank: usize,
+    /// Per step, (runs, time) when `CpuOptions::profile` is on.
+    timings: Option<Vec<(u64, Duration)>>,
 }
 
 impl CpuExecutable {
@@ -336,6 +366,7 @@ impl CpuExecutable {
                 _ => OutMode::Copy,
             })
             .collect();
+        let timings = opts.profile.then(|| vec![(0, Duration::ZERO); steps.len()]);
         Ok(CpuExecutable {
             graph: g.clone(),
             steps,
@@ -350,6 +381,7 @@ impl CpuExecutable {
             threads,
             out_modes,
             max_rank,
+            timings,
         })
     }
 
@@ -375,6 +407,22 @@ impl CpuExecutable {
             .iter()
             .map(|s| StepInfo { node: s.node, op: self.graph.nodes()[s.node].op.name(), kernel: kernel_name(&s.how) })
             .collect()
+    }
+
+    /// Per step (execution order), its runs and the wall-clock time they took, when compiled
+    /// with [`CpuOptions::profile`]; `None` otherwise. Steps that are views cost ~0.
+    pub fn profile(&self) -> Option<Vec<StepProfile>> {
+        let t = self.timings.as_ref()?;
+        Some(
+            self.steps().into_iter().zip(t).map(|(step, &(calls, total))| StepProfile { step, calls, total }).collect(),
+        )
+    }
+
+    /// Zero the times [`CpuExecutable::profile`] reports (e.g. after warm-up runs).
+    pub fn reset_profile(&mut self) {
+        if let Some(t) = &mut self.timings {
+            t.fill((0, Duration::ZERO));
+        }
     }
 
     /// Bytes held by the planned buffers and fixed values.
@@ -506,6 +554,7 @@ impl CpuExecutable {
 
     fn run_steps(&mut self, inputs: &[&Tensor], params: &[&Tensor]) -> Result<(), CpuError> {
         for si in 0..self.steps.len() {
+            let start = self.timings.is_some().then(Instant::now);
             let node = self.steps[si].node;
             let n = &self.graph.nodes()[node];
             let mut outs = match self.locs[node] {
@@ -540,6 +589,10 @@ impl CpuExecutable {
                 _ => unreachable!(),
             }
             r?;
+            if let (Some(t), Some(start)) = (&mut self.timings, start) {
+                t[si].0 += 1;
+                t[si].1 += start.elapsed();
+            }
         }
         Ok(())
     }

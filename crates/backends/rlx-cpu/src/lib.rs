@@ -12,7 +12,7 @@ mod fpenv;
 mod inplace;
 pub mod kernels;
 
-pub use executor::{CpuError, CpuExecutable, CpuOptions, StepInfo};
+pub use executor::{CpuError, CpuExecutable, CpuOptions, StepInfo, StepProfile};
 pub use fpenv::flushes_denormals;
 pub use kernels::simd::{SimdLevel, advise_huge_pages};
 pub use rlx_compile::lir::{LirModule, LirOptions};

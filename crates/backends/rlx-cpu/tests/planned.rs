@@ -2,6 +2,7 @@
 //! prefix and middle slices, reductions, matmul, a tuple op, several consumers, outputs in the
 //! middle) run through the planned executor agree with the reference interpreter and with the
 //! unplanned executor (to f32 rounding); the plan really reuses buffers, runs in place and aliases.
+//! Also the per-step profile (`CpuOptions::profile`).
 
 mod common;
 
@@ -186,4 +187,33 @@ fn thread_counts_above_the_cores_are_clamped() {
     let (tn, many) = run(cores + 1000);
     assert_eq!((t1, tn), (1, cores));
     assert_close(&many[0], &base[0], TOL, "clamped threads");
+}
+
+/// `CpuOptions::profile` counts every step of every run and sums its time; `reset_profile`
+/// zeroes both; without the option there is no profile.
+#[test]
+fn profile_counts_each_step_per_run() {
+    let mut g = Graph::new("profiled");
+    let x = g.input("x", Shape::new(&[256, 256], DType::F32));
+    let e = g.exp(x);
+    let r = g.reshape(e, [65536]);
+    let s = g.sum(r, &[0], false);
+    g.set_outputs(vec![s]);
+    let x = Tensor::from_vec(vec![0.5f32; 65536], &[256, 256]).unwrap();
+    let opts = CpuOptions { threads: Some(1), ..Default::default() };
+    let mut plain = CpuExecutable::compile(&g, &opts).unwrap();
+    plain.run(&[&x], &[]).unwrap();
+    assert!(plain.profile().is_none());
+    let mut exe = CpuExecutable::compile(&g, &opts.with_profile(true)).unwrap();
+    for _ in 0..3 {
+        let y = exe.run(&[&x], &[]).unwrap();
+        assert!((y[0].as_slice::<f32>().unwrap()[0] - 65536.0 * 0.5f32.exp()).abs() < 1.0);
+    }
+    let p = exe.profile().unwrap();
+    assert_eq!(p.iter().map(|s| &s.step).collect::<Vec<_>>(), exe.steps().iter().collect::<Vec<_>>());
+    assert!(p.iter().all(|s| s.calls == 3), "{p:?}");
+    // The exp over 64K floats takes microseconds; a view takes next to nothing.
+    assert!(p.iter().any(|s| s.step.kernel != "view" && s.total.as_nanos() > 0), "{p:?}");
+    exe.reset_profile();
+    assert!(exe.profile().unwrap().iter().all(|s| s.calls == 0 && s.total.is_zero()));
 }
