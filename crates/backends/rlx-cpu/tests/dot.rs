@@ -87,7 +87,12 @@ fn batched() {
         preferred_element_type: None,
     };
     assert_eq!(run_dot(&[2, 3, 12, 8], &[3, 2, 7, 8], attn.clone(), DType::F32, None), vec!["gemm"]);
-    assert_eq!(run_dot(&[2, 3, 5, 8], &[3, 2, 7, 8], attn, DType::F32, None), vec!["gemv"]);
+    assert_eq!(run_dot(&[2, 3, 5, 8], &[3, 2, 7, 8], attn.clone(), DType::F32, None), vec!["gemv"]);
+    // Enough GEMVs in total (>= 32K multiply-adds) that they run in parallel over (batch, row)
+    // on 2 threads: each form, with permuted batch dims, and 5 or 9 tasks (uneven split).
+    assert_eq!(run_dot(&[2, 3, 5, 64], &[3, 2, 200, 64], attn, DType::F32, Some(2)), vec!["gemv"]);
+    assert_eq!(run_dot(&[6, 300, 64], &[6, 64, 1], bmm.clone(), DType::F32, Some(2)), vec!["gemv"]);
+    assert_eq!(run_dot(&[5, 1, 300], &[5, 300, 70], bmm.clone(), DType::F32, Some(2)), vec!["gemv"]);
     // Batched GEMV.
     assert_eq!(run_dot(&[4, 1, 8], &[4, 8, 33], bmm.clone(), DType::F32, None), vec!["gemv"]);
     assert_eq!(run_dot(&[4, 6, 8], &[4, 8, 1], bmm, DType::F32, None), vec!["gemv"]);
