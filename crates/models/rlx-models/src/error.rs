@@ -60,6 +60,15 @@ pub enum ModelError {
     /// An option value that is not one of the accepted ones.
     #[error("invalid option: {0}")]
     BadOption(String),
+    /// The model produced a NaN logit (corrupt weights or metadata, e.g. a NaN
+    /// `rope.freq_base`): sampling from it would pick an arbitrary token.
+    #[error("the model produced NaN logits at generated token {step} (sequence {seq}): corrupt weights or metadata?")]
+    NanLogits {
+        /// Index of the token being sampled (0 = the first after the prompt).
+        step: usize,
+        /// Sequence of the batch.
+        seq: usize,
+    },
     /// Generation needs a prompt token and the model declares no BOS to start from.
     #[error("empty prompt and the model declares no BOS token to start from")]
     EmptyPrompt,

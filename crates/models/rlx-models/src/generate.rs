@@ -87,7 +87,8 @@ impl<'m> Generator<'m> {
     /// token, or the end of the context (not an error once the prompt fits).
     ///
     /// Errors: the prompt does not fit the context ([`ModelError::ContextOverflow`]), an id
-    /// outside the vocabulary, an empty prompt for a model without BOS, run errors.
+    /// outside the vocabulary, an empty prompt for a model without BOS, NaN logits
+    /// ([`ModelError::NanLogits`]), run errors.
     pub fn generate(
         &mut self,
         prompt: &[u32],
@@ -156,7 +157,12 @@ impl<'m> Generator<'m> {
                 if !active[r] {
                     continue;
                 }
-                let id = sample(r, &rows[r * v..][..v], &history[r]);
+                let row = &rows[r * v..][..v];
+                // A vectorized pass (microseconds per 49K-entry row; a decode step takes ms).
+                if row.iter().fold(false, |nan, x| nan | x.is_nan()) {
+                    return Err(ModelError::NanLogits { step: stats[r].tokens.len(), seq: r });
+                }
+                let id = sample(r, row, &history[r]);
                 history[r].push(id);
                 stats[r].tokens.push(id);
                 next[r] = id;

@@ -87,6 +87,11 @@ fn gguf_name(hf: &str) -> String {
 }
 
 fn gguf_bytes(arch: &str, matrix_type: GgmlType) -> Vec<u8> {
+    gguf_bytes_with(arch, matrix_type, 10000.0, "")
+}
+
+/// [`gguf_bytes`] with a given `rope.freq_base` and the HF tensor `nan_tensor` all NaN.
+fn gguf_bytes_with(arch: &str, matrix_type: GgmlType, rope_base: f32, nan_tensor: &str) -> Vec<u8> {
     let mut w = GgufWriter::new();
     w.add_metadata("general.architecture", arch).unwrap();
     let k = |n: &str| format!("{arch}.{n}");
@@ -96,10 +101,13 @@ fn gguf_bytes(arch: &str, matrix_type: GgmlType) -> Vec<u8> {
     w.add_metadata(k("attention.head_count"), H as u32).unwrap();
     w.add_metadata(k("attention.head_count_kv"), HK as u32).unwrap();
     w.add_metadata(k("context_length"), 64u32).unwrap();
-    w.add_metadata(k("rope.freq_base"), 10000f32).unwrap();
+    w.add_metadata(k("rope.freq_base"), rope_base).unwrap();
     w.add_metadata(k("attention.layer_norm_rms_epsilon"), 1e-5f32).unwrap();
     w.add_metadata("tokenizer.ggml.bos_token_id", 1u32).unwrap();
-    for (name, shape, v) in hf_weights() {
+    for (name, shape, mut v) in hf_weights() {
+        if name == nan_tensor {
+            v.fill(f32::NAN);
+        }
         let v = if name.contains("q_proj") {
             permute(&v, H, E)
         } else if name.contains("k_proj") {
@@ -243,6 +251,23 @@ fn bad_input_is_a_typed_error() {
     let opts = rlx_models::GenerateOptions { max_tokens: 3, stop_tokens: vec![] };
     let s = g.generate(&[], &opts, |l, _| rlx_models::argmax(l), |_| true).unwrap();
     assert_eq!((s.prompt_tokens, s.tokens.len()), (1, 3));
+}
+
+/// Corrupt files: a NaN `rope.freq_base` is refused when the config is read; NaN weights,
+/// which make every logit NaN, stop generation with `NanLogits` instead of sampling an
+/// arbitrary token (greedy over NaNs picked id 0).
+#[test]
+fn nan_metadata_and_nan_logits_are_errors() {
+    let f = GgufFile::from_vec(gguf_bytes_with("llama", GgmlType::F32, f32::NAN, "")).unwrap();
+    let e = LlamaConfig::from_gguf(&f).unwrap_err();
+    assert!(e.to_string().contains("rope.freq_base") && e.to_string().contains("NaN"), "{e}");
+    let f = GgufFile::from_vec(gguf_bytes_with("llama", GgmlType::F32, 10000.0, "model.norm.weight")).unwrap();
+    let mut m = LlamaModel::from_gguf(&f, CompileOptions::default()).unwrap();
+    let mut g = rlx_models::Generator::new(&mut m);
+    let opts = rlx_models::GenerateOptions { max_tokens: 3, stop_tokens: vec![] };
+    let e = g.generate(&PROMPT, &opts, |l, _| rlx_models::argmax(l), |_| true).unwrap_err();
+    assert!(matches!(e, ModelError::NanLogits { step: 0, seq: 0 }), "{e}");
+    assert!(e.to_string().contains("NaN logits"), "{e}");
 }
 
 #[test]
