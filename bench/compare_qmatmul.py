@@ -50,7 +50,7 @@ def main():
     ms = [1, 64]
     lib = os.path.join(a.llama_build, "bin")
     if not os.path.exists(os.path.join(lib, "libggml-cpu.so")):
-        sys.exit(f"no llama.cpp build at {a.llama_build} (see the brief in bench/RESULTS.md)")
+        sys.exit(f"no llama.cpp build at {a.llama_build}: run tools/build-llama.sh")
     print("uptime:", load(), flush=True)
     rlx_bin = build("rlx-cpu", "qmatmul_bench")
     peer = os.path.join(tempfile.mkdtemp(), "ggml_qmatmul_bench")

@@ -77,6 +77,19 @@ impl PackedB {
         PackedB { k, n, store: Store::Own { data, off } }
     }
 
+    /// Use this storage for a `k × n` operand (e.g. the last, narrower tile of a series) when
+    /// it has room, keeping the allocation; returns false, unchanged, when it has not (or is a
+    /// shared constant).
+    pub fn set_dims(&mut self, k: usize, n: usize) -> bool {
+        match &self.store {
+            Store::Own { data, off } if off + packed_len(k, n) <= data.len() => {
+                (self.k, self.n) = (k, n);
+                true
+            }
+            _ => false,
+        }
+    }
+
     fn base(&self) -> *const f32 {
         match &self.store {
             Store::Own { data, off } => data[*off..].as_ptr(),
