@@ -77,19 +77,6 @@ impl PackedB {
         PackedB { k, n, store: Store::Own { data, off } }
     }
 
-    /// Use this storage for a `k × n` operand (e.g. the last, narrower tile of a series) when
-    /// it has room, keeping the allocation; returns false, unchanged, when it has not (or is a
-    /// shared constant).
-    pub fn set_dims(&mut self, k: usize, n: usize) -> bool {
-        match &self.store {
-            Store::Own { data, off } if off + packed_len(k, n) <= data.len() => {
-                (self.k, self.n) = (k, n);
-                true
-            }
-            _ => false,
-        }
-    }
-
     fn base(&self) -> *const f32 {
         match &self.store {
             Store::Own { data, off } => data[*off..].as_ptr(),
@@ -514,6 +501,23 @@ fn direct_a(a: Operand, first: *const f32, kc: usize) -> bool {
     per_set.iter().all(|&c| c <= packed + 1)
 }
 
+/// The smallest row stride (floats, `≥ k`, a multiple of 16) at which a row-major, 64-byte
+/// aligned `A` of `k` columns is read in place by every `K` block of a product ([`direct_a`]),
+/// for callers that lay out `A` themselves (dequantized weight tiles); `k` rounded up to 16
+/// when no stride within 1024 floats more qualifies (then `A` is packed, as for any stride).
+/// `k = 4096`: 4160 (rows 4 lines apart in L1's sets instead of all in the same ones).
+pub fn in_place_stride(k: usize) -> usize {
+    let base = k.next_multiple_of(16);
+    let kcs = [k.min(KC), k % KC];
+    (0..=64)
+        .map(|i| base + 16 * i)
+        .find(|&rs| {
+            let a = Operand { ptr: std::ptr::null(), rs, cs: 1 };
+            kcs.iter().filter(|&&kc| kc > 0).all(|&kc| direct_a(a, std::ptr::null(), kc))
+        })
+        .unwrap_or(base)
+}
+
 /// Prefetch for writing the `h × w` tile of `C` at row `i`, column `j`.
 #[inline(always)]
 fn prefetch_c(c: *mut f32, ldc: usize, i: usize, j: usize, h: usize, w: usize) {
@@ -739,6 +743,22 @@ unsafe fn kernel<const NV: usize, const H: usize>(_: Tile, _: u16) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The stride `in_place_stride` picks is read in place for every `K` block (a 4 KiB
+    /// multiple, where all rows share L1 sets, is moved off), and is the row length when that
+    /// already qualifies.
+    #[test]
+    fn in_place_stride_is_read_in_place() {
+        assert!(!direct_a(Operand { ptr: std::ptr::null(), rs: 4096, cs: 1 }, std::ptr::null(), KC));
+        for k in [100, 576, 1536, 4096, 11008] {
+            let rs = in_place_stride(k);
+            assert!(rs >= k && rs % 16 == 0 && rs < k + 1024, "k {k}: {rs}");
+            let a = Operand { ptr: std::ptr::null(), rs, cs: 1 };
+            assert!(direct_a(a, std::ptr::null(), k.min(KC)) && (k % KC == 0 || direct_a(a, std::ptr::null(), k % KC)));
+        }
+        assert_eq!(in_place_stride(576), 576);
+        assert_ne!(in_place_stride(4096), 4096);
+    }
 
     /// `A` read in place (`direct_a`: a tile of whole contiguous rows) and `A` packed (stride
     /// 1024: all rows in the same L1 sets; column-major) give the same f32 FMA sequence, so

@@ -12,10 +12,13 @@
 //!     activation loads ([`decode::dot_rows`], per-(sub-)block `Σx` computed once per call).
 //!   - `tile` (M > 1): a tile of weight rows (at most [`TILE_BYTES`] of f32, so it stays in L2)
 //!     is dequantized once into per-thread scratch (in registers for the schemes above, with
-//!     `dequantize_into` for the others) and multiplied with all M activation rows by our
-//!     [`sgemm`] (the `gemm` crate where the decoders or sgemm cannot run), so each weight is
-//!     dequantized once per call, not once per activation row. 64 x 4096 x 4096, 1 thread,
-//!     interleaved pairs: `gemm` 38-50 ms, sgemm 33-42 ms (Q4_K and Q8_0 alike).
+//!     `dequantize_into` for the others), so each weight is dequantized once per call, not once
+//!     per activation row, and multiplied with all M activation rows by our [`sgemm`] as
+//!     `tile · xᵀ` (`xᵀ` packed once per call; the tile's rows spaced by
+//!     [`sgemm::in_place_stride`] so it is read in place, never copied or transposed; the
+//!     `[tile, M]` result written transposed into `y`), or by the `gemm` crate where the
+//!     decoders or sgemm cannot run. 64 x 4096 x 4096 Q4_K / Q8_0, 1 thread, interleaved
+//!     runs: 38-50 ms with the `gemm` crate, 20-23 ms now (llama.cpp: 22 ms for Q4_K).
 //!   - `rowwise` (M = 1 otherwise: other schemes, or no AVX-512): one weight row at a time is
 //!     dequantized into scratch by `dequantize_into` and dotted in f32.
 //! - **Fast** (opt-in): integer dots against quantized activations, as llama.cpp: Q8_0, Q4_0
@@ -84,9 +87,14 @@ pub struct QMatmulKernel {
     xq: Vec<u8>,
     /// Dequantized weights: one row of `k` per chunk (`rowwise`) or one tile per thread (`tile`).
     scratch: Vec<f32>,
-    /// `tile` path on AVX-512: per thread, the tile's panels in [`sgemm`]'s packed layout (the
-    /// tile is multiplied by our sgemm; empty: by the `gemm` crate).
-    packs: Vec<sgemm::PackedB>,
+    /// `tile` path on [`sgemm`]: `xᵀ` (`k × m`) packed once per call; `None`: tiles go through
+    /// the `gemm` crate.
+    xt: Option<sgemm::PackedB>,
+    /// Floats between the rows of a tile in `scratch` (`k`, or [`sgemm::in_place_stride`]).
+    ld: usize,
+    /// `tile` path on [`sgemm`]: per thread, a tile's `[tile, m]` product before it is
+    /// transposed into the result's columns.
+    ct: Vec<f32>,
     /// `Σ x` per 32- (16-) element block (`fused` path, schemes with [`decode::needs_block_sums`]).
     xblk: Vec<f32>,
 }
@@ -146,12 +154,16 @@ pub fn select(
     let row_bytes = k / ty.block_size() * ty.type_size();
     let threads = opts.threads.unwrap_or_else(rayon::current_num_threads).max(1);
     let par = m.saturating_mul(n).saturating_mul(k) >= PAR_WORK && n >= 32;
+    let on_sgemm = path == Path::Tile && simd && exact::has_decoder(ty) && sgemm::available();
+    // Tile rows spaced so that sgemm reads the tile in place (its rows in different L1 sets)
+    // instead of copying it into its packed layout.
+    let ld = if on_sgemm { sgemm::in_place_stride(k) } else { k };
     let (chunk, tile, scratch) = match path {
         Path::Tile => {
             let parts = if par { threads.min(n.div_ceil(16)) } else { 1 };
             let chunk = n.div_ceil(parts);
             let tile = (TILE_BYTES / (4 * k.max(1))).clamp(16, 512).min(chunk);
-            (chunk, tile, parts * tile * k)
+            (chunk, tile, parts * tile * ld)
         }
         _ => {
             let chunk = if par { n.div_ceil(64).max(16) } else { n.max(1) };
@@ -171,11 +183,9 @@ pub fn select(
         simd,
         xq: vec![0; q8],
         scratch: vec![0.0; scratch],
-        packs: if path == Path::Tile && simd && exact::has_decoder(ty) && sgemm::available() {
-            (0..scratch / (tile * k).max(1)).map(|_| sgemm::PackedB::new(k, tile)).collect()
-        } else {
-            vec![]
-        },
+        xt: on_sgemm.then(|| sgemm::PackedB::new(k, m)),
+        ct: if on_sgemm { vec![0.0; scratch / ld.max(1) * m] } else { vec![] },
+        ld,
         xblk: vec![0.0; if path == Path::Fused && decode::needs_block_sums(ty) { k / decode::sum_len(ty) } else { 0 }],
     })
 }
@@ -284,17 +294,21 @@ fn decode_dot_rows(_: GgmlType, _: &[u8], _: usize, _: &[f32], _: &[f32], _: &mu
 
 /// The `tile` path: each thread dequantizes tiles of its row range and runs gemm on them.
 fn run_tile(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32]) {
-    let (m, n, kk, chunk, tile, row_bytes, ty) = (k.m, k.n, k.k, k.chunk, k.tile, k.row_bytes, k.ty);
+    let (m, n, kk, chunk, tile, row_bytes, ty, ld) = (k.m, k.n, k.k, k.chunk, k.tile, k.row_bytes, k.ty, k.ld);
     let fast = k.simd && exact::has_decoder(ty);
     let yp = OutPtr(y.as_mut_ptr());
-    let part = |p: usize, buf: &mut [f32], pack: Option<&mut sgemm::PackedB>| {
+    if let Some(xt) = &mut k.xt {
+        // SAFETY: x is [m, kk] row-major, read as its transpose [kk, m]; `xt` is sized for it.
+        unsafe { sgemm::pack_b(sgemm::Operand { ptr: xs.as_ptr(), rs: 1, cs: kk }, xt) };
+    }
+    let xt = k.xt.as_ref();
+    let part = |p: usize, buf: &mut [f32], ct: &mut [f32]| {
         let j1 = ((p + 1) * chunk).min(n);
         let mut j = p * chunk;
-        let mut pack = pack;
         while j < j1 {
             let nt = tile.min(j1 - j);
-            let t = &mut buf[..nt * kk];
-            for (r, out) in t.chunks_exact_mut(kk).enumerate() {
+            let t = &mut buf[..nt * ld];
+            for (r, out) in t.chunks_exact_mut(ld).map(|row| &mut row[..kk]).enumerate() {
                 let wrow = &wb[(j + r) * row_bytes..(j + r + 1) * row_bytes];
                 if fast {
                     decode_row(ty, wrow, out);
@@ -303,17 +317,21 @@ fn run_tile(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32]) {
                     let _ = dequantize_into(ty, wrow, out);
                 }
             }
-            match pack.as_deref_mut() {
-                // Our sgemm, the tile read as its transpose [kk, nt] (unit stride along K) and
-                // packed K block by K block while in cache, into storage sized for a full tile
-                // (`nt <= tile`).
-                Some(pk) => {
-                    let a = sgemm::Operand { ptr: xs.as_ptr(), rs: kk, cs: 1 };
-                    let b = sgemm::Operand { ptr: t.as_ptr(), rs: 1, cs: kk };
-                    assert!(pk.set_dims(kk, nt), "tile pack sized for {tile} rows");
-                    // SAFETY: x is [m, kk] row-major; the tile holds nt rows of kk; y is [m, n]
-                    // with row stride n and columns j..j + nt written only by this part.
-                    unsafe { sgemm::matmul_packing(m, a, b, pk, yp.get().add(j), n) };
+            match xt {
+                // Our sgemm with the tile as the lhs (read in place, see `ld`) against `xᵀ`,
+                // packed once per call: `[nt, m]`, then written transposed into the columns
+                // `j .. j + nt` of `y`.
+                Some(xt) => {
+                    let a = sgemm::Operand { ptr: t.as_ptr(), rs: ld, cs: 1 };
+                    let ct = &mut ct[..nt * m];
+                    // SAFETY: the tile holds nt rows of kk floats, ld apart; ct has nt rows of m.
+                    unsafe { sgemm::matmul(nt, a, xt, ct.as_mut_ptr(), m) };
+                    for (r, row) in ct.chunks_exact(m).enumerate() {
+                        for (i, &v) in row.iter().enumerate() {
+                            // SAFETY: i < m, j + r < n: inside y; these columns are this part's.
+                            unsafe { *yp.get().add(i * n + j + r) = v };
+                        }
+                    }
                 }
                 // SAFETY: y is [m, n] with row stride n; columns j..j + nt are written only by
                 // this part; x is [m, kk]; the tile is [nt, kk] read as its transpose [kk, nt].
@@ -330,7 +348,7 @@ fn run_tile(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32]) {
                         1,
                         kk as isize,
                         t.as_ptr(),
-                        kk as isize,
+                        ld as isize,
                         1,
                         0.0,
                         1.0,
@@ -344,21 +362,19 @@ fn run_tile(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32]) {
             j += nt;
         }
     };
-    let per = tile * kk;
-    let packs = &mut k.packs;
+    let per = tile * ld;
+    let cper = if k.ct.is_empty() { 0 } else { tile * m };
     if k.scratch.len() > per && super::simd::threads() > 1 {
         // One part per thread; each part's products run on its own thread.
-        if packs.is_empty() {
-            k.scratch.par_chunks_mut(per).enumerate().for_each(|(p, s)| part(p, s, None));
+        let parts = k.scratch.par_chunks_mut(per);
+        if cper == 0 {
+            parts.enumerate().for_each(|(p, s)| part(p, s, &mut []));
         } else {
-            k.scratch
-                .par_chunks_mut(per)
-                .zip(packs.par_iter_mut())
-                .enumerate()
-                .for_each(|(p, (s, pk))| super::simd::serial(|| part(p, s, Some(pk))));
+            let cts = k.ct.par_chunks_mut(cper);
+            parts.zip(cts).enumerate().for_each(|(p, (s, ct))| super::simd::serial(|| part(p, s, ct)));
         }
     } else {
-        part(0, &mut k.scratch, packs.first_mut());
+        part(0, &mut k.scratch, &mut k.ct);
     }
 }
 
