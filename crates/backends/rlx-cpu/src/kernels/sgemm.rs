@@ -752,7 +752,7 @@ mod tests {
         assert!(!direct_a(Operand { ptr: std::ptr::null(), rs: 4096, cs: 1 }, std::ptr::null(), KC));
         for k in [100, 576, 1536, 4096, 11008] {
             let rs = in_place_stride(k);
-            assert!(rs >= k && rs % 16 == 0 && rs < k + 1024, "k {k}: {rs}");
+            assert!(rs >= k && rs.is_multiple_of(16) && rs < k + 1024, "k {k}: {rs}");
             let a = Operand { ptr: std::ptr::null(), rs, cs: 1 };
             assert!(direct_a(a, std::ptr::null(), k.min(KC)) && (k % KC == 0 || direct_a(a, std::ptr::null(), k % KC)));
         }
