@@ -137,7 +137,12 @@ fn softmax(c: &mut [Candidate]) {
 
 /// Sort by logit descending, ties by id ascending.
 fn sort_desc(c: &mut [Candidate]) {
-    c.sort_by(|a, b| b.logit.total_cmp(&a.logit).then(a.id.cmp(&b.id)));
+    c.sort_by(desc);
+}
+
+/// Most likely first (by logit, `total_cmp`), ties to the lowest id.
+fn desc(a: &Candidate, b: &Candidate) -> std::cmp::Ordering {
+    b.logit.total_cmp(&a.logit).then(a.id.cmp(&b.id))
 }
 
 impl Sampler {
@@ -164,40 +169,89 @@ impl Sampler {
         (self.rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
     }
 
-    /// Apply the penalties for `history` (its last `repeat_last_n` tokens).
-    pub fn apply_penalties(&self, c: &mut [Candidate], history: &[u32]) {
+    /// Occurrences of each token in the penalty window of `history` (its last `repeat_last_n`
+    /// tokens); `None` when no penalty is set.
+    fn penalty_counts(&self, history: &[u32]) -> Option<HashMap<u32, u32>> {
         let cfg = &self.cfg;
         if cfg.repeat_last_n == 0
             || (cfg.repeat_penalty == 1.0 && cfg.frequency_penalty == 0.0 && cfg.presence_penalty == 0.0)
         {
-            return;
+            return None;
         }
         let n = if cfg.repeat_last_n < 0 { history.len() } else { (cfg.repeat_last_n as usize).min(history.len()) };
         let mut counts: HashMap<u32, u32> = HashMap::new();
         for &t in &history[history.len() - n..] {
             *counts.entry(t).or_default() += 1;
         }
-        for x in c.iter_mut() {
-            let Some(&k) = counts.get(&x.id) else { continue };
-            if x.logit <= 0.0 {
-                x.logit *= cfg.repeat_penalty;
-            } else {
-                x.logit /= cfg.repeat_penalty;
+        Some(counts)
+    }
+
+    /// `logit` of a token seen `k` times in the window, after the penalties (llama.cpp's order:
+    /// repetition, then frequency and presence).
+    fn penalize(&self, logit: f32, k: u32) -> f32 {
+        let cfg = &self.cfg;
+        let l = if logit <= 0.0 { logit * cfg.repeat_penalty } else { logit / cfg.repeat_penalty };
+        l - (k as f32 * cfg.frequency_penalty + cfg.presence_penalty)
+    }
+
+    /// Apply the penalties for `history` (its last `repeat_last_n` tokens). Touches only the
+    /// seen tokens: direct when `c` is in id order (as [`Sampler::candidates`] builds it),
+    /// else found by id.
+    pub fn apply_penalties(&self, c: &mut [Candidate], history: &[u32]) {
+        let Some(counts) = self.penalty_counts(history) else { return };
+        for (&id, &k) in &counts {
+            let at = match c.get(id as usize) {
+                Some(x) if x.id == id => Some(id as usize),
+                _ => c.iter().position(|x| x.id == id),
+            };
+            if let Some(i) = at {
+                c[i].logit = self.penalize(c[i].logit, k);
             }
-            x.logit -= k as f32 * cfg.frequency_penalty + cfg.presence_penalty;
         }
+    }
+
+    /// The greedy pick (penalties applied, ties to the lowest id) straight from `logits`,
+    /// without a candidate per vocabulary entry (a decode step's sampler ran a 49K-entry
+    /// vector through the allocator per token).
+    fn greedy_from(&self, logits: &[f32], history: &[u32]) -> Candidate {
+        let mut pen: Vec<(usize, f32)> = self
+            .penalty_counts(history)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|&(id, _)| (id as usize) < logits.len())
+            .map(|(id, k)| (id as usize, self.penalize(logits[id as usize], k)))
+            .collect();
+        pen.sort_unstable_by_key(|p| p.0);
+        let mut best = Candidate { id: 0, logit: logits[0], p: 1.0 };
+        let mut consider = |i: usize, v: f32| {
+            // Strictly greater: the lowest id wins ties, and a NaN never replaces the first.
+            if i == 0 || v > best.logit {
+                best = Candidate { id: i as u32, logit: v, p: 1.0 };
+            }
+        };
+        let mut from = 0;
+        for &(id, v) in &pen {
+            logits[from..id].iter().enumerate().for_each(|(j, &l)| consider(from + j, l));
+            consider(id, v);
+            from = id + 1;
+        }
+        logits[from..].iter().enumerate().for_each(|(j, &l)| consider(from + j, l));
+        best
     }
 
     /// The candidate set the chain leaves before the final draw (filters and temperature
     /// applied), with renormalized probabilities, most likely first. Greedy (temperature <= 0)
     /// leaves the single argmax; mirostat v2 leaves its truncated set without updating `mu`.
     pub fn candidates(&self, logits: &[f32], history: &[u32]) -> Vec<Candidate> {
+        let cfg = &self.cfg;
+        if logits.is_empty() {
+            return vec![];
+        }
+        if cfg.mirostat_v2.is_none() && cfg.temperature <= 0.0 {
+            return vec![self.greedy_from(logits, history)];
+        }
         let mut c: Vec<Candidate> =
             logits.iter().enumerate().map(|(i, &l)| Candidate { id: i as u32, logit: l, p: 0.0 }).collect();
-        if c.is_empty() {
-            return c;
-        }
-        let cfg = &self.cfg;
         if cfg.mirostat_v2.is_some() {
             if cfg.temperature > 0.0 {
                 c.iter_mut().for_each(|x| x.logit /= cfg.temperature);
@@ -208,15 +262,13 @@ impl Sampler {
             return c;
         }
         self.apply_penalties(&mut c, history);
-        if cfg.temperature <= 0.0 {
-            let mut g = greedy(&c);
-            g.p = 1.0;
-            return vec![g];
-        }
-        // top-k
+        // top-k: the k best by selection, then sorted (a full sort of the vocabulary per token
+        // took milliseconds); the same set and order as sorting everything.
         if cfg.top_k > 0 && (cfg.top_k as usize) < c.len() {
+            let k = cfg.top_k as usize;
+            c.select_nth_unstable_by(k - 1, desc);
+            c.truncate(k);
             sort_desc(&mut c);
-            c.truncate(cfg.top_k as usize);
         }
         // typical-p
         if cfg.typical_p < 1.0 {

@@ -56,6 +56,41 @@ fn greedy_is_argmax_with_ties_to_lowest_id() {
     assert_eq!(s.sample(&[-2.0, -1.0, -3.0], &[]), 1);
 }
 
+/// Greedy with penalties picks the argmax of the penalized logits (llama.cpp's formula, written
+/// out here) whether the winner is a penalized token or not, at either end of the vocabulary,
+/// ties to the lowest id.
+#[test]
+fn greedy_with_penalties_is_the_penalized_argmax() {
+    let cfg = SamplerConfig {
+        repeat_penalty: 1.5,
+        frequency_penalty: 0.25,
+        presence_penalty: 0.5,
+        ..SamplerConfig::greedy()
+    };
+    let pen = |l: f32, k: f32| (if l <= 0.0 { l * 1.5 } else { l / 1.5 }) - (k * 0.25 + 0.5);
+    let want = |logits: &[f32], history: &[u32]| {
+        let v: Vec<f32> = (0..logits.len())
+            .map(|i| {
+                let k = history.iter().filter(|&&t| t as usize == i).count() as f32;
+                if k > 0.0 { pen(logits[i], k) } else { logits[i] }
+            })
+            .collect();
+        (0..v.len()).fold(0, |b, i| if v[i] > v[b] { i } else { b }) as u32
+    };
+    let mut logits: Vec<f32> = (0..1000).map(|i| ((i * 7919 % 1000) as f32) / 100.0 - 5.0).collect();
+    let mut s = Sampler::new(cfg);
+    for (top, history) in [(999, vec![999u32, 5, 5]), (0, vec![0]), (500, vec![7, 500, 500, 500]), (3, vec![1, 2])] {
+        logits[top] = 20.0;
+        let got = s.sample(&logits, &history);
+        assert_eq!(got, want(&logits, &history), "top {top}, history {history:?}");
+        logits[top] = 0.0;
+    }
+    // A penalized token that stays the largest, and a tie created by the penalty (lowest id wins).
+    let l = [1.0f32, 12.0, 2.0, 5.5]; // 12 / 1.5 - 0.75 = 7.25 > 5.5
+    assert_eq!(s.sample(&l, &[1]), 1);
+    assert_eq!(s.sample(&[6.0f32, 5.5, 10.125], &[2]), 0); // 10.125 / 1.5 - 0.75 = 6
+}
+
 #[test]
 fn same_seed_same_tokens() {
     let logits: Vec<f32> = (0..100).map(|i| ((i * 37 % 17) as f32) * 0.3).collect();
