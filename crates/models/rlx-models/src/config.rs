@@ -220,16 +220,20 @@ impl LlamaConfig {
         if self.n_layer == 0 || self.d_model == 0 || self.vocab == 0 || self.context_length == 0 {
             return bad("block_count", "layers, width, vocabulary and context must be positive".into());
         }
+        let key = |k: &str| format!("{}.{k}", self.arch);
         if !(self.rope_base.is_finite() && self.rope_base > 0.0) {
-            return bad("rope.freq_base", format!("RoPE base {} must be a positive number", self.rope_base));
+            return bad(&key("rope.freq_base"), format!("is {}, must be a positive number", self.rope_base));
         }
         if !(self.rms_eps.is_finite() && self.rms_eps >= 0.0) {
-            return bad("attention.layer_norm_rms_epsilon", format!("{} must be a number >= 0", self.rms_eps));
+            return bad(
+                &key("attention.layer_norm_rms_epsilon"),
+                format!("is {}, must be a number >= 0", self.rms_eps),
+            );
         }
         if let RopeScaling::Linear { factor } = self.rope_scaling
             && !(factor.is_finite() && factor > 0.0)
         {
-            return bad("rope.scaling.factor", format!("{factor} must be a positive number"));
+            return bad(&key("rope.scaling.factor"), format!("is {factor}, must be a positive number"));
         }
         Ok(self)
     }

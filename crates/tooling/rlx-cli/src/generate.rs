@@ -284,9 +284,11 @@ fn stats_line(stats: &GenerationStats, stop: Stop, ctx: usize, bos_only: bool) -
     };
     if stop == Stop::Context {
         line += &format!(
-            "\nnote: stopped at the context limit of {ctx} tokens (prompt {} + generated {n}); raise --ctx-size \
-             (up to the model's context) or shorten the prompt",
-            stats.prompt_tokens
+            "\nnote: stopped at the context limit of {ctx} tokens (the prompt's {} and {} generated tokens fill \
+             it; the last of the {n} generated needs no slot); raise --ctx-size (up to the model's context) \
+             or shorten the prompt",
+            stats.prompt_tokens,
+            n.saturating_sub(1)
         );
     }
     line

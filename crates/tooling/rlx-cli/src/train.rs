@@ -6,7 +6,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rlx_ir::{DType, Graph, NodeId, Shape};
 use rlx_optim::data::{self, Dataset, SplitMix64, epoch_order};
 use rlx_optim::{Optim, Schedule, Trainer, TrainerOptions, rule_by_name};
-use rlx_runtime::{Device, Session, Tensor};
+use rlx_runtime::{CompileOptions, Device, Session, Tensor};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -67,6 +67,21 @@ pub struct TrainArgs {
     /// of the data set it was trained on, with the model it was trained as
     #[arg(long, conflicts_with = "out")]
     eval: Option<PathBuf>,
+    /// Worker threads, at least 1, at most the cores (default: all cores)
+    #[arg(long)]
+    threads: Option<std::num::NonZeroUsize>,
+}
+
+impl TrainArgs {
+    /// Compile options of every graph this command runs: `--threads` (the environment
+    /// overrides of docs/env.md still apply on top, as for every compile).
+    fn compile_options(&self) -> CompileOptions {
+        let o = CompileOptions::default();
+        match self.threads {
+            Some(t) => o.with_threads(t.get()),
+            None => o,
+        }
+    }
 }
 
 /// The model graph for batch `b`: inputs `x` (`[b, h·w]` or `[b, 1, h, w]`) and, with a
@@ -125,10 +140,15 @@ fn init(params: &[(String, Vec<usize>)], seed: u64) -> Vec<Vec<f32>> {
 }
 
 /// Test-set accuracy of `params` (one forward run over the whole test split).
-fn accuracy(kind: ModelKind, ds: &Dataset, params: &[(String, Tensor)]) -> Result<f64, CliError> {
+fn accuracy(
+    kind: ModelKind,
+    ds: &Dataset,
+    params: &[(String, Tensor)],
+    opts: &CompileOptions,
+) -> Result<f64, CliError> {
     let n = ds.test.len();
     let g = model(kind, ds, n, false);
-    let mut c = Session::try_new(Device::Cpu).and_then(|s| s.try_compile(g))?;
+    let mut c = Session::try_new(Device::Cpu).and_then(|s| s.try_compile_with(g, opts))?;
     for (name, t) in params {
         c.set_param_tensor(name, t.clone()).map_err(|e| err(format!("{name}: {e}")))?;
     }
@@ -197,7 +217,7 @@ pub fn train(a: &TrainArgs, json: bool) -> Result<String, CliError> {
     }
     let per_epoch = (n / b) as u64;
     let sched = Schedule::Cosine { lr, decay_steps: per_epoch * a.epochs, alpha: 0.0 };
-    let opts = TrainerOptions { clip_grad_norm: a.clip, ..Default::default() };
+    let opts = TrainerOptions { clip_grad_norm: a.clip, compile: a.compile_options(), ..Default::default() };
     let mut tr = Trainer::new(&model(kind, &ds, b, true), Optim::new(rule, sched), opts)?;
     let params = tr.params().to_vec();
     for ((name, _), v) in params.iter().zip(init(&params, a.seed)) {
@@ -233,7 +253,7 @@ pub fn train(a: &TrainArgs, json: bool) -> Result<String, CliError> {
             pb.set_message(format!("epoch {}/{}  loss {loss:.4}  {rate:.0} samples/s", epoch + 1, a.epochs));
         }
         let train_seconds = t0.elapsed().as_secs_f64();
-        let acc = accuracy(kind, &ds, &weights(&tr))?;
+        let acc = accuracy(kind, &ds, &weights(&tr), &a.compile_options())?;
         let e = Epoch {
             loss: loss_sum / per_epoch as f64,
             accuracy: acc,
@@ -339,7 +359,7 @@ fn evaluate(path: &Path, a: &TrainArgs, json: bool) -> Result<String, CliError> 
         let t = f.tensor_as(name, DType::F32)?;
         params.push((name.to_string(), t));
     }
-    let acc = accuracy(kind, ds, &params)?;
+    let acc = accuracy(kind, ds, &params, &a.compile_options())?;
     let seconds = start.elapsed().as_secs_f64();
     Ok(if json {
         let v = serde_json::json!({"dataset": ds.name, "model": kind.name(), "file": path.display().to_string(),

@@ -64,6 +64,8 @@ fn zero_tokens_and_a_full_context_are_reported_as_such() {
     assert_eq!(j["tokens"].as_array().unwrap().len(), want, "{j}");
     let err = stderr(&out);
     assert!(err.contains("note: stopped at the context limit of 8 tokens"), "{err}");
+    let p = j["prompt_tokens"].as_u64().unwrap();
+    assert!(err.contains(&format!("the prompt's {p} and {} generated tokens fill it", 8 - p)), "{err}");
 
     // A negative --top-p is the sampler's range error, not clap's "unexpected argument '-1'".
     let e = one_error_line(&rlx(&["generate", "--model", &m, "--top-p", "-1", "--temperature", "0.5"]), &m);

@@ -28,6 +28,11 @@ fn short_digits_run_trains_saves_and_reloads() {
     assert_eq!(e["test_accuracy"], a["test_accuracy"], "reloaded weights give the same accuracy");
     let again = last_json(&rlx(&args));
     assert_eq!(again["epoch_train_loss"], a["epoch_train_loss"], "same seed, same run");
+
+    // `--threads` as on `generate`: one thread trains as well; 0 is clap's range error.
+    let one = last_json(&rlx(&[&args[..], &["--threads", "1"]].concat()));
+    assert!(one["test_accuracy"].as_f64().unwrap() > 0.85, "{one}");
+    assert_eq!(rlx(&["train", "--threads", "0"]).status.code(), Some(2));
 }
 
 #[test]
