@@ -104,6 +104,9 @@ enum Command {
         /// Save every output into this .npz (members named after the outputs)
         #[arg(long)]
         output: Option<PathBuf>,
+        /// Worker threads, at least 1, at most the cores (default: all cores)
+        #[arg(long)]
+        threads: Option<std::num::NonZeroUsize>,
     },
     /// Check a graph (JSON of `rlx_ir::hir_to_json`): shapes and dtypes, CPU dispatch,
     /// missed-fusion hints, provable NaN/Inf. Exit status 1 when any error is found.
@@ -148,7 +151,10 @@ fn main() -> ExitCode {
             input.clone(),
             convert::convert(input, output, quant).map(|r| if json { render(r.json()) } else { r.human() }),
         ),
-        Command::Run { model, inputs, output } => (model.clone(), run::run(model, inputs, output.as_ref(), json)),
+        Command::Run { model, inputs, output, threads } => {
+            let threads = threads.map(std::num::NonZeroUsize::get);
+            (model.clone(), run::run(model, inputs, output.as_ref(), threads, json))
+        }
         Command::Embed { model, tokenizer, threads, sentences } => {
             let a = embed::EmbedArgs {
                 model: model.clone(),

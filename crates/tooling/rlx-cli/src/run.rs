@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use npyz::WriterBuilder;
 use rlx_ir::{DType, Tensor};
 use rlx_onnx::ImportOptions;
-use rlx_runtime::{Device, Session};
+use rlx_runtime::{CompileOptions, Device, Session};
 use serde_json::{Value, json};
 
 use crate::error::{CliError, Format, check_output, err, expect_format, write_error};
@@ -183,8 +183,15 @@ fn head_json(t: &Tensor) -> Vec<Value> {
     t.to_f64_vec().into_iter().take(HEAD).map(num).collect()
 }
 
-/// Run `model` on `inputs` (`name=FILE.npy`); returns the text to print.
-pub fn run(model: &Path, inputs: &[String], output: Option<&PathBuf>, json_out: bool) -> Result<String, CliError> {
+/// Run `model` on `inputs` (`name=FILE.npy`) on `threads` worker threads (`None`: all cores);
+/// returns the text to print.
+pub fn run(
+    model: &Path,
+    inputs: &[String],
+    output: Option<&PathBuf>,
+    threads: Option<usize>,
+    json_out: bool,
+) -> Result<String, CliError> {
     expect_format(model, &[Format::Onnx], "rlx run needs an ONNX model (rlx generate runs GGUF LLMs)")?;
     if let Some(p) = output {
         check_output("--output", p)?;
@@ -235,7 +242,11 @@ pub fn run(model: &Path, inputs: &[String], output: Option<&PathBuf>, json_out: 
         }
     }
     let out_names = im.outputs.clone();
-    let mut compiled = Session::try_new(Device::Cpu)?.try_compile(im.graph)?;
+    let opts = match threads {
+        Some(t) => CompileOptions::default().with_threads(t),
+        None => CompileOptions::default(),
+    };
+    let mut compiled = Session::try_new(Device::Cpu)?.try_compile_with(im.graph, &opts)?;
     let refs: Vec<(&str, Tensor)> = feeds.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
     let outs = compiled.run_tensors(&refs)?;
     let named: Vec<(String, Tensor)> = out_names.into_iter().zip(outs).collect();

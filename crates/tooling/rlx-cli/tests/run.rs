@@ -65,6 +65,10 @@ fn run_add_with_npy_inputs_and_name_a_missing_input() {
     for (i, got) in out["values"].as_array().unwrap().iter().enumerate() {
         assert_eq!(got.as_f64().unwrap() as f32, x[i] + y[i], "element {i}");
     }
+    // `--threads` as on `generate` / `train`: the same values on one thread; 0 is clap's error.
+    let one = rlx(&["run", &m, "--input", &xa, "--input", &ya, "--threads", "1", "--json"]);
+    assert_eq!(String::from_utf8_lossy(&one.stdout).lines().last(), text.lines().last());
+    assert_eq!(rlx(&["run", &m, "--input", &xa, "--threads", "0"]).status.code(), Some(2));
 
     let e = stderr_line(&rlx(&["run", &m, "--input", &xa]), &m);
     assert!(e.contains("no --input for model input \"y\""), "{e}");
