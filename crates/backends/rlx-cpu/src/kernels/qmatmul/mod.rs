@@ -374,7 +374,14 @@ fn run_tile(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32]) {
             parts.zip(cts).enumerate().for_each(|(p, (s, ct))| super::simd::serial(|| part(p, s, ct)));
         }
     } else {
-        part(0, &mut k.scratch, &mut k.ct);
+        // Every part on this thread, one after another in the first part's scratch (a kernel
+        // planned for several threads may run where only one is available).
+        let (sl, cl) = (k.scratch.len(), k.ct.len());
+        let parts = (sl / per.max(1)).max(1);
+        let (s0, c0) = (&mut k.scratch[..per.min(sl)], &mut k.ct[..cper.min(cl)]);
+        for p in 0..parts {
+            part(p, s0, c0);
+        }
     }
 }
 
