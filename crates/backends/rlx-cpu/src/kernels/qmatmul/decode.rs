@@ -1,22 +1,26 @@
 //! Exact-mode decode (`M = 1`) for Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K: `y[j] = Σ_i
-//! dequant(W[j])[i] · x[i]` in f32, written as `Σ_b d_b · (Σ_{i∈b} q_i · x_i) + m_b · Σ_{i∈b} x_i`
-//! (the dequantized weights are never formed; only the summation order differs from the
-//! reference, so results agree with it up to f32 rounding).
+//! dequant(W[j])[i] · x[i]` in f32 (only the summation order, and for the legacy 4-bit schemes
+//! the fused rounding of `d q + m`, differ from the reference, so results agree with it up to
+//! f32 rounding).
 //!
-//! Per 32-weight block and row: one zero-extension of 16 packed bytes, the nibble → f32 lookup
-//! by `vpermps` in a 16-entry table (Q4_0: `q - 8`, Q4_1: `q`; the permute reads only the low 4
-//! bits of each lane, so no mask is needed), one multiply and two FMAs. A legacy block's f16
-//! scale is read as a broadcast memory operand from a 65536-entry f16 → f32 table
-//! ([`f16_table`], as ggml's `ggml_table_f32_f16`): two loads per block, no shuffle-port work,
-//! where a `vpgatherdd` of 16 blocks' scales put the row's first memory access at the head of
-//! each group's dependency chain (half the kernel's samples stalled on it). [`ROWS`] weight rows
-//! share each activation load; the rows [`PREFETCH_ROWS`] ahead are prefetched; the horizontal
-//! sum happens once per row. The `m_b · Σx_b` term of Q4_1 is a scalar FMA chain per row; of
-//! Q4_K and Q5_K (`m = -dmin · min_j` per 32-weight sub-block, `d = d · scale_j`) uses the
-//! per-block activation sums from [`block_sums`] (computed once per call). Q5_K adds its fifth
-//! bit as a masked `+ 16.0` on the looked-up values. Q6_K (`w = d sc_g (q - 32)`, sub-blocks of
-//! 16): the 6-bit `q` of 64 weights are assembled as bytes in one register, widened 16 at a
-//! time, and `-32 d sc_g Σx_g` uses per-16 activation sums.
+//! Q4_0 / Q4_1, per 32-weight block and row: the block's 16 possible values `d q + m` (`d (q -
+//! 8)`) are formed by one FMA on a 0..15 vector, then looked up by nibble with `vpermps` (it
+//! reads only the low 4 bits of each lane, so no mask is needed) and multiplied into the
+//! accumulator by two FMAs; with the zero-extension of the 16 packed bytes that is 7 vector
+//! µops, 3 of them on the shuffle port. (Scaling the two half-block products by `d` and adding
+//! `m · Σx` took 8 and a dependent chain; as a scalar chain per row, the compiler turned the `m`
+//! reads into a 4-lane gather that a third of the kernel's SmolLM2 samples waited on.) Q8_0:
+//! sign-extension, conversion, `d · (q0 · x0 + q1 · x1)`. A legacy block's f16 scales are read
+//! as broadcast memory operands from a 65536-entry f16 → f32 table ([`f16_table`], as ggml's
+//! `ggml_table_f32_f16`): two loads, no shuffle-port work. [`ROWS`] weight rows share each
+//! activation load; the rows [`PREFETCH_ROWS`] ahead are prefetched; the horizontal sum happens
+//! once per row.
+//!
+//! Q4_K and Q5_K (`w = d scale_j q - dmin min_j` per 32-weight sub-block) use the per-block
+//! activation sums from [`block_sums`] (computed once per call) for the `min` term; Q5_K adds
+//! its fifth bit as a masked `+ 16.0` on the looked-up values. Q6_K (`w = d sc_g (q - 32)`,
+//! sub-blocks of 16): the 6-bit `q` of 64 weights are assembled as bytes in one register,
+//! widened 16 at a time, and `-32 d sc_g Σx_g` uses per-16 activation sums.
 
 /// Weight rows processed together.
 const ROWS: usize = 4;
@@ -34,7 +38,7 @@ pub(super) fn f16_table() -> &'static [f32] {
 /// True when `ty`'s kernel reads [`block_sums`].
 pub(super) fn needs_block_sums(ty: rlx_gguf::GgmlType) -> bool {
     use rlx_gguf::GgmlType as T;
-    matches!(ty, T::Q4_1 | T::Q4_K | T::Q5_K | T::Q6_K)
+    matches!(ty, T::Q4_K | T::Q5_K | T::Q6_K)
 }
 
 /// Elements per [`block_sums`] entry for `ty`.
@@ -128,15 +132,15 @@ mod avx512 {
     /// The dot products of `R` rows of the legacy scheme `K` (`nb` blocks each) with `x`.
     ///
     /// # Safety
-    /// As [`dot_rows`]; every `rows[r]` points to `nb` blocks, `x` to `32 nb` floats, `xsum`
-    /// to `nb` floats for Q4_1, `tp` to [`super::f16_table`].
+    /// As [`dot_rows`]; every `rows[r]` points to `nb` blocks, `x` to `32 nb` floats, `tp` to
+    /// [`super::f16_table`] (the block sums are not read).
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
     #[inline]
     unsafe fn rows_dot<const R: usize, const K: u8>(
         rows: [*const u8; R],
         nb: usize,
         xp: *const f32,
-        sp: *const f32,
+        _sp: *const f32,
         tp: *const f32,
     ) -> [f32; R] {
         let ts: usize = match K {
@@ -144,44 +148,46 @@ mod avx512 {
             Q4_1 => 20,
             _ => 34,
         };
-        // Nibble → value tables (exact small integers).
-        let table = if K == Q4_0 {
+        // Nibble values (exact small integers); Q4_0's are `q - 8`.
+        let iota = if K == Q4_0 {
             _mm512_setr_ps(-8., -7., -6., -5., -4., -3., -2., -1., 0., 1., 2., 3., 4., 5., 6., 7.)
         } else {
             _mm512_setr_ps(0., 1., 2., 3., 4., 5., 6., 7., 8., 9., 10., 11., 12., 13., 14., 15.)
         };
         let mut acc = [_mm512_setzero_ps(); R];
-        // Q4_1: `Σ_b m_b · Σx_b` per row.
-        let mut msum = [0f32; R];
         // SAFETY (every pointer below): block `b < nb` of row `r` spans `ts` bytes from
-        // `rows[r] + b ts`; `x` has `32 nb` floats, `xsum` `nb`; `tp` has 65536 entries.
+        // `rows[r] + b ts`; `x` has `32 nb` floats; `tp` has 65536 entries.
         unsafe {
             for b in 0..nb {
                 let x0 = _mm512_loadu_ps(xp.add(32 * b));
                 let x1 = _mm512_loadu_ps(xp.add(32 * b + 16));
                 for r in 0..R {
                     let p = rows[r].add(b * ts);
-                    let s = if K == Q8_0 {
+                    let d = _mm512_set1_ps(*tp.add(usize::from(p.cast::<u16>().read_unaligned())));
+                    if K == Q8_0 {
                         let q0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p.add(2).cast())));
                         let q1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p.add(18).cast())));
-                        _mm512_fmadd_ps(q1, x1, _mm512_mul_ps(q0, x0))
+                        acc[r] = _mm512_fmadd_ps(d, _mm512_fmadd_ps(q1, x1, _mm512_mul_ps(q0, x0)), acc[r]);
                     } else {
+                        // The block's 16 dequantized values `d q + m` (`d (q - 8)`), looked up
+                        // by nibble: one FMA per block and row instead of a scale multiply per
+                        // half plus an `m · Σx` term.
+                        let table = if K == Q4_1 {
+                            let m = *tp.add(usize::from(p.add(2).cast::<u16>().read_unaligned()));
+                            _mm512_fmadd_ps(d, iota, _mm512_set1_ps(m))
+                        } else {
+                            _mm512_mul_ps(d, iota)
+                        };
                         let off = if K == Q4_1 { 4 } else { 2 };
                         let v = _mm512_cvtepu8_epi32(_mm_loadu_si128(p.add(off).cast()));
                         let lo = _mm512_permutexvar_ps(v, table);
                         let hi = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), table);
-                        _mm512_fmadd_ps(hi, x1, _mm512_mul_ps(lo, x0))
-                    };
-                    let d = *tp.add(usize::from(p.cast::<u16>().read_unaligned()));
-                    acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(d), s, acc[r]);
-                    if K == Q4_1 {
-                        let m = *tp.add(usize::from(p.add(2).cast::<u16>().read_unaligned()));
-                        msum[r] = m.mul_add(*sp.add(b), msum[r]);
+                        acc[r] = _mm512_fmadd_ps(hi, x1, _mm512_fmadd_ps(lo, x0, acc[r]));
                     }
                 }
             }
         }
-        std::array::from_fn(|r| _mm512_reduce_add_ps(acc[r]) + msum[r])
+        std::array::from_fn(|r| _mm512_reduce_add_ps(acc[r]))
     }
 
     /// [`rows_dot`] for Q4_K (`FIVE = false`, 144-byte blocks) and Q5_K (176) (`nb32` 32-weight
