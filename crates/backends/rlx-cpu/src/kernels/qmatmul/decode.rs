@@ -13,7 +13,7 @@
 //! sign-extension, conversion, `d · (q0 · x0 + q1 · x1)`. A legacy block's f16 scales are read
 //! as broadcast memory operands from a 65536-entry f16 → f32 table ([`f16_table`], as ggml's
 //! `ggml_table_f32_f16`): two loads, no shuffle-port work. [`ROWS`] weight rows share each
-//! activation load; the rows [`PREFETCH_ROWS`] ahead are prefetched into L2; the horizontal sum happens
+//! activation load; the rows [`PREFETCH_ROWS`] ahead are prefetched; the horizontal sum happens
 //! once per row.
 //!
 //! Q4_K and Q5_K (`w = d scale_j q - dmin min_j` per 32-weight sub-block) use the per-block
@@ -24,12 +24,13 @@
 
 /// Weight rows processed together.
 const ROWS: usize = 4;
-/// How far ahead of the rows being multiplied their successors are prefetched into L2 (four
-/// groups). Prefetching two groups ahead into L1 (`T0`) held the line-fill buffers the demand
-/// loads need: 1 × 4096 × 4096 decode, three interleaved runs each, Q8_0 1.42–1.89 → 1.29–1.33
-/// ms, Q4_1 1.09–1.25 → 1.00–1.04, Q4_K 1.68–1.71 → 1.30–1.63; no prefetch at all was slower
-/// than either on SmolLM2's 30 MB Q8_0 head (K = 576, 49152 rows).
-const PREFETCH_ROWS: usize = 4 * ROWS;
+/// How far ahead of the rows being multiplied their successors are prefetched into L1 (two
+/// groups: a group of 4 rows of K = 576 takes ~250 cycles, less than one L3 miss). Measured on
+/// SmolLM2 decode (`rlx generate --profile`, `dequant_matmul` ms per token, 1 thread, five
+/// interleaved rounds): this 14.9 median; four groups ahead into L2 (`T1`) 18.1, although that
+/// was faster on a 1 × 4096 × 4096 product whose weights stay in L3 between runs; no prefetch
+/// 20.5; one group ahead 15.0; three or four groups ahead into L1 17.1.
+const PREFETCH_ROWS: usize = 2 * ROWS;
 
 /// `f32` value of every f16 bit pattern (256 KiB; a model's scales use few distinct values, so
 /// the lines read stay in L1).
@@ -121,7 +122,7 @@ mod avx512 {
             for j in (0..full).step_by(ROWS) {
                 let (p0, p1) = ((j + PREFETCH_ROWS) * row_bytes, (j + PREFETCH_ROWS + ROWS) * row_bytes);
                 for off in (p0.min(w.len())..p1.min(w.len())).step_by(64) {
-                    _mm_prefetch::<_MM_HINT_T1>(wp.add(off).cast());
+                    _mm_prefetch::<_MM_HINT_T0>(wp.add(off).cast());
                 }
                 let rows = std::array::from_fn(|r| wp.add((j + r) * row_bytes));
                 y[j..j + ROWS].copy_from_slice(&dot(rows, nb, xp, sp, tp));
