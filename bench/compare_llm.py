@@ -12,6 +12,9 @@ weights stay in the shared L3).
     cargo build --release -p rlx-cli
     python3 bench/compare_llm.py [--model GGUF] [--llama-bench PATH] [--reps 3] [--modes exact,fast]
 
+`--reps` rounds per thread count, each one llama-bench repetition then one RLX run per mode
+(alternating, so the host's speed changes land on both sides); medians over the rounds.
+
 RATIO names: `pp128_t1` / `tg128_t1` for the default (exact) mode, `pp128_fast_t1` / … for
 `rlx generate --fast` (Q8 activations in the quantized matmuls, llama.cpp's arithmetic).
 """
@@ -44,7 +47,8 @@ def run_rlx(rlx, model, cpus, threads, fast):
 
 
 def run_llama(bench, model, cpus, threads):
-    cmd = ["taskset", "-c", cpus, bench, "-m", model, "-p", "128", "-n", "128", "-t", str(threads), "-o", "json"]
+    cmd = ["taskset", "-c", cpus, bench, "-m", model, "-p", "128", "-n", "128", "-t", str(threads), "-r", "1",
+           "-o", "json"]
     rows = json.loads(run(cmd))
     pp = next(r["avg_ts"] for r in rows if r["n_prompt"] == 128 and r["n_gen"] == 0)
     tg = next(r["avg_ts"] for r in rows if r["n_gen"] == 128 and r["n_prompt"] == 0)
@@ -69,19 +73,30 @@ def main():
     have_llama = os.path.exists(a.llama_bench)
     if not have_llama:
         print(f"llama-bench not found at {a.llama_bench}: RLX only, no RATIO lines")
+    modes = a.modes.split(",")
     for threads, cpus in [(1, "0"), (2, "0,1")]:
+        # Rounds alternate the two (one llama-bench repetition, then one RLX run per mode), so a
+        # change in the host's speed lands on both sides; medians over the rounds.
+        lpp, ltg, rlx = [], [], {m: [] for m in modes}
+        for _ in range(a.reps):
+            if have_llama:
+                lp, lt = run_llama(a.llama_bench, a.model, cpus, threads)
+                lpp.append(lp)
+                ltg.append(lt)
+            for mode in modes:
+                rlx[mode].append(run_rlx(a.rlx, a.model, cpus, threads, mode == "fast"))
         if have_llama:
-            lp, lt = run_llama(a.llama_bench, a.model, cpus, threads)
-            print(f"t={threads}: llama.cpp pp128 {lp:8.1f} tok/s  tg128 {lt:7.1f} tok/s", flush=True)
-        for mode in a.modes.split(","):
-            rl = [run_rlx(a.rlx, a.model, cpus, threads, mode == "fast") for _ in range(a.reps)]
+            lp, lt = statistics.median(lpp), statistics.median(ltg)
+            print(f"t={threads}: llama.cpp pp128 {lp:8.1f} tok/s  tg128 {lt:7.1f} tok/s "
+                  f"(rounds: tg {' '.join(f'{v:.1f}' for v in ltg)})", flush=True)
+        for mode in modes:
+            rl = rlx[mode]
             rpp, rtg = statistics.median(x[0] for x in rl), statistics.median(x[1] for x in rl)
             print(f"t={threads}: RLX {mode:5} pp128 {rpp:8.1f} tok/s  tg128 {rtg:7.1f} tok/s "
-                  f"({rtg * weight_bytes / 1e9:.1f} GB/s)", flush=True)
+                  f"({rtg * weight_bytes / 1e9:.1f} GB/s; rounds: tg {' '.join(f'{x[1]:.1f}' for x in rl)})", flush=True)
             if have_llama:
                 tag = "" if mode == "exact" else f"_{mode}"
                 print_ratios([(f"pp128{tag}_t{threads}", rpp / lp), (f"tg128{tag}_t{threads}", rtg / lt)], digits=3)
-
 
 if __name__ == "__main__":
     main()

@@ -25,6 +25,18 @@ pub struct StepInfo {
     pub kernel: &'static str,
 }
 
+/// Calls and wall time of one compiled step, summed over runs (see
+/// [`crate::CompileOptions::profile`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepTime {
+    /// The step.
+    pub step: StepInfo,
+    /// Runs that executed it.
+    pub calls: u64,
+    /// Wall-clock time summed over those runs (a step's parallel work included).
+    pub total: std::time::Duration,
+}
+
 /// A compute backend.
 pub trait Backend: Send + Sync {
     /// The device it runs on.
@@ -51,6 +63,11 @@ pub trait Executable: Send {
     fn steps(&self) -> Vec<StepInfo>;
     /// The memory plan (schedule, buffers, per-step kernels), when the backend plans one.
     fn lir(&self) -> Option<&rlx_compile::lir::LirModule> {
+        None
+    }
+    /// Per-step calls and time since compiling, when compiled with
+    /// [`crate::CompileOptions::profile`] on a backend that times its steps; else `None`.
+    fn profile(&self) -> Option<Vec<StepTime>> {
         None
     }
 }

@@ -1,7 +1,7 @@
 //! `CompiledGraph`: parameters, per-shape specializations, and the run entry points.
 
 use crate::cache::{CompileCache, fingerprint};
-use crate::{Backend, CompileOptions, Error, Executable, Result, StepInfo, Support};
+use crate::{Backend, CompileOptions, Error, Executable, Result, StepInfo, StepTime, Support};
 use rlx_ir::{Dim, Graph, NodeId, Op, Tensor, bind_symbols, specialize};
 use smallvec::SmallVec;
 use std::collections::BTreeSet;
@@ -214,6 +214,17 @@ impl CompiledGraph {
     /// kernels), when the backend plans memory.
     pub fn lir(&self) -> Option<&rlx_compile::lir::LirModule> {
         self.cache.values().next().and_then(|e| e.lir())
+    }
+
+    /// Per-step calls and wall time, summed over every compiled specialization's runs, when
+    /// compiled with [`crate::CompileOptions::profile`] (`None` otherwise, or when the backend
+    /// does not time its steps). Steps of different specializations are listed separately.
+    pub fn profile(&self) -> Option<Vec<StepTime>> {
+        let mut all = vec![];
+        for e in self.cache.values() {
+            all.extend(e.profile()?);
+        }
+        Some(all)
     }
 
     /// The kernel of each step for the most recently compiled specialization.

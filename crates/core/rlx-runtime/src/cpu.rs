@@ -1,6 +1,6 @@
 //! The CPU backend adapter (`rlx-cpu` behind the [`Backend`] trait).
 
-use crate::{Backend, CompileOptions, Device, Error, Executable, Result, StepInfo, Support};
+use crate::{Backend, CompileOptions, Device, Error, Executable, Result, StepInfo, StepTime, Support};
 use rlx_cpu::{CpuError, CpuExecutable, CpuOptions};
 use rlx_ir::{Graph, Op, Tensor};
 
@@ -29,6 +29,7 @@ impl Backend for CpuBackend {
             threads: opts.threads,
             quantized_activations: opts.quantized_activations,
             flush_denormals: opts.flush_denormals,
+            profile: opts.profile,
             ..Default::default()
         };
         let exe = CpuExecutable::compile(g, &cpu).map_err(err)?;
@@ -50,5 +51,17 @@ impl Executable for CpuExe {
     }
     fn steps(&self) -> Vec<StepInfo> {
         self.0.steps().into_iter().map(|s| StepInfo { node: s.node, op: s.op, kernel: s.kernel }).collect()
+    }
+    fn profile(&self) -> Option<Vec<StepTime>> {
+        let p = self.0.profile()?;
+        Some(
+            p.into_iter()
+                .map(|s| StepTime {
+                    step: StepInfo { node: s.step.node, op: s.step.op, kernel: s.step.kernel },
+                    calls: s.calls,
+                    total: s.total,
+                })
+                .collect(),
+        )
     }
 }

@@ -31,7 +31,7 @@ mod error;
 mod options;
 mod session;
 
-pub use backend::{Backend, Executable, StepInfo, Support};
+pub use backend::{Backend, Executable, StepInfo, StepTime, Support};
 pub use cache::{Fingerprint, fingerprint};
 pub use compiled::CompiledGraph;
 pub use device::{Device, fastest_device};

@@ -28,6 +28,9 @@ pub struct CompileOptions {
     /// Default `true`; `false` keeps IEEE gradual underflow. See `rlx_cpu::CpuOptions::
     /// flush_denormals`. Override: `RLX_FLUSH_DENORMALS=0` or `=1`.
     pub flush_denormals: bool,
+    /// Time every step (calls and wall time, two clock reads per step) for
+    /// [`crate::CompiledGraph::profile`]. Default `false`. No override.
+    pub profile: bool,
 }
 
 impl Default for CompileOptions {
@@ -39,6 +42,7 @@ impl Default for CompileOptions {
             dump_ir: false,
             quantized_activations: false,
             flush_denormals: true,
+            profile: false,
         }
     }
 }

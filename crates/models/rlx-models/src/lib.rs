@@ -34,5 +34,5 @@ pub use config::{LlamaConfig, RopeScaling};
 pub use error::{ModelError, Result};
 pub use generate::{GenerateOptions, GenerationStats, Generator, argmax};
 pub use kv_cache::{KvCache, KvCacheDtype};
-pub use runner::LlamaModel;
+pub use runner::{LlamaModel, OpTime, Phase};
 pub use weights::{Weight, Weights};

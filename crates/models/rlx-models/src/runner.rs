@@ -35,6 +35,40 @@ pub struct LlamaModel {
     kv_dtype: KvCacheDtype,
 }
 
+/// Which step graphs an [`OpTime`] sums.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Phase {
+    /// Graphs that process several new tokens per sequence (prompt chunks).
+    Prompt,
+    /// Graphs that process one new token per sequence (decode steps).
+    Generation,
+}
+
+impl Phase {
+    /// `"prompt"` or `"generation"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Prompt => "prompt",
+            Phase::Generation => "generation",
+        }
+    }
+}
+
+/// Calls and wall time of one op and kernel over a model's runs ([`LlamaModel::profile`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpTime {
+    /// Prompt or generation graphs.
+    pub phase: Phase,
+    /// Op name (as in `rlx compile --dump`).
+    pub op: String,
+    /// Kernel name (as in the dispatch report).
+    pub kernel: &'static str,
+    /// Step executions summed over runs.
+    pub calls: u64,
+    /// Wall time summed over those executions (a step's parallel work included).
+    pub total: std::time::Duration,
+}
+
 /// `(batch, new tokens padded, cache capacity, cache dtype)`.
 type Bucket = (usize, usize, usize, KvCacheDtype);
 
@@ -108,6 +142,33 @@ impl LlamaModel {
     /// [`crate::Generator`]). Any cache works with any model: graphs are compiled per dtype.
     pub fn set_kv_dtype(&mut self, dtype: KvCacheDtype) {
         self.kv_dtype = dtype;
+    }
+
+    /// Where the steps of the model's runs spent their time, when it was compiled with
+    /// [`CompileOptions::profile`] (else `None`): calls and wall time per op and kernel, summed
+    /// over every compiled step graph, prompt (multi-token) and generation (one-token) graphs
+    /// apart; sorted by phase, then time, longest first.
+    pub fn profile(&self) -> Option<Vec<OpTime>> {
+        let mut by: HashMap<(bool, String, &'static str), (u64, std::time::Duration)> = HashMap::new();
+        for (&(_, new, _, _), g) in &self.graphs {
+            for s in g.graph.profile()? {
+                let e = by.entry((new == 1, s.step.op, s.step.kernel)).or_default();
+                e.0 += s.calls;
+                e.1 += s.total;
+            }
+        }
+        let mut v: Vec<OpTime> = by
+            .into_iter()
+            .map(|((decode, op, kernel), (calls, total))| OpTime {
+                phase: if decode { Phase::Generation } else { Phase::Prompt },
+                op,
+                kernel,
+                calls,
+                total,
+            })
+            .collect();
+        v.sort_by(|a, b| a.phase.cmp(&b.phase).then(b.total.cmp(&a.total)).then(a.op.cmp(&b.op)));
+        Some(v)
     }
 
     /// A new empty cache for `batch` sequences, of [`LlamaModel::kv_dtype`].

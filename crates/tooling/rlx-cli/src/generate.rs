@@ -13,7 +13,9 @@
 
 use clap::{Args, ValueEnum};
 use rlx_gguf::GgufFile;
-use rlx_models::{GenerateOptions, GenerationStats, Generator, KvCacheDtype, LlamaConfig, LlamaModel, Weights};
+use rlx_models::{
+    GenerateOptions, GenerationStats, Generator, KvCacheDtype, LlamaConfig, LlamaModel, OpTime, Phase, Weights,
+};
 use rlx_runtime::CompileOptions;
 use rlx_text::{ChatMessage, Sampler, SamplerConfig, StreamDecoder, Tokenizer, apply_chat_template};
 use std::io::Write;
@@ -68,6 +70,10 @@ pub struct GenerateArgs {
     /// Element type of the KV cache (f16 halves its memory)
     #[arg(long, value_enum, default_value_t = KvType::F32)]
     pub kv_type: KvType,
+    /// Time every step and print where prompt processing and generation spent their time, per
+    /// op and kernel, to stderr (and as `profile` in the --json object)
+    #[arg(long)]
+    pub profile: bool,
 }
 
 /// `--kv-type` values.
@@ -142,6 +148,7 @@ pub fn generate(args: &GenerateArgs, path: &Path, json: bool) -> Result<String, 
     let bos_only = args.prompt.is_empty() && !args.chat && ids.len() == 1;
     let mut opts = CompileOptions::default().with_quantized_activations(args.fast);
     opts.threads = args.threads.map(NonZeroUsize::get);
+    opts.profile = args.profile;
     match args.ctx_size {
         Some(0) => return Err(err("--ctx-size must be at least 1")),
         Some(n) if n > cfg.context_length => {
@@ -206,11 +213,15 @@ pub fn generate(args: &GenerateArgs, path: &Path, json: bool) -> Result<String, 
     }
     let stop = Stop::of(&stats.tokens, args.max_tokens, &stop_tokens);
     eprintln!("{}", stats_line(&stats, stop, ctx, bos_only));
+    let profile = if args.profile { model.profile().unwrap_or_default() } else { vec![] };
+    if args.profile {
+        eprint!("{}", profile_table(&profile, &stats));
+    }
     if !json {
         return Ok(String::new());
     }
     let gen_rate = (stats.tokens.len() >= 2).then(|| stats.gen_tokens_per_s());
-    let j = serde_json::json!({
+    let mut j = serde_json::json!({
         "model": path.display().to_string(),
         "mode": if args.fast { "fast" } else { "exact" },
         "kv_type": if args.kv_type == KvType::F16 { "f16" } else { "f32" },
@@ -225,7 +236,58 @@ pub fn generate(args: &GenerateArgs, path: &Path, json: bool) -> Result<String, 
         "gen_secs": stats.gen_secs,
         "compile_secs": compile_secs,
     });
+    if args.profile {
+        j["profile"] = profile
+            .iter()
+            .map(|t| {
+                serde_json::json!({
+                    "phase": t.phase.name(),
+                    "op": t.op,
+                    "kernel": t.kernel,
+                    "calls": t.calls,
+                    "ms": t.total.as_secs_f64() * 1e3,
+                })
+            })
+            .collect();
+    }
     Ok(format!("{j}\n"))
+}
+
+/// `--profile`'s report: per phase, each op and kernel's share of the phase's step time,
+/// longest first (ops under 0.5% of a phase are summed into one line).
+fn profile_table(rows: &[OpTime], stats: &GenerationStats) -> String {
+    let mut s = String::new();
+    for phase in [Phase::Prompt, Phase::Generation] {
+        let rows: Vec<&OpTime> = rows.iter().filter(|r| r.phase == phase).collect();
+        let total: f64 = rows.iter().map(|r| r.total.as_secs_f64()).sum();
+        if rows.is_empty() || total <= 0.0 {
+            continue;
+        }
+        let wall = match phase {
+            Phase::Prompt => stats.prompt_secs,
+            Phase::Generation => stats.gen_secs,
+        };
+        s += &format!(
+            "profile, {} graphs: steps {:.1} ms (this run's {} phase: {:.1} ms wall)\n       ms        %     calls  op  [kernel]\n",
+            phase.name(),
+            total * 1e3,
+            phase.name(),
+            wall * 1e3,
+        );
+        let mut rest = (0.0, 0u64, 0usize);
+        for r in rows {
+            let t = r.total.as_secs_f64();
+            if t < 0.005 * total {
+                rest = (rest.0 + t, rest.1 + r.calls, rest.2 + 1);
+                continue;
+            }
+            s += &format!("{:9.2} {:7.1}% {:9}  {}  [{}]\n", t * 1e3, 100.0 * t / total, r.calls, r.op, r.kernel);
+        }
+        if rest.2 > 0 {
+            s += &format!("{:9.2} {:7.1}% {:9}  ({} more ops)\n", rest.0 * 1e3, 100.0 * rest.0 / total, rest.1, rest.2);
+        }
+    }
+    s
 }
 
 /// Why generation ended.

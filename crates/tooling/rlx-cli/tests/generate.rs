@@ -2,7 +2,8 @@
 //! (SKIP on stderr when `tools/fetch.sh smollm2` has not run), an empty prompt, `--fast` with
 //! `--kv-type f16`, `--max-tokens 0` (no made-up speeds), a full context (`--ctx-size`, a
 //! note and `"stop": "context"`), and bad input — a prompt longer than the context, a missing
-//! file, a directory, an ONNX file, a bad `--ctx-size` — as one stderr line with status 1.
+//! file, a directory, an ONNX file, a bad `--ctx-size` — as one stderr line with status 1;
+//! `--profile` (per-step calls and times of both phases).
 
 use serde_json::json;
 
@@ -156,4 +157,34 @@ fn a_one_token_prompt_is_counted_in_the_singular() {
     assert_eq!(j["prompt_tokens"], 1, "{j}");
     let err = stderr(&out);
     assert!(err.contains("prompt: 1 token | generated: 0 tokens"), "{err}");
+}
+
+#[test]
+fn profile_reports_every_step_of_both_phases() {
+    // One prompt chunk, then 3 decode steps (the 4th token is sampled from the 3rd step's
+    // logits): SmolLM2 has 30 layers of 7 quantized products plus the Q8_0 LM head.
+    let Some(m) = model() else { return };
+    let out = rlx(&["generate", "--model", &m, "--max-tokens", "4", "--threads", "1", "--profile", "--json"]);
+    let j = last_json(&out);
+    let rows = j["profile"].as_array().expect("a profile array");
+    let calls = |phase: &str, op: &str| -> u64 {
+        rows.iter().filter(|r| r["phase"] == phase && r["op"] == op).map(|r| r["calls"].as_u64().unwrap()).sum()
+    };
+    assert_eq!(calls("prompt", "dequant_matmul"), 30 * 7 + 1, "{j}");
+    assert_eq!(calls("generation", "dequant_matmul"), 3 * (30 * 7 + 1), "{j}");
+    let ms =
+        |phase: &str| -> f64 { rows.iter().filter(|r| r["phase"] == phase).map(|r| r["ms"].as_f64().unwrap()).sum() };
+    let gen_ms = j["gen_secs"].as_f64().unwrap() * 1e3;
+    assert!(ms("generation") > 0.0 && ms("generation") <= gen_ms, "steps {} ms of {gen_ms} ms", ms("generation"));
+    let err = stderr(&out);
+    assert!(err.contains("profile, prompt graphs:") && err.contains("profile, generation graphs:"), "{err}");
+    assert!(err.contains("dequant_matmul  [dequant_matmul_fused_avx512]") || !rlx_cpu_avx512(), "{err}");
+    // Without --profile there is no profile key.
+    let out = rlx(&["generate", "--model", &m, "--max-tokens", "1", "--json"]);
+    assert!(last_json(&out).get("profile").is_none());
+}
+
+/// The machine has the AVX-512 kernels (the fused decode kernel's name says so).
+fn rlx_cpu_avx512() -> bool {
+    rlx_cpu::SimdLevel::Native.avx512()
 }
