@@ -195,9 +195,10 @@ fn check_fast(ty: GgmlType, lead: &[usize], k: usize, n: usize, seed: u64, opts:
 
 #[test]
 fn fast_mode_matches_llama_formula() {
-    // Odd row and activation-row counts exercise every tile remainder.
+    // Odd row and activation-row counts exercise every tile remainder (13 = a K-quant tile of
+    // 8 activation rows, one of 4, one single).
     let shapes: &[(&[usize], usize, usize)] =
-        &[(&[1], 256, 67), (&[7], 256, 45), (&[1, 7], 1024, 37), (&[9], 1024, 45), (&[1], 4096, 67)];
+        &[(&[1], 256, 67), (&[7], 256, 45), (&[1, 7], 1024, 37), (&[9], 1024, 45), (&[13], 512, 29), (&[1], 4096, 67)];
     for simd in [SimdLevel::Native, SimdLevel::Baseline] {
         let opts = CpuOptions { threads: Some(2), quantized_activations: true, simd, ..Default::default() };
         let mut seed = 100;

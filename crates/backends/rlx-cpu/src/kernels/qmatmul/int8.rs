@@ -106,12 +106,17 @@ pub(super) trait RowKernel {
     /// The kernel's CPU features must be available; every `w[r]` points to `nb` whole blocks,
     /// every `x[c]` to one whole activation row of `nb` blocks.
     unsafe fn rows<const R: usize, const C: usize>(w: [*const u8; R], x: [*const u8; C], nb: usize) -> [[f32; C]; R];
+    /// Activation rows per tile at M > 1: [`C_TILE`], or [`C_WIDE`] where the kernel's
+    /// registers allow it (the weight-side unpacking is then shared by twice the rows).
+    const WIDE: bool = false;
 }
 
 /// Weight rows per tile at M = 1.
 const R_DECODE: usize = 4;
 /// Activation rows per tile at M > 1 (one weight row per tile: larger tiles spill registers).
 const C_TILE: usize = 4;
+/// Activation rows per tile at M > 1 for [`RowKernel::WIDE`] kernels.
+const C_WIDE: usize = 8;
 /// Weight rows that pass over one activation tile while it stays in L1 (M > 1): the tile is
 /// read from L1 by every row of the group instead of from L2 by every weight row.
 const R_GROUP: usize = 8;
@@ -153,6 +158,17 @@ unsafe fn drive<S: RowKernel>(
         for r0 in (0..nr).step_by(R_GROUP) {
             let r1 = (r0 + R_GROUP).min(nr);
             let mut mi = 0;
+            if S::WIDE {
+                while mi + C_WIDE <= m {
+                    let xs = std::array::from_fn(|c| xp(mi + c));
+                    for r in r0..r1 {
+                        for (c, &v) in S::rows::<1, C_WIDE>([wp(r)], xs, nb)[0].iter().enumerate() {
+                            put(mi + c, r, v);
+                        }
+                    }
+                    mi += C_WIDE;
+                }
+            }
             while mi + C_TILE <= m {
                 let xs = std::array::from_fn(|c| xp(mi + c));
                 for r in r0..r1 {

@@ -15,7 +15,8 @@
 //! `vpdpwssd`; the integer sum of a super-block is converted and scaled once, and the horizontal
 //! sum happens once per output. A kernel computes an `R × C` tile (weight rows × activation
 //! rows), so each weight is unpacked once for `C` activation rows and each activation load
-//! serves `R` weight rows. Elsewhere (no VNNI, `SimdLevel::Baseline`) [`dot_scalar`] runs.
+//! serves `R` weight rows; prefill runs `1 × 8` tiles (Q4_K / Q5_K keep their `dmin · m_j` term
+//! in the low lanes of the tile entry's accumulator, so 8 entries fit the 32 registers). Elsewhere (no VNNI, `SimdLevel::Baseline`) [`dot_scalar`] runs.
 //!
 //! Accuracy: the integer sums are exact, so a result is `dequant(W) · dequant(quantize_q8_k(x))`
 //! up to the f32 rounding of the per-super-block terms and of their sum (what the tests check).
@@ -112,6 +113,7 @@ mod avx512 {
     pub struct Q6K;
 
     impl RowKernel for Q4K {
+        const WIDE: bool = true;
         #[inline(always)]
         unsafe fn rows<const R: usize, const C: usize>(
             w: [*const u8; R],
@@ -124,6 +126,7 @@ mod avx512 {
     }
 
     impl RowKernel for Q5K {
+        const WIDE: bool = true;
         #[inline(always)]
         unsafe fn rows<const R: usize, const C: usize>(
             w: [*const u8; R],
@@ -136,6 +139,7 @@ mod avx512 {
     }
 
     impl RowKernel for Q6K {
+        const WIDE: bool = true;
         #[inline(always)]
         unsafe fn rows<const R: usize, const C: usize>(
             w: [*const u8; R],
@@ -181,14 +185,6 @@ mod avx512 {
         t
     }
     static Q6_IDX: [[u16; 32]; 4] = q6_scale_idx();
-
-    /// `Σ` of the 4 lanes.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-    #[inline]
-    fn hsum128(v: __m128) -> f32 {
-        let v = _mm_add_ps(v, _mm_movehl_ps(v, v));
-        _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)))
-    }
 
     /// `C` activation rows' `d` and the 8 pair sums `bsum_2j + bsum_2j+1` of block `b`.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
@@ -238,7 +234,6 @@ mod avx512 {
             )
         });
         let mut acc = [[_mm512_setzero_ps(); C]; R];
-        let mut accm = [[_mm_setzero_ps(); C]; R];
         // SAFETY (every pointer below): inside block `b` of a row (caller's contract).
         unsafe {
             for b in 0..nb {
@@ -259,8 +254,10 @@ mod avx512 {
                     let scz = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm));
                     let mins = _mm_cvtepu8_epi16(_mm_srli_si128::<8>(sm));
                     for c in 0..C {
-                        let prod = _mm_cvtepi32_ps(_mm_madd_epi16(mins, bsp[c]));
-                        accm[r][c] = _mm_fmadd_ps(_mm_set1_ps(dmin * dx[c]), prod, accm[r][c]);
+                        // The `dmin · m_j` term, in the low 4 lanes of the same accumulator
+                        // (a separate one per tile entry spilled registers at 8 activation rows).
+                        let prod = _mm512_zextps128_ps512(_mm_cvtepi32_ps(_mm_madd_epi16(mins, bsp[c])));
+                        acc[r][c] = _mm512_fnmadd_ps(_mm512_set1_ps(dmin * dx[c]), prod, acc[r][c]);
                     }
                     let qs = p.add(if FIVE { 48 } else { 16 });
                     let qhb = if FIVE {
@@ -287,7 +284,7 @@ mod avx512 {
                 }
             }
         }
-        std::array::from_fn(|r| std::array::from_fn(|c| _mm512_reduce_add_ps(acc[r][c]) - hsum128(accm[r][c])))
+        std::array::from_fn(|r| std::array::from_fn(|c| _mm512_reduce_add_ps(acc[r][c])))
     }
 
     /// Q6_K (210-byte blocks): as [`rows_k45`].
