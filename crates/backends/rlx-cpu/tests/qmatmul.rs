@@ -113,7 +113,9 @@ fn exact_mode_many_tiles() {
     for threads in [1, 2] {
         let opts = CpuOptions { threads: Some(threads), ..Default::default() };
         check_exact(GgmlType::Q4_K, &[3], 4096, 150, 77, &opts);
+        // Decode: row chunks of 32 (the last one short) across the threads.
         check_exact(GgmlType::Q4_0, &[1], 4096, 150, 78, &opts);
+        check_exact(GgmlType::Q4_1, &[1], 4096, 150, 79, &opts);
     }
 }
 

@@ -119,6 +119,10 @@ mod avx512 {
         // SAFETY: rows `j .. j + ROWS` (or `j`) lie inside `w`, and so does every prefetched
         // line (the range is clamped to `w`); the callee's contract is ours.
         unsafe {
+            // The rows between the first group and the first prefetched one.
+            for off in ((ROWS * row_bytes).min(w.len())..(PREFETCH_ROWS * row_bytes).min(w.len())).step_by(64) {
+                _mm_prefetch::<_MM_HINT_T0>(wp.add(off).cast());
+            }
             for j in (0..full).step_by(ROWS) {
                 let (p0, p1) = ((j + PREFETCH_ROWS) * row_bytes, (j + PREFETCH_ROWS + ROWS) * row_bytes);
                 for off in (p0.min(w.len())..p1.min(w.len())).step_by(64) {

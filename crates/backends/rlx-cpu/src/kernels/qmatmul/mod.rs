@@ -153,7 +153,7 @@ pub fn select(
     };
     let row_bytes = k / ty.block_size() * ty.type_size();
     let threads = opts.threads.unwrap_or_else(rayon::current_num_threads).max(1);
-    let par = m.saturating_mul(n).saturating_mul(k) >= PAR_WORK && n >= 32;
+    let par = threads > 1 && m.saturating_mul(n).saturating_mul(k) >= PAR_WORK && n >= 32;
     let on_sgemm = path == Path::Tile && simd && exact::has_decoder(ty) && sgemm::available();
     // Tile rows spaced so that sgemm reads the tile in place (its rows in different L1 sets)
     // instead of copying it into its packed layout.
@@ -166,7 +166,11 @@ pub fn select(
             (chunk, tile, parts * tile * ld)
         }
         _ => {
-            let chunk = if par { n.div_ceil(64).max(16) } else { n.max(1) };
+            // A few chunks per thread (claimed dynamically, so a slower thread takes fewer), each
+            // long enough that the rows prefetched ahead inside it cover most of it: chunks of
+            // 16 rows (n / 64) left half of each unprefetched and ran SmolLM2's decode as
+            // hundreds of 0.4 µs tasks, and a single thread split the rows for nothing.
+            let chunk = if par { n.div_ceil(4 * threads).max(32) } else { n.max(1) };
             (chunk, 0, if path == Path::Rowwise { n.div_ceil(chunk) * k } else { 0 })
         }
     };
