@@ -76,6 +76,8 @@ fn batched() {
     assert_eq!(run_dot(&[4, 6, 8], &[4, 8, 5], bmm.clone(), DType::F32, None), vec!["gemv"]);
     assert_eq!(run_dot(&[4, 6, 8], &[4, 8, 5], bmm.clone(), DType::F32, Some(2)), vec!["gemv"]);
     let bmm_t = DotGeneral { rhs_contracting: vec![2], ..bmm.clone() };
+    // Decode attention's q·Kᵀ (3 query rows per KV head) on 2 threads: tasks of 64 keys × all
+    // query rows.
     assert_eq!(run_dot(&[3, 3, 64], &[3, 256, 64], bmm_t, DType::F32, Some(2)), vec!["gemv"]);
     assert_eq!(run_dot(&[3, 3, 256], &[3, 256, 64], bmm.clone(), DType::F32, Some(2)), vec!["gemv"]);
     // Attention-style: batch dims (b, h) with the rhs's batch dims in another position.
@@ -89,7 +91,8 @@ fn batched() {
     assert_eq!(run_dot(&[2, 3, 12, 8], &[3, 2, 7, 8], attn.clone(), DType::F32, None), vec!["gemm"]);
     assert_eq!(run_dot(&[2, 3, 5, 8], &[3, 2, 7, 8], attn.clone(), DType::F32, None), vec!["gemv"]);
     // Enough GEMVs in total (>= 32K multiply-adds) that they run in parallel over (batch, row)
-    // on 2 threads: each form, with permuted batch dims, and 5 or 9 tasks (uneven split).
+    // on 2 threads: each form, with permuted batch dims, and 5 or 9 tasks (uneven split); the
+    // first also in key chunks of 64 with a short last one (200 keys).
     assert_eq!(run_dot(&[2, 3, 5, 64], &[3, 2, 200, 64], attn, DType::F32, Some(2)), vec!["gemv"]);
     assert_eq!(run_dot(&[6, 300, 64], &[6, 64, 1], bmm.clone(), DType::F32, Some(2)), vec!["gemv"]);
     assert_eq!(run_dot(&[5, 1, 300], &[5, 300, 70], bmm.clone(), DType::F32, Some(2)), vec!["gemv"]);
