@@ -156,35 +156,43 @@ unsafe fn drive<S: RowKernel>(
             return;
         }
         for r0 in (0..nr).step_by(R_GROUP) {
-            let r1 = (r0 + R_GROUP).min(nr);
+            let rows = r0..(r0 + R_GROUP).min(nr);
             let mut mi = 0;
             if S::WIDE {
-                while mi + C_WIDE <= m {
-                    let xs = std::array::from_fn(|c| xp(mi + c));
-                    for r in r0..r1 {
-                        for (c, &v) in S::rows::<1, C_WIDE>([wp(r)], xs, nb)[0].iter().enumerate() {
-                            put(mi + c, r, v);
-                        }
-                    }
-                    mi += C_WIDE;
-                }
+                mi = tiles::<S, C_WIDE>(&wp, &xp, rows.clone(), mi, m, nb, put);
             }
-            while mi + C_TILE <= m {
-                let xs = std::array::from_fn(|c| xp(mi + c));
-                for r in r0..r1 {
-                    for (c, &v) in S::rows::<1, C_TILE>([wp(r)], xs, nb)[0].iter().enumerate() {
-                        put(mi + c, r, v);
-                    }
-                }
-                mi += C_TILE;
-            }
-            for mi in mi..m {
-                for r in r0..r1 {
-                    put(mi, r, S::rows::<1, 1>([wp(r)], [xp(mi)], nb)[0][0]);
-                }
-            }
+            mi = tiles::<S, C_TILE>(&wp, &xp, rows.clone(), mi, m, nb, put);
+            tiles::<S, 1>(&wp, &xp, rows, mi, m, nb, put);
         }
     }
+}
+
+/// [`drive`]'s tiles of `C` activation rows for the weight rows `rows`, from activation row `mi`
+/// on while whole tiles fit; returns the first activation row left.
+///
+/// # Safety
+/// As [`drive`]: `wp(r)` and `xp(i)` point to whole rows for `r` in `rows` and `i < m`.
+#[inline(always)]
+unsafe fn tiles<S: RowKernel, const C: usize>(
+    wp: &impl Fn(usize) -> *const u8,
+    xp: &impl Fn(usize) -> *const u8,
+    rows: std::ops::Range<usize>,
+    mut mi: usize,
+    m: usize,
+    nb: usize,
+    put: &mut dyn FnMut(usize, usize, f32),
+) -> usize {
+    while mi + C <= m {
+        let xs = std::array::from_fn(|c| xp(mi + c));
+        for r in rows.clone() {
+            // SAFETY: the caller's contract.
+            for (c, &v) in unsafe { S::rows::<1, C>([wp(r)], xs, nb) }[0].iter().enumerate() {
+                put(mi + c, r, v);
+            }
+        }
+        mi += C;
+    }
+    mi
 }
 
 /// Bytes of one quantized activation row of `k` values for the weight scheme `ty`.
