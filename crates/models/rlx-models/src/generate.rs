@@ -1,7 +1,7 @@
 //! The generation loop: prefill the prompt, then decode one token at a time with a
 //! caller-chosen sampler, streaming each token to a callback.
 
-use crate::{KvCache, LlamaModel, ModelError, Result};
+use crate::{KvCache, LlamaModel, ModelError, Phase, Result};
 use std::time::Instant;
 
 /// Options of [`Generator::generate`].
@@ -148,6 +148,8 @@ impl<'m> Generator<'m> {
         let seqs: Vec<&[u32]> = history.iter().map(Vec::as_slice).collect();
         let mut logits = self.model.forward_seqs_ref(&mut self.cache, &seqs)?;
         let prompt_secs = t0.elapsed().as_secs_f64();
+        // The step time run so far is the prompt's (booked once the logits are no longer held).
+        let mut phase = Phase::Prompt;
         let t1 = Instant::now();
         let mut active = vec![true; b];
         let mut next = vec![0u32; b];
@@ -177,9 +179,14 @@ impl<'m> Generator<'m> {
             }
             let seqs: Vec<&[u32]> =
                 (0..b).map(|r| if active[r] { std::slice::from_ref(&next[r]) } else { &[][..] }).collect();
+            if phase == Phase::Prompt {
+                self.model.end_profile_phase(Phase::Prompt);
+                phase = Phase::Generation;
+            }
             logits = self.model.forward_seqs_ref(&mut self.cache, &seqs)?;
         }
         let gen_secs = t1.elapsed().as_secs_f64();
+        self.model.end_profile_phase(phase);
         for s in &mut stats {
             (s.prompt_secs, s.gen_secs) = (prompt_secs, gen_secs);
         }

@@ -33,7 +33,20 @@ pub struct LlamaModel {
     weight_names: Vec<String>,
     cache_names: Vec<(String, String)>,
     kv_dtype: KvCacheDtype,
+    /// [`LlamaModel::profile`]'s totals per (phase, op, kernel)
+    /// and the graphs' cumulative totals when a phase last ended.
+    profile_books: ProfileBooks,
 }
+
+/// [`LlamaModel::profile`]'s bookkeeping.
+#[derive(Default)]
+struct ProfileBooks {
+    booked: HashMap<ProfileKey, (u64, std::time::Duration)>,
+    seen: HashMap<(String, &'static str), (u64, std::time::Duration)>,
+}
+
+/// `(phase, op, kernel)`.
+type ProfileKey = (Phase, String, &'static str);
 
 /// Which step graphs an [`OpTime`] sums.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -94,7 +107,18 @@ impl LlamaModel {
         let graphs = HashMap::new();
         let kv_dtype = KvCacheDtype::F32;
         let logits = Tensor::zeros(&[0], rlx_ir::DType::F32);
-        Ok(LlamaModel { cfg, weights, session, opts, graphs, logits, weight_names, cache_names, kv_dtype })
+        Ok(LlamaModel {
+            cfg,
+            weights,
+            session,
+            opts,
+            graphs,
+            logits,
+            weight_names,
+            cache_names,
+            kv_dtype,
+            profile_books: Default::default(),
+        })
     }
 
     /// Load a GGUF file (see [`LlamaConfig::from_gguf`], [`Weights::from_gguf`]).
@@ -146,22 +170,20 @@ impl LlamaModel {
 
     /// Where the steps of the model's runs spent their time, when it was compiled with
     /// [`CompileOptions::profile`] (else `None`): calls and wall time per op and kernel, summed
-    /// over every compiled step graph, prompt (multi-token) and generation (one-token) graphs
-    /// apart; sorted by phase, then time, longest first.
+    /// over every compiled step graph and booked to the phase they ran in (see
+    /// [`LlamaModel::end_profile_phase`]; [`crate::Generator`] ends the prompt phase after the
+    /// prompt and the generation phase after the last step). Ops that did not run are left
+    /// out; sorted by phase, then time, longest first.
     pub fn profile(&self) -> Option<Vec<OpTime>> {
-        let mut by: HashMap<(bool, String, &'static str), (u64, std::time::Duration)> = HashMap::new();
-        for (&(_, new, _, _), g) in &self.graphs {
-            for s in g.graph.profile()? {
-                let e = by.entry((new == 1, s.step.op, s.step.kernel)).or_default();
-                e.0 += s.calls;
-                e.1 += s.total;
-            }
-        }
-        let mut v: Vec<OpTime> = by
-            .into_iter()
-            .map(|((decode, op, kernel), (calls, total))| OpTime {
-                phase: if decode { Phase::Generation } else { Phase::Prompt },
-                op,
+        self.profiled()?;
+        let mut v: Vec<OpTime> = self
+            .profile_books
+            .booked
+            .iter()
+            .filter(|(_, t)| t.0 > 0)
+            .map(|((phase, op, kernel), &(calls, total))| OpTime {
+                phase: *phase,
+                op: op.clone(),
                 kernel,
                 calls,
                 total,
@@ -169,6 +191,36 @@ impl LlamaModel {
             .collect();
         v.sort_by(|a, b| a.phase.cmp(&b.phase).then(b.total.cmp(&a.total)).then(a.op.cmp(&b.op)));
         Some(v)
+    }
+
+    /// Book the step time run since the previous call (or since the model was made) to
+    /// `phase`. A no-op unless compiled with [`CompileOptions::profile`].
+    pub fn end_profile_phase(&mut self, phase: Phase) {
+        let Some(now) = self.profiled() else { return };
+        let ProfileBooks { booked, seen } = &mut self.profile_books;
+        for (key, (calls, total)) in now {
+            let s = seen.entry(key.clone()).or_default();
+            let (dc, dt) = (calls - s.0, total.saturating_sub(s.1));
+            *s = (calls, total);
+            if dc > 0 {
+                let b = booked.entry((phase, key.0, key.1)).or_default();
+                b.0 += dc;
+                b.1 += dt;
+            }
+        }
+    }
+
+    /// Calls and time per (op, kernel) summed over the compiled graphs since they were built.
+    fn profiled(&self) -> Option<HashMap<(String, &'static str), (u64, std::time::Duration)>> {
+        let mut by: HashMap<(String, &'static str), (u64, std::time::Duration)> = HashMap::new();
+        for g in self.graphs.values() {
+            for s in g.graph.profile()? {
+                let e = by.entry((s.step.op, s.step.kernel)).or_default();
+                e.0 += s.calls;
+                e.1 += s.total;
+            }
+        }
+        Some(by)
     }
 
     /// A new empty cache for `batch` sequences, of [`LlamaModel::kv_dtype`].

@@ -245,7 +245,7 @@ pub fn generate(args: &GenerateArgs, path: &Path, json: bool) -> Result<String, 
                     "op": t.op,
                     "kernel": t.kernel,
                     "calls": t.calls,
-                    "ms": t.total.as_secs_f64() * 1e3,
+                    "ms": (t.total.as_secs_f64() * 1e6).round() / 1e3,
                 })
             })
             .collect();
@@ -254,7 +254,8 @@ pub fn generate(args: &GenerateArgs, path: &Path, json: bool) -> Result<String, 
 }
 
 /// `--profile`'s report: per phase, each op and kernel's share of the phase's step time,
-/// longest first (ops under 0.5% of a phase are summed into one line).
+/// longest first (rows under 0.5% of a phase are summed into one line); a phase in which no
+/// step ran is left out.
 fn profile_table(rows: &[OpTime], stats: &GenerationStats) -> String {
     let mut s = String::new();
     for phase in [Phase::Prompt, Phase::Generation] {
@@ -263,15 +264,13 @@ fn profile_table(rows: &[OpTime], stats: &GenerationStats) -> String {
         if rows.is_empty() || total <= 0.0 {
             continue;
         }
-        let wall = match phase {
-            Phase::Prompt => stats.prompt_secs,
-            Phase::Generation => stats.gen_secs,
+        let (what, wall) = match phase {
+            Phase::Prompt => ("prompt processing", stats.prompt_secs),
+            Phase::Generation => ("generation", stats.gen_secs),
         };
         s += &format!(
-            "profile, {} graphs: steps {:.1} ms (this run's {} phase: {:.1} ms wall)\n       ms        %     calls  op  [kernel]\n",
-            phase.name(),
+            "profile, {what}: {:.1} ms in graph steps of {:.1} ms wall (% = share of the steps)\n       ms        %     calls  op  [kernel]\n",
             total * 1e3,
-            phase.name(),
             wall * 1e3,
         );
         let mut rest = (0.0, 0u64, 0usize);
@@ -284,7 +283,13 @@ fn profile_table(rows: &[OpTime], stats: &GenerationStats) -> String {
             s += &format!("{:9.2} {:7.1}% {:9}  {}  [{}]\n", t * 1e3, 100.0 * t / total, r.calls, r.op, r.kernel);
         }
         if rest.2 > 0 {
-            s += &format!("{:9.2} {:7.1}% {:9}  ({} more ops)\n", rest.0 * 1e3, 100.0 * rest.0 / total, rest.1, rest.2);
+            s += &format!(
+                "{:9.2} {:7.1}% {:9}  ({} more op [kernel] rows, each under 0.5%)\n",
+                rest.0 * 1e3,
+                100.0 * rest.0 / total,
+                rest.1,
+                rest.2
+            );
         }
     }
     s

@@ -177,8 +177,23 @@ fn profile_reports_every_step_of_both_phases() {
     let gen_ms = j["gen_secs"].as_f64().unwrap() * 1e3;
     assert!(ms("generation") > 0.0 && ms("generation") <= gen_ms, "steps {} ms of {gen_ms} ms", ms("generation"));
     let err = stderr(&out);
-    assert!(err.contains("profile, prompt graphs:") && err.contains("profile, generation graphs:"), "{err}");
+    assert!(err.contains("profile, prompt processing:") && err.contains("profile, generation:"), "{err}");
     assert!(err.contains("dequant_matmul  [dequant_matmul_fused_avx512]") || !rlx_cpu_avx512(), "{err}");
+    // Steps are booked by when they ran: a one-token prompt runs the one-token graph, and is
+    // still prompt processing (it was booked to generation by graph shape).
+    let out = rlx(&["generate", "--model", &m, "--prompt", " ", "--max-tokens", "2", "--profile", "--json"]);
+    let j = last_json(&out);
+    let rows = j["profile"].as_array().expect("a profile array");
+    let calls = |phase: &str| -> u64 {
+        rows.iter()
+            .filter(|r| r["phase"] == phase && r["op"] == "dequant_matmul")
+            .map(|r| r["calls"].as_u64().unwrap())
+            .sum()
+    };
+    assert_eq!((j["prompt_tokens"].as_u64(), calls("prompt"), calls("generation")), (Some(1), 211, 211), "{j}");
+    // Nothing ran: no rows.
+    let out = rlx(&["generate", "--model", &m, "--max-tokens", "0", "--profile", "--json"]);
+    assert_eq!(last_json(&out)["profile"], json!([]));
     // Without --profile there is no profile key.
     let out = rlx(&["generate", "--model", &m, "--max-tokens", "1", "--json"]);
     assert!(last_json(&out).get("profile").is_none());
