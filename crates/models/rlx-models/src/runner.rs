@@ -42,8 +42,11 @@ pub struct LlamaModel {
 #[derive(Default)]
 struct ProfileBooks {
     booked: HashMap<ProfileKey, (u64, std::time::Duration)>,
-    seen: HashMap<(String, &'static str), (u64, std::time::Duration)>,
+    seen: StepTotals,
 }
+
+/// Calls and time per (op, kernel).
+type StepTotals = HashMap<(String, &'static str), (u64, std::time::Duration)>;
 
 /// `(phase, op, kernel)`.
 type ProfileKey = (Phase, String, &'static str);
@@ -211,8 +214,8 @@ impl LlamaModel {
     }
 
     /// Calls and time per (op, kernel) summed over the compiled graphs since they were built.
-    fn profiled(&self) -> Option<HashMap<(String, &'static str), (u64, std::time::Duration)>> {
-        let mut by: HashMap<(String, &'static str), (u64, std::time::Duration)> = HashMap::new();
+    fn profiled(&self) -> Option<StepTotals> {
+        let mut by = StepTotals::new();
         for g in self.graphs.values() {
             for s in g.graph.profile()? {
                 let e = by.entry((s.step.op, s.step.kernel)).or_default();
