@@ -51,12 +51,13 @@ type StepTotals = HashMap<(String, &'static str), (u64, std::time::Duration)>;
 /// `(phase, op, kernel)`.
 type ProfileKey = (Phase, String, &'static str);
 
-/// Which step graphs an [`OpTime`] sums.
+/// The phase of a generation an [`OpTime`]'s steps ran in (whatever graph they belong to: a
+/// one-token prompt runs the one-token decode graph).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Phase {
-    /// Graphs that process several new tokens per sequence (prompt chunks).
+    /// Processing the prompt, up to the logits of its last token.
     Prompt,
-    /// Graphs that process one new token per sequence (decode steps).
+    /// The decode steps after it.
     Generation,
 }
 
@@ -73,7 +74,7 @@ impl Phase {
 /// Calls and wall time of one op and kernel over a model's runs ([`LlamaModel::profile`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct OpTime {
-    /// Prompt or generation graphs.
+    /// Prompt processing or generation.
     pub phase: Phase,
     /// Op name (as in `rlx compile --dump`).
     pub op: String,
@@ -174,11 +175,13 @@ impl LlamaModel {
     /// Where the steps of the model's runs spent their time, when it was compiled with
     /// [`CompileOptions::profile`] (else `None`): calls and wall time per op and kernel, summed
     /// over every compiled step graph and booked to the phase they ran in (see
-    /// [`LlamaModel::end_profile_phase`]; [`crate::Generator`] ends the prompt phase after the
-    /// prompt and the generation phase after the last step). Ops that did not run are left
-    /// out; sorted by phase, then time, longest first.
+    /// [`LlamaModel::end_profile_phase`]; [`crate::Generator`] ends the prompt phase before the
+    /// first decode step and the generation phase after the last). Ops that did not run are
+    /// left out; sorted by phase, then time, longest first.
     pub fn profile(&self) -> Option<Vec<OpTime>> {
-        self.profiled()?;
+        if !self.opts.profile {
+            return None;
+        }
         let mut v: Vec<OpTime> = self
             .profile_books
             .booked
@@ -199,6 +202,9 @@ impl LlamaModel {
     /// Book the step time run since the previous call (or since the model was made) to
     /// `phase`. A no-op unless compiled with [`CompileOptions::profile`].
     pub fn end_profile_phase(&mut self, phase: Phase) {
+        if !self.opts.profile {
+            return;
+        }
         let Some(now) = self.profiled() else { return };
         let ProfileBooks { booked, seen } = &mut self.profile_books;
         for (key, (calls, total)) in now {
@@ -213,7 +219,8 @@ impl LlamaModel {
         }
     }
 
-    /// Calls and time per (op, kernel) summed over the compiled graphs since they were built.
+    /// Calls and time per (op, kernel) summed over the compiled graphs since they were built
+    /// (`None` when a graph was compiled without timing).
     fn profiled(&self) -> Option<StepTotals> {
         let mut by = StepTotals::new();
         for g in self.graphs.values() {

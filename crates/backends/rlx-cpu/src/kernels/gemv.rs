@@ -133,24 +133,29 @@ pub fn run(g: &Gemv, p: &DotPlan, a: &[f32], b: &[f32], c: &mut [f32]) {
     // every lhs row, so a key row is read from memory once and from L1 for the other query
     // rows. Per-(batch, row) tasks read each key matrix once per query row, on both threads at
     // the same time.
-    if let Gemv::Dot { mat_is_lhs: false, ws } = *g {
+    if let Gemv::Dot { mat_is_lhs: false, ws } = *g
+        && per > 1
+        && p.n * k < PAR_ELEMS
+        && tasks * len * k >= PAR_BATCH
+        && threads() > 1
+    {
+        // Every batch's matrix (rows `0..n` from its offset) lies inside `b`.
+        let last = p.batch_offs.iter().map(|o| o.1).max().unwrap_or(0);
+        assert!(last + (p.n - 1) * ws + k <= b.len(), "gemv operand too short");
         let nc = p.n.div_ceil(DOT_COLS);
-        if per > 1 && p.n * k < PAR_ELEMS && tasks * len * k >= PAR_BATCH && threads() > 1 {
-            assert!((p.n - 1) * ws + k <= b.len() - p.batch_offs.iter().map(|o| o.1).max().unwrap_or(0));
-            let y = SyncPtr(c.as_mut_ptr());
-            spin::for_each(p.batch * nc, |t| {
-                let (bi, ci) = (t / nc, t % nc);
-                let (j0, j1) = (ci * DOT_COLS, ((ci + 1) * DOT_COLS).min(p.n));
-                let (lo, ro) = p.batch_offs[bi];
-                for i in 0..p.m {
-                    // SAFETY: task `t` alone writes columns `j0..j1` of the batch's rows, inside
-                    // `c` (`[B, M, N]`); the matrix rows `j0..j1` lie inside `b` (asserted).
-                    let yi = unsafe { y.slice((bi * p.m + i) * p.n + j0, j1 - j0) };
-                    dot_rows(&b[ro + j0 * ws..], ws, &a[lo + i * p.lhs_ms..][..k], yi);
-                }
-            });
-            return;
-        }
+        let y = SyncPtr(c.as_mut_ptr());
+        spin::for_each(p.batch * nc, |t| {
+            let (bi, ci) = (t / nc, t % nc);
+            let (j0, j1) = (ci * DOT_COLS, ((ci + 1) * DOT_COLS).min(p.n));
+            let (lo, ro) = p.batch_offs[bi];
+            for i in 0..p.m {
+                // SAFETY: task `t` alone writes columns `j0..j1` of the batch's rows, inside
+                // `c` (`[B, M, N]`); the matrix rows `j0..j1` lie inside `b` (asserted).
+                let yi = unsafe { y.slice((bi * p.m + i) * p.n + j0, j1 - j0) };
+                dot_rows(&b[ro + j0 * ws..], ws, &a[lo + i * p.lhs_ms..][..k], yi);
+            }
+        });
+        return;
     }
     if tasks > 1 && len * k < PAR_ELEMS && tasks * len * k >= PAR_BATCH && threads() > 1 {
         let y = SyncPtr(c.as_mut_ptr());
