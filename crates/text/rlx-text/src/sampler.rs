@@ -214,29 +214,14 @@ impl Sampler {
     /// without a candidate per vocabulary entry (a decode step's sampler ran a 49K-entry
     /// vector through the allocator per token).
     fn greedy_from(&self, logits: &[f32], history: &[u32]) -> Candidate {
-        let mut pen: Vec<(usize, f32)> = self
+        let pen: Vec<(usize, f32)> = self
             .penalty_counts(history)
             .unwrap_or_default()
             .into_iter()
             .filter(|&(id, _)| (id as usize) < logits.len())
             .map(|(id, k)| (id as usize, self.penalize(logits[id as usize], k)))
             .collect();
-        pen.sort_unstable_by_key(|p| p.0);
-        let mut best = Candidate { id: 0, logit: logits[0], p: 1.0 };
-        let mut consider = |i: usize, v: f32| {
-            // Strictly greater: the lowest id wins ties, and a NaN never replaces the first.
-            if i == 0 || v > best.logit {
-                best = Candidate { id: i as u32, logit: v, p: 1.0 };
-            }
-        };
-        let mut from = 0;
-        for &(id, v) in &pen {
-            logits[from..id].iter().enumerate().for_each(|(j, &l)| consider(from + j, l));
-            consider(id, v);
-            from = id + 1;
-        }
-        logits[from..].iter().enumerate().for_each(|(j, &l)| consider(from + j, l));
-        best
+        argmax_with(logits, pen)
     }
 
     /// The candidate set the chain leaves before the final draw (filters and temperature
@@ -247,17 +232,16 @@ impl Sampler {
         if logits.is_empty() {
             return vec![];
         }
-        if cfg.mirostat_v2.is_none() && cfg.temperature <= 0.0 {
-            return vec![self.greedy_from(logits, history)];
+        if cfg.temperature <= 0.0 {
+            // Mirostat applies no penalties.
+            let best =
+                if cfg.mirostat_v2.is_some() { argmax_with(logits, vec![]) } else { self.greedy_from(logits, history) };
+            return vec![best];
         }
         let mut c: Vec<Candidate> =
             logits.iter().enumerate().map(|(i, &l)| Candidate { id: i as u32, logit: l, p: 0.0 }).collect();
         if cfg.mirostat_v2.is_some() {
-            if cfg.temperature > 0.0 {
-                c.iter_mut().for_each(|x| x.logit /= cfg.temperature);
-            } else {
-                return vec![greedy(&c)];
-            }
+            c.iter_mut().for_each(|x| x.logit /= cfg.temperature);
             self.mirostat_truncate(&mut c);
             return c;
         }
@@ -361,13 +345,23 @@ impl Sampler {
     }
 }
 
-/// Argmax, ties to the lowest id.
-fn greedy(c: &[Candidate]) -> Candidate {
-    let mut best = c[0];
-    for &x in &c[1..] {
-        if x.logit > best.logit {
-            best = x;
+/// Argmax of `logits` with the values of some ids replaced (`pen`: (id, value)), ties to the
+/// lowest id; a NaN never wins over the first entry.
+fn argmax_with(logits: &[f32], mut pen: Vec<(usize, f32)>) -> Candidate {
+    pen.sort_unstable_by_key(|p| p.0);
+    let mut best = Candidate { id: 0, logit: logits[0], p: 1.0 };
+    let mut consider = |i: usize, v: f32| {
+        // Strictly greater: the lowest id wins ties, and a NaN never replaces the first.
+        if i == 0 || v > best.logit {
+            best = Candidate { id: i as u32, logit: v, p: 1.0 };
         }
+    };
+    let mut from = 0;
+    for &(id, v) in &pen {
+        logits[from..id].iter().enumerate().for_each(|(j, &l)| consider(from + j, l));
+        consider(id, v);
+        from = id + 1;
     }
-    Candidate { p: 1.0, ..best }
+    logits[from..].iter().enumerate().for_each(|(j, &l)| consider(from + j, l));
+    best
 }
