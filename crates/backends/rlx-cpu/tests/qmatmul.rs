@@ -199,9 +199,20 @@ fn check_fast(ty: GgmlType, lead: &[usize], k: usize, n: usize, seed: u64, opts:
 fn fast_mode_matches_llama_formula() {
     // Odd row and activation-row counts exercise every tile remainder (13 = a K-quant tile of
     // 8 activation rows, one of 4, one single).
-    let shapes: &[(&[usize], usize, usize)] =
-        &[(&[1], 256, 67), (&[7], 256, 45), (&[1, 7], 1024, 37), (&[9], 1024, 45), (&[13], 512, 29), (&[1], 4096, 67)];
-    for simd in [SimdLevel::Native, SimdLevel::Baseline] {
+    // 16 or more activation rows run the K-quants on AMX tiles where the CPU has them: 17 and
+    // 40 leave partial blocks of 16 activation rows, 45 and 29 partial blocks of 16 weight rows.
+    let shapes: &[(&[usize], usize, usize)] = &[
+        (&[1], 256, 67),
+        (&[7], 256, 45),
+        (&[1, 7], 1024, 37),
+        (&[9], 1024, 45),
+        (&[13], 512, 29),
+        (&[1], 4096, 67),
+        (&[17], 512, 45),
+        (&[2, 20], 768, 29),
+        (&[16], 256, 16),
+    ];
+    for simd in [SimdLevel::Native, SimdLevel::Avx512, SimdLevel::Baseline] {
         let opts = CpuOptions { threads: Some(2), quantized_activations: true, simd, ..Default::default() };
         let mut seed = 100;
         for &ty in Q8_PATH {
@@ -212,6 +223,9 @@ fn fast_mode_matches_llama_formula() {
                 if simd == SimdLevel::Baseline {
                     assert_eq!(kernel, "dequant_matmul_q8_scalar");
                 }
+                let m: usize = lead.iter().product();
+                let amx = simd.amx() && m >= 16 && ty.block_size() == 256;
+                assert_eq!(kernel == "dequant_matmul_q8_amx", amx, "{} x{lead:?}: {kernel}", ty.name());
             }
         }
     }

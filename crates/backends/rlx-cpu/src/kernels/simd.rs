@@ -17,10 +17,12 @@ pub(crate) const PAR_THRESHOLD: usize = 1 << 16;
 /// [`has_avx512`] (the CPU's features and `RLX_CPU_NO_AVX512`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum SimdLevel {
-    /// The best the CPU has (AVX-512, VNNI where detected); `RLX_CPU_NO_AVX512` overrides it to
-    /// [`SimdLevel::Baseline`].
+    /// The best the CPU has (AVX-512, VNNI and AMX where detected); `RLX_CPU_NO_AVX512`
+    /// overrides it to [`SimdLevel::Baseline`].
     #[default]
     Native,
+    /// AVX-512 (and VNNI) but no AMX tiles: what an AVX-512 CPU before Sapphire Rapids runs.
+    Avx512,
     /// Portable code only: what a CPU without AVX-512 runs.
     Baseline,
 }
@@ -28,8 +30,56 @@ pub enum SimdLevel {
 impl SimdLevel {
     /// True when AVX-512 kernels may run at this level on this CPU.
     pub fn avx512(self) -> bool {
-        self == SimdLevel::Native && has_avx512()
+        self != SimdLevel::Baseline && has_avx512()
     }
+
+    /// True when AMX-INT8 tile kernels may run at this level on this CPU (see [`has_amx`]).
+    pub fn amx(self) -> bool {
+        self == SimdLevel::Native && has_avx512() && has_amx()
+    }
+}
+
+/// True when the CPU has AMX-TILE and AMX-INT8, the OS saves tile state (XCR0 bits 17 and 18)
+/// and Linux granted this process the tile data permission (`arch_prctl(ARCH_REQ_XCOMP_PERM,
+/// XFEATURE_XTILEDATA)`, requested here once; without it the first tile instruction faults).
+/// Checked once, then cached.
+pub fn has_amx() -> bool {
+    static F: OnceLock<bool> = OnceLock::new();
+    *F.get_or_init(|| {
+        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        {
+            use std::arch::x86_64::__cpuid_count;
+            let max_leaf = __cpuid_count(0, 0).eax;
+            if max_leaf < 7 || !std::is_x86_feature_detected!("xsave") {
+                return false;
+            }
+            // Leaf 7 exists: `max_leaf >= 7`.
+            let edx = __cpuid_count(7, 0).edx;
+            let (tile, int8) = (edx & (1 << 24) != 0, edx & (1 << 25) != 0);
+            // SAFETY: XGETBV(0) is available when the CPU has XSAVE and the OS enabled it
+            // (`is_x86_feature_detected!("xsave")` checks OSXSAVE).
+            let xcr0 = unsafe { xgetbv0() };
+            if !(tile && int8) || xcr0 & (0b11 << 17) != 0b11 << 17 {
+                return false;
+            }
+            const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
+            const XFEATURE_XTILEDATA: libc::c_long = 18;
+            // SAFETY: a plain system call with integer arguments.
+            unsafe { libc::syscall(libc::SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0 }
+        }
+        #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+        {
+            false
+        }
+    })
+}
+
+/// `XGETBV` with ECX = 0 (the OS-enabled state components).
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[target_feature(enable = "xsave")]
+unsafe fn xgetbv0() -> u64 {
+    // SAFETY: the caller checked XSAVE / OSXSAVE.
+    unsafe { std::arch::x86_64::_xgetbv(0) }
 }
 
 /// True when the CPU has AVX-512F (checked once, then cached).

@@ -23,13 +23,16 @@
 //!     dequantized into scratch by `dequantize_into` and dotted in f32.
 //! - **Fast** (opt-in): integer dots against quantized activations, as llama.cpp: Q8_0, Q4_0
 //!   and Q4_1 against Q8_0 activations ([`int8`]), Q4_K, Q5_K and Q6_K against Q8_K ([`q8k`]),
-//!   in `R × C` register tiles (weight rows × activation rows); other schemes run exact.
+//!   in `R × C` register tiles (weight rows × activation rows); the K-quants with at least
+//!   [`amx::MIN_M`] activation rows on AMX tiles where the CPU has AMX-INT8 ([`amx`]); other
+//!   schemes run exact.
 //!   Results differ from the f32 reference by the activation quantization error.
 //!
 //! Work split: output columns (weight rows) in chunks across threads when `M · N · K` is large
 //! (the executor's spinning team, [`super::spin`], else rayon); in the `tile` path one contiguous range of rows per thread. All scratch is allocated
 //! by [`select`]; [`run`] allocates nothing.
 
+mod amx;
 mod decode;
 mod exact;
 mod int8;
@@ -59,6 +62,8 @@ pub const TILE_BYTES: usize = 1 << 20;
 enum Path {
     /// Integer dot against Q8_0 activations (fast mode), with [`int8::simd_level`].
     Q8(u8),
+    /// Fast mode for the K-quants on AMX tiles (M >= [`amx::MIN_M`]).
+    Amx,
     /// In-register dequantization + FMA, one weight row at a time (M = 1).
     Fused,
     /// Tiles of dequantized weight rows, then gemm (M > 1).
@@ -97,12 +102,15 @@ pub struct QMatmulKernel {
     ct: Vec<f32>,
     /// `Σ x` per 32- (16-) element block (`fused` path, schemes with [`decode::needs_block_sums`]).
     xblk: Vec<f32>,
+    /// The `amx` path's activation layout and per-chunk scratch.
+    amx: Option<amx::AmxScratch>,
 }
 
 impl QMatmulKernel {
     /// Name for reports.
     pub fn name(&self) -> &'static str {
         match self.path {
+            Path::Amx => "dequant_matmul_q8_amx",
             Path::Q8(2) => "dequant_matmul_q8_vnni",
             Path::Q8(1) => "dequant_matmul_q8_avx2",
             Path::Q8(_) => "dequant_matmul_q8_scalar",
@@ -144,7 +152,10 @@ pub fn select(
     }
     let m: usize = xd[..xd.len() - 1].iter().product();
     let simd = avx512_decoders(opts);
-    let path = if opts.quantized_activations && (int8::has_q8_0_path(ty) || q8k::has_q8_k_path(ty)) {
+    let fast = opts.quantized_activations && (int8::has_q8_0_path(ty) || q8k::has_q8_k_path(ty));
+    let path = if fast && m >= amx::MIN_M && amx::has_amx_path(ty) && opts.simd.amx() && simd {
+        Path::Amx
+    } else if fast {
         Path::Q8(int8::simd_level(opts.simd.avx512()))
     } else if m <= 1 {
         if simd && exact::has_decoder(ty) { Path::Fused } else { Path::Rowwise }
@@ -170,11 +181,18 @@ pub fn select(
             // long enough that the rows prefetched ahead inside it cover most of it: chunks of
             // 16 rows (n / 64) left half of each unprefetched and ran SmolLM2's decode as
             // hundreds of 0.4 µs tasks, and a single thread split the rows for nothing.
-            let chunk = if par { n.div_ceil(4 * threads).max(32) } else { n.max(1) };
+            let chunk = if path == Path::Amx {
+                // Whole blocks of 16 weight rows, two chunks per thread.
+                if par { n.div_ceil(2 * threads).next_multiple_of(16) } else { n.next_multiple_of(16) }
+            } else if par {
+                n.div_ceil(4 * threads).max(32)
+            } else {
+                n.max(1)
+            };
             (chunk, 0, if path == Path::Rowwise { n.div_ceil(chunk) * k } else { 0 })
         }
     };
-    let q8 = if matches!(path, Path::Q8(_)) { m * int8::act_row_bytes(ty, k) } else { 0 };
+    let q8 = if matches!(path, Path::Q8(_) | Path::Amx) { m * int8::act_row_bytes(ty, k) } else { 0 };
     Some(QMatmulKernel {
         ty,
         path,
@@ -191,6 +209,7 @@ pub fn select(
         ct: if on_sgemm { vec![0.0; scratch / ld.max(1) * m] } else { vec![] },
         ld,
         xblk: vec![0.0; if path == Path::Fused && decode::needs_block_sums(ty) { k / decode::sum_len(ty) } else { 0 }],
+        amx: (path == Path::Amx).then(|| amx::AmxScratch::new(ty, m, k, n.div_ceil(chunk))),
     })
 }
 
@@ -213,6 +232,15 @@ pub fn run(k: &mut QMatmulKernel, x: &Tensor, w: &Tensor, out: &mut Tensor) -> R
     }
     if k.path == Path::Tile {
         run_tile(k, xs, wb, y);
+        return Ok(());
+    }
+    #[cfg(target_arch = "x86_64")]
+    if let (Path::Amx, Some(s)) = (k.path, k.amx.as_mut()) {
+        int8::quantize_acts(k.ty, xs, kk, &mut k.xq);
+        amx::layout_acts(k.ty, &k.xq, m, kk, s);
+        // SAFETY: `Path::Amx` is planned only where `SimdLevel::amx` and the AVX-512 decoders'
+        // features were detected; the scratch was made for this shape; lengths checked above.
+        unsafe { amx::run(k.ty, wb, k.row_bytes, n, m, kk, k.chunk, s, y) };
         return Ok(());
     }
     if let Path::Q8(level) = k.path {

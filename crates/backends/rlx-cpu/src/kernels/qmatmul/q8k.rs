@@ -45,6 +45,23 @@ pub(super) fn quantize_row(x: &[f32], out: &mut [u8]) {
     }
 }
 
+/// The 8 six-bit scales (bytes 0..8) and 8 mins (bytes 8..16) of a Q4_K / Q5_K super-block
+/// from its 12 packed bytes: `scale_min_k4(j)` for every `j` at once (llama.cpp's `kmask` form).
+#[inline(always)]
+pub(super) fn scales_mins_k4(packed: [u8; 12]) -> [u32; 4] {
+    const KMASK1: u32 = 0x3f3f_3f3f;
+    const KMASK2: u32 = 0x0f0f_0f0f;
+    const KMASK3: u32 = 0x0303_0303;
+    let w = |i: usize| u32::from_le_bytes([packed[4 * i], packed[4 * i + 1], packed[4 * i + 2], packed[4 * i + 3]]);
+    let (u0, u1, u2) = (w(0), w(1), w(2));
+    [
+        u0 & KMASK1,
+        (u2 & KMASK2) | (((u0 >> 6) & KMASK3) << 4),
+        u1 & KMASK1,
+        ((u2 >> 4) & KMASK2) | (((u1 >> 6) & KMASK3) << 4),
+    ]
+}
+
 #[inline(always)]
 fn f16_at(b: &[u8], i: usize) -> f32 {
     half::f16::from_bits(u16::from_le_bytes([b[i], b[i + 1]])).to_f32()
@@ -216,9 +233,6 @@ mod avx512 {
         x: [*const u8; C],
         nb: usize,
     ) -> [[f32; C]; R] {
-        const KMASK1: u32 = 0x3f3f_3f3f;
-        const KMASK2: u32 = 0x0f0f_0f0f;
-        const KMASK3: u32 = 0x0303_0303;
         let ts = if FIVE { 176 } else { 144 };
         let m4 = _mm512_set1_epi8(0x0f);
         let sixteen = _mm512_set1_epi8(16);
@@ -242,13 +256,7 @@ mod avx512 {
                     let p = w[r].add(ts * b);
                     let dd = _mm_cvtph_ps(_mm_cvtsi32_si128(p.cast::<i32>().read_unaligned()));
                     let (d, dmin) = (_mm_cvtss_f32(dd), _mm_cvtss_f32(_mm_movehdup_ps(dd)));
-                    let mut u = [0u32; 4];
-                    std::ptr::copy_nonoverlapping(p.add(4), u.as_mut_ptr().cast::<u8>(), 12);
-                    u[3] = ((u[2] >> 4) & KMASK2) | (((u[1] >> 6) & KMASK3) << 4);
-                    let uaux = u[1] & KMASK1;
-                    u[1] = (u[2] & KMASK2) | (((u[0] >> 6) & KMASK3) << 4);
-                    u[2] = uaux;
-                    u[0] &= KMASK1;
+                    let u = super::scales_mins_k4(p.add(4).cast::<[u8; 12]>().read_unaligned());
                     // Bytes 0..8: the 8 scales, 8..16: the 8 mins.
                     let sm = _mm_set_epi32(u[3] as i32, u[2] as i32, u[1] as i32, u[0] as i32);
                     let scz = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm));

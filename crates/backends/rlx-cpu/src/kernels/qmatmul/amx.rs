@@ -1,0 +1,443 @@
+//! Fast mode for the K-quants (Q4_K, Q5_K, Q6_K) with many activation rows (prefill), on AMX
+//! tiles (Intel Sapphire Rapids and later): the same integers and scales as [`super::q8k`]
+//! (llama.cpp's `ggml_vec_dot_q{4,5,6}_K_q8_K` against Q8_K activations), with each
+//! sub-block's `Σ q · q8` for 16 weight rows × 16 activation rows done by one `tdpbusd`.
+//!
+//! Layout per call: the Q8_K activation rows are laid out once as `tdpbusd`'s B operand (groups
+//! of 4 consecutive values of 16 rows side by side, [`Acts`]), with their per-sub-block sums
+//! and `d` as f32 vectors over the 16 rows. Per block of 16 weight rows, the rows are unpacked
+//! once into bytes (`0..=15` for Q4_K, `0..=31` Q5_K, `0..=63` Q6_K: `tdpbusd`'s unsigned A
+//! operand) with their sub-block factors `a = d · sc` and `b` (Q4_K / Q5_K: `dmin · m`, Q6_K:
+//! `32 · d · sc`, the `- 32` of every weight), then for every 16 activation rows and sub-block
+//! `s`: `C = Σ_{k ∈ s} q[n, k] · q8[m, k]` (int32, exact), and per super-block
+//! `y[m, n] += d_x[m] · Σ_s (a[n, s] · C[n, m] − b[n, s] · Σ_{k ∈ s} q8[m, k])` in f32. Two sets
+//! of tiles alternate so the next sub-block's product runs while this one's is scaled (stored
+//! first, then the next issued: the tile unit runs in order).
+//!
+//! Accuracy: as [`super::q8k`] up to f32 rounding (the sub-block sums are converted one by one
+//! instead of once per super-block), i.e. `dequant(W) · dequant(quantize_q8_k(x))`.
+//!
+//! The tile instructions are written with `asm!` (Rust's AMX intrinsics are unstable); the
+//! kernel runs only where [`crate::kernels::simd::has_amx`] found the CPU features, the OS
+//! support and Linux's tile-data permission, which it requests once.
+
+// The kernels index several per-row arrays with one row index.
+#![allow(clippy::needless_range_loop)]
+
+use super::q8k::{Q8K_BYTES, QK_K};
+use rlx_gguf::GgmlType;
+
+/// Rows of a tile (weight rows and activation rows alike).
+const T: usize = 16;
+/// Activation rows from which [`super::Path::Amx`] is planned: below, most of every tile's
+/// product would be zero padding, and the VNNI `1 × 8` register tiles waste less.
+pub(super) const MIN_M: usize = 16;
+
+/// True when `ty` has an AMX kernel.
+pub(super) fn has_amx_path(ty: GgmlType) -> bool {
+    matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K)
+}
+
+/// Values per sub-block (one scale): 16 for Q6_K, 32 for Q4_K / Q5_K.
+fn sub_len(ty: GgmlType) -> usize {
+    if ty == GgmlType::Q6_K { 16 } else { 32 }
+}
+
+/// The activation side of a call, and the scratch of each chunk of weight rows.
+#[derive(Clone, Debug)]
+pub(super) struct AmxScratch {
+    /// `[m-block][k / 4][16 rows][4]` Q8_K values: `tdpbusd`'s B operand per sub-block.
+    vnni: Vec<u8>,
+    /// `[m-block][sub-block][16 rows]`: `Σ q8` over the sub-block (Q8_K's `bsums`).
+    sums: Vec<f32>,
+    /// `[m-block][super-block][16 rows]`: Q8_K's `d`.
+    dx: Vec<f32>,
+    /// Per chunk: 16 unpacked weight rows, `[sub-block][16 rows][sub_len]` (each tile's
+    /// operand contiguous: rows `k` bytes apart put all 16 in one L1 set).
+    wq: Vec<u8>,
+    /// Per chunk: `[16 rows][sub-block]` factors `a`, then `b`.
+    ab: Vec<f32>,
+    /// Per chunk: `[16 weight rows][m-blocks · 16]` results of one block of weight rows.
+    out: Vec<f32>,
+    /// Per chunk: two `16 × 16` int32 tiles.
+    cbuf: Vec<i32>,
+    chunks: usize,
+}
+
+impl AmxScratch {
+    /// Scratch for `m × k` activations and `chunks` chunks of weight rows.
+    pub(super) fn new(ty: GgmlType, m: usize, k: usize, chunks: usize) -> AmxScratch {
+        let mb = m.div_ceil(T);
+        let ns = k / sub_len(ty);
+        AmxScratch {
+            vnni: vec![0; mb * k * T],
+            sums: vec![0.0; mb * ns * T],
+            dx: vec![0.0; mb * (k / QK_K) * T],
+            wq: vec![0; chunks * T * k],
+            ab: vec![0.0; chunks * 2 * ns * T],
+            out: vec![0.0; chunks * T * mb * T],
+            cbuf: vec![0; chunks * 2 * T * T],
+            chunks,
+        }
+    }
+}
+
+/// Lay out the `m` Q8_K activation rows `xq` (`k / 256` blocks each) into `s` (rows past `m`
+/// in the last m-block stay zero).
+pub(super) fn layout_acts(ty: GgmlType, xq: &[u8], m: usize, k: usize, s: &mut AmxScratch) {
+    let (nsb, sl) = (k / QK_K, sub_len(ty));
+    let ns = k / sl;
+    for mi in 0..m {
+        let (mb, r) = (mi / T, mi % T);
+        let row = &xq[mi * nsb * Q8K_BYTES..(mi + 1) * nsb * Q8K_BYTES];
+        for (sb, blk) in row.chunks_exact(Q8K_BYTES).enumerate() {
+            s.dx[(mb * nsb + sb) * T + r] = f32::from_le_bytes([blk[0], blk[1], blk[2], blk[3]]);
+            for (g, q4) in blk[4..4 + QK_K].chunks_exact(4).enumerate() {
+                let o = ((mb * (k / 4) + sb * QK_K / 4 + g) * T + r) * 4;
+                s.vnni[o..o + 4].copy_from_slice(q4);
+            }
+            let bsum = |i: usize| f32::from(i16::from_le_bytes([blk[260 + 2 * i], blk[261 + 2 * i]]));
+            for j in 0..QK_K / sl {
+                let v = if sl == 16 { bsum(j) } else { bsum(2 * j) + bsum(2 * j + 1) };
+                s.sums[(mb * ns + sb * (QK_K / sl) + j) * T + r] = v;
+            }
+        }
+    }
+}
+
+/// Every product of the weight rows `w` (`n` rows of `row_bytes`, blocks of `ty`) with the
+/// activations laid out in `s` (`m` rows of `k`), into `y` (`[m, n]`); the rows in chunks of
+/// `chunk` (a multiple of 16) across threads.
+///
+/// # Safety
+/// [`crate::kernels::simd::has_amx`] and AVX-512F/BW/VL + FMA + AVX2; `s` was made for
+/// `(ty, m, k)` with at least `n.div_ceil(chunk)` chunks and filled by [`layout_acts`].
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn run(
+    ty: GgmlType,
+    w: &[u8],
+    row_bytes: usize,
+    n: usize,
+    m: usize,
+    k: usize,
+    chunk: usize,
+    s: &mut AmxScratch,
+    y: &mut [f32],
+) {
+    use super::OutPtr;
+    let mb = m.div_ceil(T);
+    let ns = k / sub_len(ty);
+    let nchunks = n.div_ceil(chunk);
+    assert!(nchunks <= s.chunks && y.len() == m * n && w.len() == n * row_bytes);
+    let (wq, ab, out, cb) =
+        (OutPtr(s.wq.as_mut_ptr()), OutPtr(s.ab.as_mut_ptr()), OutPtr(s.out.as_mut_ptr()), OutPtr(s.cbuf.as_mut_ptr()));
+    let yp = OutPtr(y.as_mut_ptr());
+    let acts = Acts { vnni: &s.vnni, sums: &s.sums, dx: &s.dx };
+    super::spin::for_each(nchunks, |c| {
+        // SAFETY: chunk `c` uses only its own slices of the per-chunk scratch; the features
+        // are the caller's contract; the lengths were asserted above.
+        unsafe {
+            let wq = wq.slice(c * T * k, T * k);
+            let ab = ab.slice(c * 2 * ns * T, 2 * ns * T);
+            let out = out.slice(c * T * mb * T, T * mb * T);
+            let cbuf = cb.slice(c * 2 * T * T, 2 * T * T);
+            tiles::configure(sub_len(ty));
+            let mut n0 = c * chunk;
+            while n0 < ((c + 1) * chunk).min(n) {
+                let nr = T.min(n - n0);
+                unpack_rows(ty, &w[n0 * row_bytes..(n0 + nr) * row_bytes], row_bytes, k, wq, ab);
+                out.fill(0.0);
+                block(ty, k, mb, wq, ab, &acts, out, cbuf);
+                // Row by row of `y` (its rows are `4n` bytes apart, often a multiple of 4 KiB:
+                // column by column, every store missed L1).
+                for mi in 0..m {
+                    for r in 0..nr {
+                        *yp.get().add(mi * n + n0 + r) = out[r * mb * T + mi];
+                    }
+                }
+                n0 += T;
+            }
+            tiles::release();
+        }
+    });
+}
+
+/// The activation side, shared by every chunk.
+struct Acts<'a> {
+    vnni: &'a [u8],
+    sums: &'a [f32],
+    dx: &'a [f32],
+}
+
+/// Unpack the weight rows `w` (at most 16 rows of `row_bytes`) into `wq` (`[sub-block][16][sl]`
+/// bytes; the rows past the last zero) and their factors into `ab` (`[2][16][sub-block]`).
+///
+/// # Safety
+/// AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,f16c")]
+unsafe fn unpack_rows(ty: GgmlType, w: &[u8], row_bytes: usize, k: usize, wq: &mut [u8], ab: &mut [f32]) {
+    use std::arch::x86_64::*;
+    let nr = w.len() / row_bytes;
+    let (ts, sl) = (ty.type_size(), sub_len(ty));
+    let (nsub, ns) = (QK_K / sl, k / sl);
+    let (a, b) = ab.split_at_mut(ns * T);
+    let m4 = _mm256_set1_epi8(0x0f);
+    let f16 = |p: &[u8], i: usize| {
+        _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(u16::from_le_bytes([p[i], p[i + 1]])))))
+    };
+    // 8 bytes at `p` (unsigned or signed) times `f` into `out[..8]`.
+    let scale8 = |p: &[u8], signed: bool, f: f32, out: &mut [f32]| {
+        // SAFETY: 8 bytes read, 8 floats written (the slices are that long).
+        unsafe {
+            let v = _mm_loadl_epi64(p[..8].as_ptr().cast());
+            let i = if signed { _mm256_cvtepi8_epi32(v) } else { _mm256_cvtepu8_epi32(v) };
+            _mm256_storeu_ps(out[..8].as_mut_ptr(), _mm256_mul_ps(_mm256_cvtepi32_ps(i), _mm256_set1_ps(f)));
+        }
+    };
+    for r in 0..T {
+        if r >= nr {
+            for s in 0..ns {
+                wq[(s * T + r) * sl..(s * T + r + 1) * sl].fill(0);
+            }
+            a[r * ns..(r + 1) * ns].fill(0.0);
+            b[r * ns..(r + 1) * ns].fill(0.0);
+            continue;
+        }
+        for (sb, p) in w[r * row_bytes..(r + 1) * row_bytes].chunks_exact(ts).enumerate() {
+            let o = &mut wq[sb * nsub * T * sl..(sb + 1) * nsub * T * sl];
+            // Values `at .. at + 32` of the super-block (`at` a multiple of 32) into their
+            // sub-blocks' row `r`.
+            let put = |o: &mut [u8], at: usize, v: __m256i| {
+                // SAFETY: sub-blocks `at / sl ..` of this super-block, row `r < 16`.
+                unsafe {
+                    let j = at / sl;
+                    if sl == 32 {
+                        _mm256_storeu_si256(o.as_mut_ptr().add((j * T + r) * 32).cast(), v);
+                    } else {
+                        _mm_storeu_si128(o.as_mut_ptr().add((j * T + r) * 16).cast(), _mm256_castsi256_si128(v));
+                        _mm_storeu_si128(
+                            o.as_mut_ptr().add(((j + 1) * T + r) * 16).cast(),
+                            _mm256_extracti128_si256::<1>(v),
+                        );
+                    }
+                }
+            };
+            // SAFETY (the loads): inside the 144- / 176- / 210-byte block `p`.
+            unsafe {
+                if ty == GgmlType::Q6_K {
+                    let d = f16(p, 208);
+                    for h in 0..2 {
+                        let l0 = _mm256_loadu_si256(p.as_ptr().add(64 * h).cast());
+                        let l1 = _mm256_loadu_si256(p.as_ptr().add(64 * h + 32).cast());
+                        let qh = _mm256_loadu_si256(p.as_ptr().add(128 + 32 * h).cast());
+                        let m3 = _mm256_set1_epi8(3);
+                        let hi = |sh: i32| {
+                            let v = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(sh)), m3);
+                            _mm256_slli_epi16::<4>(v)
+                        };
+                        let lo1 = |v: __m256i| _mm256_and_si256(_mm256_srli_epi16::<4>(v), m4);
+                        put(o, 128 * h, _mm256_or_si256(_mm256_and_si256(l0, m4), hi(0)));
+                        put(o, 128 * h + 32, _mm256_or_si256(_mm256_and_si256(l1, m4), hi(2)));
+                        put(o, 128 * h + 64, _mm256_or_si256(lo1(l0), hi(4)));
+                        put(o, 128 * h + 96, _mm256_or_si256(lo1(l1), hi(6)));
+                    }
+                    let o = r * ns + sb * nsub;
+                    for h in 0..2 {
+                        scale8(&p[192 + 8 * h..], true, d, &mut a[o + 8 * h..]);
+                        scale8(&p[192 + 8 * h..], true, 32.0 * d, &mut b[o + 8 * h..]);
+                    }
+                } else {
+                    let five = ty == GgmlType::Q5_K;
+                    let (d, dmin) = (f16(p, 0), f16(p, 2));
+                    let sm = super::q8k::scales_mins_k4(p[4..16].try_into().expect("12 bytes"));
+                    let sm: [u8; 16] = std::mem::transmute(sm);
+                    let qs = p.as_ptr().add(if five { 48 } else { 16 });
+                    let qh = if five { _mm256_loadu_si256(p.as_ptr().add(16).cast()) } else { _mm256_setzero_si256() };
+                    let one = _mm256_set1_epi8(1);
+                    for pr in 0..4 {
+                        let v = _mm256_loadu_si256(qs.add(32 * pr).cast());
+                        let mut lo = _mm256_and_si256(v, m4);
+                        let mut hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), m4);
+                        if five {
+                            let bit = |j: i32| {
+                                let v = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(j)), one);
+                                _mm256_slli_epi16::<4>(v)
+                            };
+                            lo = _mm256_or_si256(lo, bit(2 * pr as i32));
+                            hi = _mm256_or_si256(hi, bit(2 * pr as i32 + 1));
+                        }
+                        put(o, 64 * pr, lo);
+                        put(o, 64 * pr + 32, hi);
+                    }
+                    let o = r * ns + sb * nsub;
+                    scale8(&sm[..8], false, d, &mut a[o..]);
+                    scale8(&sm[8..], false, dmin, &mut b[o..]);
+                }
+            }
+        }
+    }
+}
+
+/// One block of 16 weight rows (`wq`, factors `ab`) against every activation m-block, added
+/// into `out` (`[16][mb · 16]`, zeroed by the caller).
+///
+/// # Safety
+/// Tiles configured by [`tiles::configure`] for `sub_len(ty)`; AVX-512F + FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn block(
+    ty: GgmlType,
+    k: usize,
+    mb: usize,
+    wq: &[u8],
+    ab: &[f32],
+    acts: &Acts,
+    out: &mut [f32],
+    cbuf: &mut [i32],
+) {
+    use std::arch::x86_64::*;
+    let sl = sub_len(ty);
+    let (nsub, ns, nsb) = (QK_K / sl, k / sl, k / QK_K);
+    let (a, b) = ab.split_at(ns * T);
+    let mp = mb * T;
+    for i in 0..mb {
+        let bbase = acts.vnni[i * (k / 4) * 4 * T..].as_ptr();
+        // Sub-block `s`'s product into tile set `s % 2`.
+        let issue = |s: usize| {
+            // SAFETY: sub-block `s < ns` of the 16 rows of `wq` (row stride `sl`) and of this
+            // m-block's B operand (`sl / 4` rows of 64 bytes from `s · sl / 4`).
+            unsafe {
+                let (ap, bp) = (wq.as_ptr().add(s * T * sl), bbase.add(s * sl / 4 * 4 * T));
+                if s.is_multiple_of(2) { tiles::product::<0>(ap, sl, bp) } else { tiles::product::<1>(ap, sl, bp) }
+            }
+        };
+        issue(0);
+        let mut t = [_mm512_setzero_ps(); T];
+        for s in 0..ns {
+            let c = cbuf[(s % 2) * T * T..].as_mut_ptr();
+            // SAFETY: `c` holds a 16 × 16 int32 tile; the factors and sums are inside their
+            // vectors (`s < ns`, `i < mb`, rows `< 16`).
+            unsafe {
+                // The tile unit runs its instructions in order: this product is stored before
+                // the next one is issued (else the store waits for it), which then runs while
+                // this one is scaled.
+                if s.is_multiple_of(2) {
+                    tiles::store::<0>(c)
+                } else {
+                    tiles::store::<1>(c)
+                }
+                if s + 1 < ns {
+                    issue(s + 1);
+                }
+                let sv = _mm512_loadu_ps(acts.sums.as_ptr().add((i * ns + s) * T));
+                let (ap, bp) = (a.as_ptr().add(s), b.as_ptr().add(s));
+                // Unrolled by hand so that `t` stays in registers.
+                macro_rules! row {
+                    ($($r:literal)*) => {$(
+                        let cv = _mm512_cvtepi32_ps(_mm512_loadu_si512(c.add($r * T).cast()));
+                        t[$r] = _mm512_fmadd_ps(cv, _mm512_set1_ps(*ap.add($r * ns)), t[$r]);
+                        t[$r] = _mm512_fnmadd_ps(_mm512_set1_ps(*bp.add($r * ns)), sv, t[$r]);
+                    )*};
+                }
+                row!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
+                if (s + 1) % nsub == 0 {
+                    let dx = _mm512_loadu_ps(acts.dx.as_ptr().add((i * nsb + s / nsub) * T));
+                    for r in 0..T {
+                        let o = out.as_mut_ptr().add(r * mp + i * T);
+                        _mm512_storeu_ps(o, _mm512_fmadd_ps(t[r], dx, _mm512_loadu_ps(o)));
+                        t[r] = _mm512_setzero_ps();
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The AMX tile instructions used here: two sets of tiles, `A` (16 weight rows × one
+/// sub-block of bytes), `B` (the sub-block of 16 activation rows, `tdpbusd`'s layout) and `C`
+/// (16 × 16 int32): set 0 in `tmm0..=2`, set 1 in `tmm3..=5`.
+#[cfg(target_arch = "x86_64")]
+mod tiles {
+    use std::arch::asm;
+
+    /// The 64-byte tile configuration (`ldtilecfg`'s operand).
+    #[repr(C, align(64))]
+    struct Config([u8; 64]);
+
+    /// Configure the tiles for sub-blocks of `sl` values (16 or 32).
+    ///
+    /// # Safety
+    /// [`crate::kernels::simd::has_amx`].
+    pub(super) unsafe fn configure(sl: usize) {
+        let mut c = Config([0; 64]);
+        c.0[0] = 1; // palette 1
+        for set in 0..2 {
+            // (tile, rows, bytes per row)
+            for (t, rows, colsb) in [(3 * set, 16, sl), (3 * set + 1, sl / 4, 64), (3 * set + 2, 16, 64)] {
+                c.0[16 + 2 * t..18 + 2 * t].copy_from_slice(&(colsb as u16).to_le_bytes());
+                c.0[48 + t] = rows as u8;
+            }
+        }
+        // SAFETY: a valid palette-1 configuration; AMX present and permitted (caller).
+        unsafe { asm!("ldtilecfg [{0}]", in(reg) c.0.as_ptr(), options(nostack, readonly)) };
+    }
+
+    /// Release the tiles (so the OS need not save their state).
+    ///
+    /// # Safety
+    /// [`crate::kernels::simd::has_amx`].
+    pub(super) unsafe fn release() {
+        // SAFETY: caller.
+        unsafe { asm!("tilerelease", options(nostack, nomem)) };
+    }
+
+    /// `C_set = A · B`: `A` from `a` (16 rows, `lda` bytes apart), `B` from `b` (rows of 64
+    /// bytes).
+    ///
+    /// # Safety
+    /// Configured tiles; the rows readable.
+    #[inline(always)]
+    pub(super) unsafe fn product<const SET: usize>(a: *const u8, lda: usize, b: *const u8) {
+        // SAFETY: caller.
+        unsafe {
+            if SET == 0 {
+                asm!(
+                    "tileloadd tmm0, [{a} + {lda}*1]",
+                    "tileloadd tmm1, [{b} + {ldb}*1]",
+                    "tilezero tmm2",
+                    "tdpbusd tmm2, tmm0, tmm1",
+                    a = in(reg) a, lda = in(reg) lda, b = in(reg) b, ldb = in(reg) 64usize,
+                    options(nostack, readonly)
+                );
+            } else {
+                asm!(
+                    "tileloadd tmm3, [{a} + {lda}*1]",
+                    "tileloadd tmm4, [{b} + {ldb}*1]",
+                    "tilezero tmm5",
+                    "tdpbusd tmm5, tmm3, tmm4",
+                    a = in(reg) a, lda = in(reg) lda, b = in(reg) b, ldb = in(reg) 64usize,
+                    options(nostack, readonly)
+                );
+            }
+        }
+    }
+
+    /// Store `C_set` to `c` (16 rows of 16 int32).
+    ///
+    /// # Safety
+    /// Configured tiles; `c` writable for 1 KiB.
+    #[inline(always)]
+    pub(super) unsafe fn store<const SET: usize>(c: *mut i32) {
+        // SAFETY: caller.
+        unsafe {
+            if SET == 0 {
+                asm!("tilestored [{c} + {ld}*1], tmm2", c = in(reg) c, ld = in(reg) 64usize, options(nostack));
+            } else {
+                asm!("tilestored [{c} + {ld}*1], tmm5", c = in(reg) c, ld = in(reg) 64usize, options(nostack));
+            }
+        }
+    }
+}
