@@ -35,12 +35,24 @@ pub(super) const MIN_M: usize = 16;
 
 /// True when `ty` has an AMX kernel.
 pub(super) fn has_amx_path(ty: GgmlType) -> bool {
-    matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K)
+    use GgmlType::*;
+    matches!(ty, Q4_K | Q5_K | Q6_K | Q4_0 | Q4_1 | Q8_0)
 }
 
-/// Values per sub-block (one scale): 16 for Q6_K, 32 for Q4_K / Q5_K.
+/// Values per sub-block (one scale): 16 for Q6_K, 32 for the others.
 fn sub_len(ty: GgmlType) -> usize {
     if ty == GgmlType::Q6_K { 16 } else { 32 }
+}
+
+/// The scaling a scheme's products need ([`block`]'s `L`): 0 the K-quants (`d_x` per
+/// super-block), 1 Q4_0 / Q8_0 (`d_w · d_x · (Σ q · q8 − off · Σ q8)` per block), 2 Q4_1
+/// (`d_w · d_x · Σ q · q8 + m_w · s_x` per block).
+fn kind(ty: GgmlType) -> u8 {
+    match ty {
+        GgmlType::Q4_0 | GgmlType::Q8_0 => 1,
+        GgmlType::Q4_1 => 2,
+        _ => 0,
+    }
 }
 
 /// The activation side of a call, and the scratch of each chunk of weight rows.
@@ -48,10 +60,13 @@ fn sub_len(ty: GgmlType) -> usize {
 pub(super) struct AmxScratch {
     /// `[m-block][k / 4][16 rows][4]` Q8_K values: `tdpbusd`'s B operand per sub-block.
     vnni: Vec<u8>,
-    /// `[m-block][sub-block][16 rows]`: `Σ q8` over the sub-block (Q8_K's `bsums`).
+    /// `[m-block][sub-block][16 rows]`: `Σ q8` over the sub-block (Q8_K's `bsums`); for Q4_0 /
+    /// Q8_0 `off · Σ q8` (`off` = 8 / 128, the weights' offset as unsigned bytes).
     sums: Vec<f32>,
-    /// `[m-block][super-block][16 rows]`: Q8_K's `d`.
+    /// `[m-block][super-block (K-quants) or block][16 rows]`: the activations' `d`.
     dx: Vec<f32>,
+    /// `[m-block][block][16 rows]`: Q4_1's `s_x = f16(d · Σ q8)` (Q8_1's block sum).
+    sx: Vec<f32>,
     /// Per chunk: 16 unpacked weight rows, `[sub-block][16 rows][sub_len]` (each tile's
     /// operand contiguous: rows `k` bytes apart put all 16 in one L1 set).
     wq: Vec<u8>,
@@ -72,7 +87,8 @@ impl AmxScratch {
         AmxScratch {
             vnni: vec![0; mb * k * T],
             sums: vec![0.0; mb * ns * T],
-            dx: vec![0.0; mb * (k / QK_K) * T],
+            dx: vec![0.0; mb * if kind(ty) == 0 { k / QK_K } else { ns } * T],
+            sx: vec![0.0; if kind(ty) == 2 { mb * ns * T } else { 0 }],
             wq: vec![0; chunks * T * k],
             ab: vec![0.0; chunks * 2 * ns * T],
             out: vec![0.0; chunks * T * mb * T],
@@ -82,11 +98,40 @@ impl AmxScratch {
     }
 }
 
-/// Lay out the `m` Q8_K activation rows `xq` (`k / 256` blocks each) into `s` (rows past `m`
-/// in the last m-block stay zero).
+/// Lay out the `m` quantized activation rows `xq` (Q8_K blocks for the K-quants, else
+/// [`super::int8::quantize_q8_0`]'s rows) into `s` (rows past `m` in the last m-block stay
+/// zero).
 pub(super) fn layout_acts(ty: GgmlType, xq: &[u8], m: usize, k: usize, s: &mut AmxScratch) {
     let (nsb, sl) = (k / QK_K, sub_len(ty));
     let ns = k / sl;
+    if kind(ty) != 0 {
+        let rb = super::int8::row_bytes_q8_0(k);
+        let off = match ty {
+            GgmlType::Q4_0 => 8.0,
+            GgmlType::Q8_0 => 128.0,
+            _ => 0.0,
+        };
+        let f32_at = |b: &[u8], i: usize| f32::from_le_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]]);
+        for mi in 0..m {
+            let (mb, r) = (mi / T, mi % T);
+            let row = &xq[mi * rb..(mi + 1) * rb];
+            let (q, ds) = row.split_at(k);
+            let (d, sxs) = ds.split_at(4 * ns);
+            for (g, q4) in q.chunks_exact(4).enumerate() {
+                let o = ((mb * (k / 4) + g) * T + r) * 4;
+                s.vnni[o..o + 4].copy_from_slice(q4);
+            }
+            for (blk, qb) in q.chunks_exact(sl).enumerate() {
+                let at = (mb * ns + blk) * T + r;
+                s.dx[at] = f32_at(d, blk);
+                s.sums[at] = off * qb.iter().map(|&v| f32::from(v as i8)).sum::<f32>();
+                if let Some(v) = s.sx.get_mut(at) {
+                    *v = f32_at(sxs, blk);
+                }
+            }
+        }
+        return;
+    }
     for mi in 0..m {
         let (mb, r) = (mi / T, mi % T);
         let row = &xq[mi * nsb * Q8K_BYTES..(mi + 1) * nsb * Q8K_BYTES];
@@ -133,7 +178,7 @@ pub(super) unsafe fn run(
     let (wq, ab, out, cb) =
         (OutPtr(s.wq.as_mut_ptr()), OutPtr(s.ab.as_mut_ptr()), OutPtr(s.out.as_mut_ptr()), OutPtr(s.cbuf.as_mut_ptr()));
     let yp = OutPtr(y.as_mut_ptr());
-    let acts = Acts { vnni: &s.vnni, sums: &s.sums, dx: &s.dx };
+    let acts = Acts { vnni: &s.vnni, sums: &s.sums, dx: &s.dx, sx: &s.sx };
     super::spin::for_each(nchunks, |c| {
         // SAFETY: chunk `c` uses only its own slices of the per-chunk scratch; the features
         // are the caller's contract; the lengths were asserted above.
@@ -148,7 +193,15 @@ pub(super) unsafe fn run(
                 let nr = T.min(n - n0);
                 unpack_rows(ty, &w[n0 * row_bytes..(n0 + nr) * row_bytes], row_bytes, k, wq, ab);
                 out.fill(0.0);
-                block(ty, k, mb, wq, ab, &acts, out, cbuf);
+                // The next 16 rows of this chunk, prefetched while these are multiplied (read
+                // straight from memory, the unpacking waited on every load).
+                let n1 = (n0 + T).min(((c + 1) * chunk).min(n));
+                let next = &w[n1 * row_bytes..(n1 + T).min(((c + 1) * chunk).min(n)).max(n1) * row_bytes];
+                match kind(ty) {
+                    0 => block::<0>(ty, k, mb, wq, ab, &acts, out, cbuf, next),
+                    1 => block::<1>(ty, k, mb, wq, ab, &acts, out, cbuf, next),
+                    _ => block::<2>(ty, k, mb, wq, ab, &acts, out, cbuf, next),
+                }
                 // Row by row of `y` (its rows are `4n` bytes apart, often a multiple of 4 KiB:
                 // column by column, every store missed L1).
                 for mi in 0..m {
@@ -168,6 +221,7 @@ struct Acts<'a> {
     vnni: &'a [u8],
     sums: &'a [f32],
     dx: &'a [f32],
+    sx: &'a [f32],
 }
 
 /// Unpack the weight rows `w` (at most 16 rows of `row_bytes`) into `wq` (`[sub-block][16][sl]`
@@ -181,7 +235,8 @@ unsafe fn unpack_rows(ty: GgmlType, w: &[u8], row_bytes: usize, k: usize, wq: &m
     use std::arch::x86_64::*;
     let nr = w.len() / row_bytes;
     let (ts, sl) = (ty.type_size(), sub_len(ty));
-    let (nsub, ns) = (QK_K / sl, k / sl);
+    // Sub-blocks per block of `ty` (a legacy block is one sub-block).
+    let (nsub, ns) = (if kind(ty) == 0 { QK_K / sl } else { 1 }, k / sl);
     let (a, b) = ab.split_at_mut(ns * T);
     let m4 = _mm256_set1_epi8(0x0f);
     let f16 = |p: &[u8], i: usize| {
@@ -205,6 +260,20 @@ unsafe fn unpack_rows(ty: GgmlType, w: &[u8], row_bytes: usize, k: usize, wq: &m
             b[r * ns..(r + 1) * ns].fill(0.0);
             continue;
         }
+        if kind(ty) != 0 {
+            let row = &w[r * row_bytes..(r + 1) * row_bytes];
+            let (ar, br) = (&mut a[r * ns..(r + 1) * ns], &mut b[r * ns..(r + 1) * ns]);
+            // SAFETY: `row` holds `ns` blocks, `ar` / `br` `ns` floats, `wq` `ns` tiles of
+            // 16 × 32 bytes; AVX2 + F16C (this function's features).
+            unsafe {
+                match ty {
+                    GgmlType::Q4_0 => unpack_legacy::<18>(row, r, wq, ar, br),
+                    GgmlType::Q4_1 => unpack_legacy::<20>(row, r, wq, ar, br),
+                    _ => unpack_legacy::<34>(row, r, wq, ar, br),
+                }
+            }
+            continue;
+        }
         for (sb, p) in w[r * row_bytes..(r + 1) * row_bytes].chunks_exact(ts).enumerate() {
             let o = &mut wq[sb * nsub * T * sl..(sb + 1) * nsub * T * sl];
             // Values `at .. at + 32` of the super-block (`at` a multiple of 32) into their
@@ -224,7 +293,7 @@ unsafe fn unpack_rows(ty: GgmlType, w: &[u8], row_bytes: usize, k: usize, wq: &m
                     }
                 }
             };
-            // SAFETY (the loads): inside the 144- / 176- / 210-byte block `p`.
+            // SAFETY (the loads): inside the block `p` (`ts` bytes).
             unsafe {
                 if ty == GgmlType::Q6_K {
                     let d = f16(p, 208);
@@ -280,15 +349,55 @@ unsafe fn unpack_rows(ty: GgmlType, w: &[u8], row_bytes: usize, k: usize, wq: &m
     }
 }
 
+/// Row `r` of the legacy blocks `row` (Q4_0, Q4_1, Q8_0: `TS` = 18, 20, 34 bytes) into `wq`
+/// (`[block][16][32]`; Q8_0's signed values + 128), `d` into `a`, Q4_1's `-m` into `b`.
+///
+/// # Safety
+/// AVX2 + F16C; `row.len() / TS` blocks, `a` and `b` that many floats, `wq` that many tiles.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,f16c")]
+unsafe fn unpack_legacy<const TS: usize>(row: &[u8], r: usize, wq: &mut [u8], a: &mut [f32], b: &mut [f32]) {
+    use std::arch::x86_64::*;
+    let nb = row.len() / TS;
+    assert!(a.len() >= nb && b.len() >= nb && wq.len() >= nb * T * 32);
+    let (src, dst) = (row.as_ptr(), wq.as_mut_ptr());
+    // SAFETY: called on the first bytes of a block.
+    let f16 = |p: *const u8| {
+        _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(unsafe { p.cast::<u16>().read_unaligned() }))))
+    };
+    let m4 = _mm_set1_epi8(0x0f);
+    // SAFETY: block `i < nb` of `row`, tile `i` of `wq` (asserted above).
+    unsafe {
+        for i in 0..nb {
+            let p = src.add(i * TS);
+            let o = dst.add((i * T + r) * 32);
+            *a.get_unchecked_mut(i) = f16(p);
+            if TS == 34 {
+                let v = _mm256_loadu_si256(p.add(2).cast());
+                _mm256_storeu_si256(o.cast(), _mm256_xor_si256(v, _mm256_set1_epi8(-128)));
+            } else {
+                *b.get_unchecked_mut(i) = if TS == 20 { -f16(p.add(2)) } else { 0.0 };
+                let v = _mm_loadu_si128(p.add(TS - 16).cast());
+                _mm_storeu_si128(o.cast(), _mm_and_si128(v, m4));
+                _mm_storeu_si128(o.add(16).cast(), _mm_and_si128(_mm_srli_epi16::<4>(v), m4));
+            }
+        }
+        if TS == 34 {
+            b[..nb].fill(0.0);
+        }
+    }
+}
+
 /// One block of 16 weight rows (`wq`, factors `ab`) against every activation m-block, added
-/// into `out` (`[16][mb · 16]`, zeroed by the caller).
+/// into `out` (`[16][mb · 16]`, zeroed by the caller); `L` = [`kind`]`(ty)`. `next` (the packed
+/// rows unpacked next) is prefetched into L2 over the iterations.
 ///
 /// # Safety
 /// Tiles configured by [`tiles::configure`] for `sub_len(ty)`; AVX-512F + FMA.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,fma")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn block(
+unsafe fn block<const L: u8>(
     ty: GgmlType,
     k: usize,
     mb: usize,
@@ -297,9 +406,11 @@ unsafe fn block(
     acts: &Acts,
     out: &mut [f32],
     cbuf: &mut [i32],
+    next: &[u8],
 ) {
     use std::arch::x86_64::*;
     let sl = sub_len(ty);
+    let (lines, iters) = (next.len().div_ceil(64), mb * k / sl);
     let (nsub, ns, nsb) = (QK_K / sl, k / sl, k / QK_K);
     let (a, b) = ab.split_at(ns * T);
     let mp = mb * T;
@@ -332,23 +443,44 @@ unsafe fn block(
                 if s + 1 < ns {
                     issue(s + 1);
                 }
-                let sv = _mm512_loadu_ps(acts.sums.as_ptr().add((i * ns + s) * T));
+                let it = i * ns + s;
+                for l in it * lines / iters..(it + 1) * lines / iters {
+                    _mm_prefetch::<_MM_HINT_T1>(next.as_ptr().add(l * 64).cast());
+                }
+                let at = (i * ns + s) * T;
+                let sv = _mm512_loadu_ps(acts.sums.as_ptr().add(at));
                 let (ap, bp) = (a.as_ptr().add(s), b.as_ptr().add(s));
+                // Legacy: this block's `d_x` and (Q4_1) `s_x`.
+                let dxb = if L == 0 { sv } else { _mm512_loadu_ps(acts.dx.as_ptr().add(at)) };
+                let sxb = if L == 2 { _mm512_loadu_ps(acts.sx.as_ptr().add(at)) } else { sv };
                 // Unrolled by hand so that `t` stays in registers.
                 macro_rules! row {
                     ($($r:literal)*) => {$(
                         let cv = _mm512_cvtepi32_ps(_mm512_loadu_si512(c.add($r * T).cast()));
-                        t[$r] = _mm512_fmadd_ps(cv, _mm512_set1_ps(*ap.add($r * ns)), t[$r]);
-                        t[$r] = _mm512_fnmadd_ps(_mm512_set1_ps(*bp.add($r * ns)), sv, t[$r]);
+                        if L == 0 {
+                            t[$r] = _mm512_fmadd_ps(cv, _mm512_set1_ps(*ap.add($r * ns)), t[$r]);
+                            t[$r] = _mm512_fnmadd_ps(_mm512_set1_ps(*bp.add($r * ns)), sv, t[$r]);
+                        } else {
+                            let v = _mm512_mul_ps(_mm512_sub_ps(cv, sv), dxb);
+                            t[$r] = _mm512_fmadd_ps(v, _mm512_set1_ps(*ap.add($r * ns)), t[$r]);
+                            if L == 2 {
+                                t[$r] = _mm512_fnmadd_ps(_mm512_set1_ps(*bp.add($r * ns)), sxb, t[$r]);
+                            }
+                        }
                     )*};
                 }
                 row!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
-                if (s + 1) % nsub == 0 {
+                if L == 0 && (s + 1) % nsub == 0 {
+                    // End of a super-block: times the activations' `d`.
                     let dx = _mm512_loadu_ps(acts.dx.as_ptr().add((i * nsb + s / nsub) * T));
                     for r in 0..T {
                         let o = out.as_mut_ptr().add(r * mp + i * T);
                         _mm512_storeu_ps(o, _mm512_fmadd_ps(t[r], dx, _mm512_loadu_ps(o)));
                         t[r] = _mm512_setzero_ps();
+                    }
+                } else if L != 0 && s + 1 == ns {
+                    for r in 0..T {
+                        _mm512_storeu_ps(out.as_mut_ptr().add(r * mp + i * T), t[r]);
                     }
                 }
             }

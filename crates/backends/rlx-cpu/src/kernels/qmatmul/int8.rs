@@ -68,12 +68,20 @@ pub(super) fn row_bytes_q8_0(k: usize) -> usize {
 /// `quantize_row_q8_0` shares but for the sum): `id = 127 / amax` (not `1 / d`) and rounding
 /// half to even (`_mm256_round_ps`), which differ from `quantize_row_q8_0_ref` (`1 / d`,
 /// `roundf`) in the last bit of a few values per row.
+#[inline(always)]
 pub(super) fn quantize_q8_0(x: &[f32], out: &mut [u8]) {
     let nb = x.len() / QK;
     let (q, ds) = out.split_at_mut(x.len());
     let (d, s) = ds.split_at_mut(4 * nb);
     for (b, (xb, qb)) in x.chunks_exact(QK).zip(q.chunks_exact_mut(QK)).enumerate() {
-        let amax = xb.iter().fold(0.0f32, |a, v| a.max(v.abs()));
+        // Eight running maxima, not one chain of 32 dependent `maxss`.
+        let mut m8 = [0.0f32; 8];
+        for c in xb.chunks_exact(8) {
+            for l in 0..8 {
+                m8[l] = m8[l].max(c[l].abs());
+            }
+        }
+        let amax = m8.iter().fold(0.0f32, |a, &v| a.max(v));
         let dd = amax / 127.0;
         let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
         let mut sum = 0i32;
@@ -202,6 +210,27 @@ pub(super) fn act_row_bytes(ty: GgmlType, k: usize) -> usize {
 
 /// Quantize the activation rows `x` (`[m, k]`) for the weight scheme `ty` into `out`.
 pub(super) fn quantize_acts(ty: GgmlType, x: &[f32], k: usize, out: &mut [u8]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+        // SAFETY: the features were detected.
+        return unsafe { quantize_acts_avx2(ty, x, k, out) };
+    }
+    quantize_acts_body(ty, x, k, out);
+}
+
+/// [`quantize_acts`] compiled with AVX2 (+ SSE4.1): `round_ties_even` becomes one `vroundps`
+/// instead of a call to libm's `rintf` per value (a fifth of a 64-row Q4_0 product's time).
+///
+/// # Safety
+/// AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn quantize_acts_avx2(ty: GgmlType, x: &[f32], k: usize, out: &mut [u8]) {
+    quantize_acts_body(ty, x, k, out);
+}
+
+#[inline(always)]
+fn quantize_acts_body(ty: GgmlType, x: &[f32], k: usize, out: &mut [u8]) {
     let xr = act_row_bytes(ty, k);
     for (xrow, orow) in x.chunks_exact(k).zip(out.chunks_exact_mut(xr)) {
         if super::q8k::has_q8_k_path(ty) { super::q8k::quantize_row(xrow, orow) } else { quantize_q8_0(xrow, orow) }
