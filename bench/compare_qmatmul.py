@@ -10,6 +10,10 @@ bench/ggml_qmatmul_bench.c, compiled here against a local llama.cpp build (libgg
 ggml_graph_compute_with_ctx on 1 thread, the plain ggml CPU path (activations quantized to
 Q8_0 / Q8_K, integer dots; no weight repacking). Same LCG weights and activations on both sides.
 
+Decode reads every weight byte once, so its bound is how fast one core reads those bytes: the
+RLX process also times a plain sum over the same packed weights (same reps, same residency)
+and the script prints each decode as a share of that read bandwidth.
+
 Everything is pinned to one core (`taskset -c 0`, 1 thread). Each process prints a median over
 >= 10 reps and >= 1 s; the script runs ROUNDS rounds (RLX then llama.cpp, interleaved) and
 reports the median of the process medians. Prints a table, the weight-streaming GB/s (packed
@@ -30,12 +34,14 @@ from _common import CACHE, ROOT, build, load, pin, print_ratios, run
 
 
 def results(text):
-    """RESULT lines -> {(type, m, mode): (ms, extra...)}."""
+    """RESULT lines -> {(type, m, mode): (ms, extra...)}; STREAM lines -> {(type, "stream"): GB/s}."""
     out = {}
     for line in text.splitlines():
         p = line.split()
         if p and p[0] == "RESULT":
             out[(p[1].upper(), int(p[2]), p[3])] = p[4:]
+        elif p and p[0] == "STREAM":
+            out[(p[1].upper(), "stream")] = p[3]
     return out
 
 
@@ -56,10 +62,13 @@ def main():
     peer = os.path.join(tempfile.mkdtemp(), "ggml_qmatmul_bench")
     run(["cc", "-O2", os.path.join(ROOT, "bench", "ggml_qmatmul_bench.c"), "-I", os.path.join(a.llama_src, "ggml", "include"),
         "-L", lib, "-lggml", "-lggml-base", "-lggml-cpu", "-lm", f"-Wl,-rpath,{lib}", "-o", peer])
-    rlx_t, peer_t, info = {}, {}, {}
+    rlx_t, peer_t, info, stream = {}, {}, {}, {}
     for r in range(a.rounds):
         out = results(run(pin() + [rlx_bin, "1", "10", ",".join(types), "1,64", "exact,fast"], {"RAYON_NUM_THREADS": "1"}))
         for key, v in out.items():
+            if key[1] == "stream":
+                stream.setdefault(key[0], []).append(float(v))
+                continue
             rlx_t.setdefault(key, []).append(float(v[0]))
             info[key] = v
         for ty in types:
@@ -82,6 +91,16 @@ def main():
                 kern = info[(ty, m, mode)][-1]
                 print(f"{name:<22}{'':>13}{rt:>10.3f}{nbytes / rt / 1e6:>8.1f}  {lt / rt:5.2f}  {kern}")
                 ratios.append((name, lt / rt))
+    # Decode reads every weight byte once: its bound is the read bandwidth over the same bytes
+    # (the STREAM line of qmatmul_bench: a plain sum over the packed weights, same reps).
+    print(f"\n{'decode vs reading the weights':<30}{'read GB/s':>10}{'llama.cpp':>10}{'RLX exact':>10}{'RLX fast':>10}")
+    for ty in types:
+        gbs = statistics.median(stream[ty])
+        nbytes = info[(ty, 1, "bytes")]
+        share = lambda ms: nbytes / ms / 1e6 / gbs
+        lt = statistics.median(peer_t[(ty, 1)])
+        ex, fa = (statistics.median(rlx_t[(ty, 1, mode)]) for mode in ("exact", "fast"))
+        print(f"{ty:<30}{gbs:>10.1f}{share(lt):>10.0%}{share(ex):>10.0%}{share(fa):>10.0%}")
     print("\nuptime:", load())
     print_ratios(ratios, digits=3)
 

@@ -8,7 +8,10 @@
 //! (`fast` = `CpuOptions::quantized_activations`). K = N = 4096 (`RLX_QMM_K`/`RLX_QMM_N` are not
 //! read: the shapes are the issue's). One warm-up run, then at least MIN_REPS runs and 1 s per
 //! case. One line per case:
-//! `RESULT <type> <M> <mode> <median ms> <GB/s weights> <GFLOP/s> <kernel>`.
+//! `RESULT <type> <M> <mode> <median ms> <GB/s weights> <GFLOP/s> <kernel>`, and per type the
+//! read bandwidth over the same packed weight bytes, timed the same way (a plain sum of every
+//! byte, the bound a decode product can reach with these weights where they are):
+//! `STREAM <type> <median ms> <GB/s>`.
 
 use rlx_cpu::{CpuExecutable, CpuOptions};
 use rlx_gguf::GgmlType;
@@ -44,6 +47,12 @@ fn main() {
         let mut w = Tensor::zeros(&[packed.len()], DType::U8);
         rlx_cpu::advise_huge_pages(&w);
         w.as_mut_slice::<u8>().unwrap().copy_from_slice(&packed);
+        let wb = w.as_slice::<u8>().unwrap();
+        let med = median_secs(min_reps, || {
+            let sum = wb.chunks_exact(8).fold(0u64, |a, c| a.wrapping_add(u64::from_le_bytes(c.try_into().unwrap())));
+            std::hint::black_box(sum);
+        });
+        println!("STREAM {} {:.4} {:.2}", ty.name(), med * 1e3, wb.len() as f64 / med / 1e9);
         for &m in &ms {
             for mode in &modes {
                 let mut g = Graph::new("qmm");
@@ -56,15 +65,9 @@ fn main() {
                 let kernel = exe.steps().iter().find(|s| s.op.contains("dequant_matmul")).map_or("?", |s| s.kernel);
                 let xt = Tensor::from_vec(fill(m * k, 3), &[m, k]).unwrap();
                 exe.run(&[&xt], &[&w]).expect("run");
-                let mut times = vec![];
-                let start = Instant::now();
-                while times.len() < min_reps || start.elapsed().as_secs_f64() < 1.0 {
-                    let t = Instant::now();
+                let med = median_secs(min_reps, || {
                     std::hint::black_box(exe.run(&[&xt], &[&w]).expect("run"));
-                    times.push(t.elapsed().as_secs_f64());
-                }
-                times.sort_by(f64::total_cmp);
-                let med = times[times.len() / 2];
+                });
                 println!(
                     "RESULT {} {m} {mode} {:.4} {:.2} {:.1} {kernel}",
                     ty.name(),
@@ -75,4 +78,18 @@ fn main() {
             }
         }
     }
+}
+
+/// Median seconds of `f` after one warm-up call, over at least `min_reps` calls and 1 s.
+fn median_secs(min_reps: usize, mut f: impl FnMut()) -> f64 {
+    f();
+    let mut times = vec![];
+    let start = Instant::now();
+    while times.len() < min_reps || start.elapsed().as_secs_f64() < 1.0 {
+        let t = Instant::now();
+        f();
+        times.push(t.elapsed().as_secs_f64());
+    }
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
 }
