@@ -58,7 +58,7 @@ pub struct GenerateArgs {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Worker threads, at least 1, at most the cores (default: all cores)
-    #[arg(long)]
+    #[arg(long, value_parser = crate::parse_threads)]
     pub threads: Option<NonZeroUsize>,
     /// Keep generating past end-of-generation tokens (as llama.cpp's --ignore-eos)
     #[arg(long)]
@@ -351,9 +351,8 @@ fn stats_line(stats: &GenerationStats, stop: Stop, ctx: usize, bos_only: bool) -
     };
     if stop == Stop::Context {
         line += &format!(
-            "\nnote: stopped at the context limit of {ctx} tokens (the prompt's {} and {} generated tokens fill \
-             it; the last of the {n} generated needs no slot); raise --ctx-size (up to the model's context) \
-             or shorten the prompt",
+            "\nnote: stopped at the context limit of {ctx} tokens ({} prompt + {} generated fill it; the newest \
+             token needs no slot); raise --ctx-size (up to the model's context) or shorten the prompt",
             stats.prompt_tokens,
             n.saturating_sub(1)
         );

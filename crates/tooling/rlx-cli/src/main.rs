@@ -62,7 +62,7 @@ enum Command {
         #[arg(long)]
         tokenizer: Option<PathBuf>,
         /// Worker threads, at least 1, at most the cores (default: all cores)
-        #[arg(long)]
+        #[arg(long, value_parser = parse_threads)]
         threads: Option<std::num::NonZeroUsize>,
         /// The sentences
         #[arg(required = true)]
@@ -105,7 +105,7 @@ enum Command {
         #[arg(long)]
         output: Option<PathBuf>,
         /// Worker threads, at least 1, at most the cores (default: all cores)
-        #[arg(long)]
+        #[arg(long, value_parser = parse_threads)]
         threads: Option<std::num::NonZeroUsize>,
     },
     /// Check a graph (JSON of `rlx_ir::hir_to_json`): shapes and dtypes, CPU dispatch,
@@ -122,6 +122,16 @@ enum Command {
         #[arg(long)]
         dump: bool,
     },
+}
+
+/// `--threads`: a whole number of at least 1 (clap's own parser said "number would be zero for
+/// non-zero type" for 0).
+fn parse_threads(s: &str) -> Result<std::num::NonZeroUsize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(std::num::NonZeroUsize::new(n).expect("n > 0")),
+        Err(_) => Err(format!("{s:?} is not a whole number of threads")),
+    }
 }
 
 fn write_stdout(text: &str) -> std::io::Result<()> {

@@ -68,7 +68,7 @@ pub struct TrainArgs {
     #[arg(long, conflicts_with = "out")]
     eval: Option<PathBuf>,
     /// Worker threads, at least 1, at most the cores (default: all cores)
-    #[arg(long)]
+    #[arg(long, value_parser = crate::parse_threads)]
     threads: Option<std::num::NonZeroUsize>,
 }
 

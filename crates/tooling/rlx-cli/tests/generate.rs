@@ -66,7 +66,10 @@ fn zero_tokens_and_a_full_context_are_reported_as_such() {
     let err = stderr(&out);
     assert!(err.contains("note: stopped at the context limit of 8 tokens"), "{err}");
     let p = j["prompt_tokens"].as_u64().unwrap();
-    assert!(err.contains(&format!("the prompt's {p} and {} generated tokens fill it", 8 - p)), "{err}");
+    assert!(err.contains(&format!("({p} prompt + {} generated fill it;", 8 - p)), "{err}");
+    // --threads 0 names the bound, not the parser's type.
+    let e = stderr(&rlx(&["generate", "--model", &m, "--threads", "0"]));
+    assert!(e.contains("invalid value '0' for '--threads <THREADS>': must be at least 1"), "{e}");
 
     // A negative --top-p is the sampler's range error, not clap's "unexpected argument '-1'".
     let e = one_error_line(&rlx(&["generate", "--model", &m, "--top-p", "-1", "--temperature", "0.5"]), &m);
