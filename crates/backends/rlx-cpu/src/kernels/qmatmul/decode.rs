@@ -30,7 +30,22 @@ const ROWS: usize = 4;
 /// interleaved rounds): this 14.9 median; four groups ahead into L2 (`T1`) 18.1, although that
 /// was faster on a 1 × 4096 × 4096 product whose weights stay in L3 between runs; no prefetch
 /// 20.5; one group ahead 15.0; three or four groups ahead into L1 17.1.
-const PREFETCH_ROWS: usize = 2 * ROWS;
+pub(super) const PREFETCH_ROWS: usize = 2 * ROWS;
+
+/// Prefetch the bytes `from .. to` of `w` (clamped to it) into L1, one line at a time: the
+/// weight rows [`PREFETCH_ROWS`] ahead of a decode kernel's rows (here and in the fast mode's
+/// `int8::drive`).
+#[inline(always)]
+pub(super) fn prefetch(w: &[u8], from: usize, to: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for off in (from.min(w.len())..to.min(w.len())).step_by(64) {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        // SAFETY: `off < w.len()`; a prefetch changes nothing architecturally.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(w.as_ptr().add(off).cast()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (w, from, to);
+}
 
 /// `f32` value of every f16 bit pattern (256 KiB; a model's scales use few distinct values, so
 /// the lines read stay in L1).
@@ -120,14 +135,9 @@ mod avx512 {
         // line (the range is clamped to `w`); the callee's contract is ours.
         unsafe {
             // The rows between the first group and the first prefetched one.
-            for off in ((ROWS * row_bytes).min(w.len())..(PREFETCH_ROWS * row_bytes).min(w.len())).step_by(64) {
-                _mm_prefetch::<_MM_HINT_T0>(wp.add(off).cast());
-            }
+            super::prefetch(w, ROWS * row_bytes, PREFETCH_ROWS * row_bytes);
             for j in (0..full).step_by(ROWS) {
-                let (p0, p1) = ((j + PREFETCH_ROWS) * row_bytes, (j + PREFETCH_ROWS + ROWS) * row_bytes);
-                for off in (p0.min(w.len())..p1.min(w.len())).step_by(64) {
-                    _mm_prefetch::<_MM_HINT_T0>(wp.add(off).cast());
-                }
+                super::prefetch(w, (j + PREFETCH_ROWS) * row_bytes, (j + PREFETCH_ROWS + ROWS) * row_bytes);
                 let rows = std::array::from_fn(|r| wp.add((j + r) * row_bytes));
                 y[j..j + ROWS].copy_from_slice(&dot(rows, nb, xp, sp, tp));
             }

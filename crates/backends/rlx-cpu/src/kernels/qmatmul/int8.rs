@@ -150,8 +150,13 @@ unsafe fn drive<S: RowKernel>(
         let wp = |r: usize| w.as_ptr().add(r * row_bytes);
         let xp = |mi: usize| x.as_ptr().add(mi * x_row);
         if m == 1 {
+            // As the exact decode kernel: the rows two groups ahead prefetched into L1 (without
+            // it the first read of each block, the gather of its scales, waited on memory).
+            use super::decode::{PREFETCH_ROWS, prefetch};
+            prefetch(w, R_DECODE * row_bytes, PREFETCH_ROWS * row_bytes);
             let mut r = 0;
             while r + R_DECODE <= nr {
+                prefetch(w, (r + PREFETCH_ROWS) * row_bytes, (r + PREFETCH_ROWS + R_DECODE) * row_bytes);
                 let o = S::rows::<R_DECODE, 1>(std::array::from_fn(|i| wp(r + i)), [xp(0)], nb);
                 for (i, v) in o.iter().enumerate() {
                     put(0, r + i, v[0]);
