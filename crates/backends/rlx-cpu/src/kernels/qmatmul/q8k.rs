@@ -253,6 +253,9 @@ mod avx512 {
             for b in 0..nb {
                 let (dx, bsp) = act_block(x, b);
                 for r in 0..R {
+                    if C == 1 {
+                        crate::kernels::qmatmul::int8::prefetch_ahead(w[r], nb * ts, ts * b, ts * (b + 1));
+                    }
                     let p = w[r].add(ts * b);
                     let dd = _mm_cvtph_ps(_mm_cvtsi32_si128(p.cast::<i32>().read_unaligned()));
                     let (d, dmin) = (_mm_cvtss_f32(dd), _mm_cvtss_f32(_mm_movehdup_ps(dd)));
@@ -325,6 +328,9 @@ mod avx512 {
                     bs[c] = _mm256_loadu_si256(xb.add(260).cast());
                 }
                 for r in 0..R {
+                    if C == 1 {
+                        crate::kernels::qmatmul::int8::prefetch_ahead(w[r], nb * 210, 210 * b, 210 * (b + 1));
+                    }
                     let p = w[r].add(210 * b);
                     let d = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(
                         p.add(208).cast::<u16>().read_unaligned(),
