@@ -1,21 +1,25 @@
-//! Fast mode for the K-quants (Q4_K, Q5_K, Q6_K) with many activation rows (prefill), on AMX
-//! tiles (Intel Sapphire Rapids and later): the same integers and scales as [`super::q8k`]
-//! (llama.cpp's `ggml_vec_dot_q{4,5,6}_K_q8_K` against Q8_K activations), with each
-//! sub-block's `Σ q · q8` for 16 weight rows × 16 activation rows done by one `tdpbusd`.
+//! Fast mode with many activation rows (prefill) on AMX tiles (Intel Sapphire Rapids and
+//! later), for every scheme of the fast mode: the same integers and scales as [`super::q8k`]
+//! (Q4_K, Q5_K, Q6_K against Q8_K activations, llama.cpp's `ggml_vec_dot_q{4,5,6}_K_q8_K`) and
+//! [`super::int8`] (Q4_0, Q4_1, Q8_0 against Q8_0 activations), with each (sub-)block's
+//! `Σ q · q8` for 16 weight rows × 16 activation rows done by one `tdpbusd`.
 //!
-//! Layout per call: the Q8_K activation rows are laid out once as `tdpbusd`'s B operand (groups
+//! Layout per call: the quantized activation rows are laid out once as `tdpbusd`'s B operand (groups
 //! of 4 consecutive values of 16 rows side by side, [`Acts`]), with their per-sub-block sums
 //! and `d` as f32 vectors over the 16 rows. Per block of 16 weight rows, the rows are unpacked
 //! once into bytes (`0..=15` for Q4_K, `0..=31` Q5_K, `0..=63` Q6_K: `tdpbusd`'s unsigned A
 //! operand) with their sub-block factors `a = d · sc` and `b` (Q4_K / Q5_K: `dmin · m`, Q6_K:
 //! `32 · d · sc`, the `- 32` of every weight), then for every 16 activation rows and sub-block
 //! `s`: `C = Σ_{k ∈ s} q[n, k] · q8[m, k]` (int32, exact), and per super-block
-//! `y[m, n] += d_x[m] · Σ_s (a[n, s] · C[n, m] − b[n, s] · Σ_{k ∈ s} q8[m, k])` in f32. Two sets
+//! `y[m, n] += d_x[m] · Σ_s (a[n, s] · C[n, m] − b[n, s] · Σ_{k ∈ s} q8[m, k])` in f32. The
+//! legacy schemes have one scale per block of 32 on both sides: `y += d_w · d_x · (C − off ·
+//! Σ q8)` per block (`off` 8 for Q4_0, 128 for Q8_0 stored as `q + 128`), and Q4_1 adds
+//! `m_w · s_x` (see [`kind`]). Two sets
 //! of tiles alternate so the next sub-block's product runs while this one's is scaled (stored
 //! first, then the next issued: the tile unit runs in order).
 //!
-//! Accuracy: as [`super::q8k`] up to f32 rounding (the sub-block sums are converted one by one
-//! instead of once per super-block), i.e. `dequant(W) · dequant(quantize_q8_k(x))`.
+//! Accuracy: as [`super::q8k`] / [`super::int8`] up to f32 rounding (the sub-block sums are
+//! converted one by one instead of once per super-block), i.e. `dequant(W) · dequant(q8(x))`.
 //!
 //! The tile instructions are written with `asm!` (Rust's AMX intrinsics are unstable); the
 //! kernel runs only where [`crate::kernels::simd::has_amx`] found the CPU features, the OS
@@ -32,12 +36,6 @@ const T: usize = 16;
 /// Activation rows from which [`super::Path::Amx`] is planned: below, most of every tile's
 /// product would be zero padding, and the VNNI `1 × 8` register tiles waste less.
 pub(super) const MIN_M: usize = 16;
-
-/// True when `ty` has an AMX kernel.
-pub(super) fn has_amx_path(ty: GgmlType) -> bool {
-    use GgmlType::*;
-    matches!(ty, Q4_K | Q5_K | Q6_K | Q4_0 | Q4_1 | Q8_0)
-}
 
 /// Values per sub-block (one scale): 16 for Q6_K, 32 for the others.
 fn sub_len(ty: GgmlType) -> usize {
@@ -76,7 +74,6 @@ pub(super) struct AmxScratch {
     out: Vec<f32>,
     /// Per chunk: two `16 × 16` int32 tiles.
     cbuf: Vec<i32>,
-    chunks: usize,
 }
 
 impl AmxScratch {
@@ -93,7 +90,6 @@ impl AmxScratch {
             ab: vec![0.0; chunks * 2 * ns * T],
             out: vec![0.0; chunks * T * mb * T],
             cbuf: vec![0; chunks * 2 * T * T],
-            chunks,
         }
     }
 }
@@ -174,7 +170,7 @@ pub(super) unsafe fn run(
     let mb = m.div_ceil(T);
     let ns = k / sub_len(ty);
     let nchunks = n.div_ceil(chunk);
-    assert!(nchunks <= s.chunks && y.len() == m * n && w.len() == n * row_bytes);
+    assert!(nchunks * 2 * T * T <= s.cbuf.len() && y.len() == m * n && w.len() == n * row_bytes);
     let (wq, ab, out, cb) =
         (OutPtr(s.wq.as_mut_ptr()), OutPtr(s.ab.as_mut_ptr()), OutPtr(s.out.as_mut_ptr()), OutPtr(s.cbuf.as_mut_ptr()));
     let yp = OutPtr(y.as_mut_ptr());
@@ -188,15 +184,15 @@ pub(super) unsafe fn run(
             let out = out.slice(c * T * mb * T, T * mb * T);
             let cbuf = cb.slice(c * 2 * T * T, 2 * T * T);
             tiles::configure(sub_len(ty));
-            let mut n0 = c * chunk;
-            while n0 < ((c + 1) * chunk).min(n) {
+            let (mut n0, end) = (c * chunk, ((c + 1) * chunk).min(n));
+            while n0 < end {
                 let nr = T.min(n - n0);
                 unpack_rows(ty, &w[n0 * row_bytes..(n0 + nr) * row_bytes], row_bytes, k, wq, ab);
                 out.fill(0.0);
                 // The next 16 rows of this chunk, prefetched while these are multiplied (read
                 // straight from memory, the unpacking waited on every load).
-                let n1 = (n0 + T).min(((c + 1) * chunk).min(n));
-                let next = &w[n1 * row_bytes..(n1 + T).min(((c + 1) * chunk).min(n)).max(n1) * row_bytes];
+                let n1 = (n0 + T).min(end);
+                let next = &w[n1 * row_bytes..(n1 + T).min(end) * row_bytes];
                 match kind(ty) {
                     0 => block::<0>(ty, k, mb, wq, ab, &acts, out, cbuf, next),
                     1 => block::<1>(ty, k, mb, wq, ab, &acts, out, cbuf, next),
@@ -239,9 +235,8 @@ unsafe fn unpack_rows(ty: GgmlType, w: &[u8], row_bytes: usize, k: usize, wq: &m
     let (nsub, ns) = (if kind(ty) == 0 { QK_K / sl } else { 1 }, k / sl);
     let (a, b) = ab.split_at_mut(ns * T);
     let m4 = _mm256_set1_epi8(0x0f);
-    let f16 = |p: &[u8], i: usize| {
-        _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(u16::from_le_bytes([p[i], p[i + 1]])))))
-    };
+    // SAFETY: every call reads 2 bytes inside its block.
+    let f16 = |p: &[u8], i: usize| unsafe { f16_at(p[i..i + 2].as_ptr()) };
     // 8 bytes at `p` (unsigned or signed) times `f` into `out[..8]`.
     let scale8 = |p: &[u8], signed: bool, f: f32, out: &mut [f32]| {
         // SAFETY: 8 bytes read, 8 floats written (the slices are that long).
@@ -361,22 +356,18 @@ unsafe fn unpack_legacy<const TS: usize>(row: &[u8], r: usize, wq: &mut [u8], a:
     let nb = row.len() / TS;
     assert!(a.len() >= nb && b.len() >= nb && wq.len() >= nb * T * 32);
     let (src, dst) = (row.as_ptr(), wq.as_mut_ptr());
-    // SAFETY: called on the first bytes of a block.
-    let f16 = |p: *const u8| {
-        _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(unsafe { p.cast::<u16>().read_unaligned() }))))
-    };
     let m4 = _mm_set1_epi8(0x0f);
     // SAFETY: block `i < nb` of `row`, tile `i` of `wq` (asserted above).
     unsafe {
         for i in 0..nb {
             let p = src.add(i * TS);
             let o = dst.add((i * T + r) * 32);
-            *a.get_unchecked_mut(i) = f16(p);
+            *a.get_unchecked_mut(i) = f16_at(p);
             if TS == 34 {
                 let v = _mm256_loadu_si256(p.add(2).cast());
                 _mm256_storeu_si256(o.cast(), _mm256_xor_si256(v, _mm256_set1_epi8(-128)));
             } else {
-                *b.get_unchecked_mut(i) = if TS == 20 { -f16(p.add(2)) } else { 0.0 };
+                *b.get_unchecked_mut(i) = if TS == 20 { -f16_at(p.add(2)) } else { 0.0 };
                 let v = _mm_loadu_si128(p.add(TS - 16).cast());
                 _mm_storeu_si128(o.cast(), _mm_and_si128(v, m4));
                 _mm_storeu_si128(o.add(16).cast(), _mm_and_si128(_mm_srli_epi16::<4>(v), m4));
@@ -386,6 +377,19 @@ unsafe fn unpack_legacy<const TS: usize>(row: &[u8], r: usize, wq: &mut [u8], a:
             b[..nb].fill(0.0);
         }
     }
+}
+
+/// The f16 at `p` as f32 (F16C).
+///
+/// # Safety
+/// F16C; 2 bytes readable at `p`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "f16c")]
+#[inline]
+unsafe fn f16_at(p: *const u8) -> f32 {
+    use std::arch::x86_64::*;
+    // SAFETY: the caller's contract.
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(unsafe { p.cast::<u16>().read_unaligned() }))))
 }
 
 /// One block of 16 weight rows (`wq`, factors `ab`) against every activation m-block, added

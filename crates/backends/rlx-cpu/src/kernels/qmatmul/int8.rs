@@ -121,33 +121,6 @@ pub(super) trait RowKernel {
 
 /// Weight rows per tile at M = 1.
 const R_DECODE: usize = 4;
-/// At M = 1 (`C == 1`) a kernel prefetches, block by block, the same bytes of the rows this
-/// many rows on (two groups, as the exact decode kernel): without it the first read of each
-/// block waited on memory. One burst per group of rows instead was slower when the weights
-/// stay in L3 (1 × 4096 × 4096 Q8_0: 1.05–1.15 → 1.30–1.69 ms).
-pub(super) const AHEAD: usize = 2 * R_DECODE;
-
-/// Prefetch into L1 the bytes `from .. to` past `p` of the row `AHEAD` rows after the one at
-/// `p` (`row_bytes` apart).
-///
-/// # Safety
-/// None needed for the prefetch itself (it never faults); `p` is a row pointer.
-#[inline(always)]
-pub(super) unsafe fn prefetch_ahead(p: *const u8, row_bytes: usize, from: usize, to: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        let q = p.wrapping_add(AHEAD * row_bytes);
-        let mut off = from & !63;
-        while off < to {
-            // SAFETY: a prefetch reads nothing architecturally and never faults.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(q.wrapping_add(off).cast()) };
-            off += 64;
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (p, row_bytes, from, to);
-}
 /// Activation rows per tile at M > 1 (one weight row per tile: larger tiles spill registers).
 const C_TILE: usize = 4;
 /// Activation rows per tile at M > 1 for [`RowKernel::WIDE`] kernels.
@@ -177,9 +150,9 @@ unsafe fn drive<S: RowKernel>(
         let wp = |r: usize| w.as_ptr().add(r * row_bytes);
         let xp = |mi: usize| x.as_ptr().add(mi * x_row);
         if m == 1 {
-            // The kernels prefetch the rows `AHEAD` rows on in step with the blocks they read
-            // (`C == 1`); the first ones here.
-            super::decode::prefetch(w, R_DECODE * row_bytes, AHEAD * row_bytes);
+            // The kernels prefetch the rows `PREFETCH_ROWS` on in step with the blocks they read
+            // (`C == 1`, `decode::prefetch_ahead`); the first ones here.
+            super::decode::prefetch(w, R_DECODE * row_bytes, super::decode::PREFETCH_ROWS * row_bytes);
             let mut r = 0;
             while r + R_DECODE <= nr {
                 let o = S::rows::<R_DECODE, 1>(std::array::from_fn(|i| wp(r + i)), [xp(0)], nb);
@@ -445,7 +418,7 @@ mod avx {
                 }
                 for r in 0..R {
                     if C == 1 {
-                        super::prefetch_ahead(w[r], nb * ts, g0 * ts, (g0 + gn) * ts);
+                        super::super::decode::prefetch_ahead(w[r], nb * ts, g0 * ts, (g0 + gn) * ts);
                     }
                     let base = w[r].add(g0 * ts);
                     let h = _mm512_mask_i32gather_epi32::<1>(_mm512_setzero_si512(), lanes, offs, base.cast());

@@ -24,7 +24,7 @@
 //!     dequantized into scratch by `dequantize_into` and dotted in f32.
 //! - **Fast** (opt-in): integer dots against quantized activations, as llama.cpp: Q8_0, Q4_0
 //!   and Q4_1 against Q8_0 activations ([`int8`]), Q4_K, Q5_K and Q6_K against Q8_K ([`q8k`]),
-//!   in `R × C` register tiles (weight rows × activation rows); the K-quants with at least
+//!   in `R × C` register tiles (weight rows × activation rows), or with at least
 //!   [`amx::MIN_M`] activation rows on AMX tiles where the CPU has AMX-INT8 ([`amx`]); other
 //!   schemes run exact.
 //!   Results differ from the f32 reference by the activation quantization error.
@@ -68,7 +68,7 @@ pub const TILE_BYTES: usize = 1 << 20;
 enum Path {
     /// Integer dot against Q8_0 activations (fast mode), with [`int8::simd_level`].
     Q8(u8),
-    /// Fast mode for the K-quants on AMX tiles (M >= [`amx::MIN_M`]).
+    /// Fast mode on AMX tiles (M >= [`amx::MIN_M`]).
     Amx,
     /// In-register dequantization + FMA, one weight row at a time (M = 1; up to
     /// [`FUSED_ROWS`] activation rows, one after another).
@@ -160,14 +160,14 @@ pub fn select(
     let m: usize = xd[..xd.len() - 1].iter().product();
     let simd = avx512_decoders(opts);
     let fast = opts.quantized_activations && (int8::has_q8_0_path(ty) || q8k::has_q8_k_path(ty));
-    let path = if fast && m >= amx::MIN_M && amx::has_amx_path(ty) && opts.simd.amx() && simd {
+    let path = if fast && m >= amx::MIN_M && opts.simd.amx() && simd {
         Path::Amx
     } else if fast {
         Path::Q8(int8::simd_level(opts.simd.avx512()))
-    } else if m <= 1 {
-        if simd && exact::has_decoder(ty) { Path::Fused } else { Path::Rowwise }
     } else if m <= FUSED_ROWS && simd && exact::has_decoder(ty) {
         Path::Fused
+    } else if m <= 1 {
+        Path::Rowwise
     } else {
         Path::Tile
     };

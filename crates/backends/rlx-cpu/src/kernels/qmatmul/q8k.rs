@@ -254,7 +254,7 @@ mod avx512 {
                 let (dx, bsp) = act_block(x, b);
                 for r in 0..R {
                     if C == 1 {
-                        crate::kernels::qmatmul::int8::prefetch_ahead(w[r], nb * ts, ts * b, ts * (b + 1));
+                        crate::kernels::qmatmul::decode::prefetch_ahead(w[r], nb * ts, ts * b, ts * (b + 1));
                     }
                     let p = w[r].add(ts * b);
                     let dd = _mm_cvtph_ps(_mm_cvtsi32_si128(p.cast::<i32>().read_unaligned()));
@@ -329,7 +329,7 @@ mod avx512 {
                 }
                 for r in 0..R {
                     if C == 1 {
-                        crate::kernels::qmatmul::int8::prefetch_ahead(w[r], nb * 210, 210 * b, 210 * (b + 1));
+                        crate::kernels::qmatmul::decode::prefetch_ahead(w[r], nb * 210, 210 * b, 210 * (b + 1));
                     }
                     let p = w[r].add(210 * b);
                     let d = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(
