@@ -1,10 +1,11 @@
 // Teacher-forced top-1 reference from llama.cpp (libllama), for rlx-models' fast-mode test.
 // Driven by tools/refgen/gen_llama_top1.py, which compiles and runs it.
 //
-//   llama_top1 [--kv-f32] MODEL.gguf TEXT_FILE...
+//   llama_top1 [--kv-f32] [--step] MODEL.gguf TEXT_FILE...
 //
 // For each text file: tokenize as llama.cpp's common_tokenize(add_special = true,
-// parse_special = false), evaluate all tokens in one batch with logits at every position,
+// parse_special = false), evaluate all tokens in one batch with logits at every position
+// (with --step: one token per llama_decode call, as generation runs, logits after each),
 // 1 thread, default context params otherwise (f16 KV cache, flash attention auto, as
 // llama.cpp runs by default; with --kv-f32: f32 KV cache and flash attention off, so attention
 // is f32 and only the quantized matmuls differ from an f32 forward), extra buffer types
@@ -37,10 +38,14 @@ static char *read_file(const char *path) {
 }
 
 int main(int argc, char **argv) {
-    int kv_f32 = argc > 1 && strcmp(argv[1], "--kv-f32") == 0;
-    if (kv_f32) { argv++; argc--; }
+    int kv_f32 = 0, step = 0;
+    for (; argc > 1 && strncmp(argv[1], "--", 2) == 0; argv++, argc--) {
+        if (strcmp(argv[1], "--kv-f32") == 0) kv_f32 = 1;
+        else if (strcmp(argv[1], "--step") == 0) step = 1;
+        else { fprintf(stderr, "unknown flag %s\n", argv[1]); return 2; }
+    }
     if (argc < 3) {
-        fprintf(stderr, "usage: %s [--kv-f32] MODEL.gguf TEXT_FILE...\n", argv[0]);
+        fprintf(stderr, "usage: %s [--kv-f32] [--step] MODEL.gguf TEXT_FILE...\n", argv[0]);
         return 2;
     }
     llama_log_set(quiet, NULL);
@@ -73,16 +78,24 @@ int main(int argc, char **argv) {
         }
         struct llama_context *ctx = llama_init_from_model(model, cp);
         if (!ctx) { fprintf(stderr, "cannot create a context\n"); return 1; }
-        struct llama_batch b = llama_batch_init(n, 0, 1);
-        for (int i = 0; i < n; i++) {
-            b.token[i] = ids[i];
-            b.pos[i] = i;
-            b.n_seq_id[i] = 1;
-            b.seq_id[i][0] = 0;
-            b.logits[i] = 1;
+        // Logits of every position, copied out (a step's logits are overwritten by the next).
+        float *logits = malloc(sizeof(float) * (size_t)n * (size_t)n_vocab);
+        const int per_call = step ? 1 : n;
+        struct llama_batch b = llama_batch_init(per_call, 0, 1);
+        for (int start = 0; start < n; start += per_call) {
+            for (int i = 0; i < per_call; i++) {
+                b.token[i] = ids[start + i];
+                b.pos[i] = start + i;
+                b.n_seq_id[i] = 1;
+                b.seq_id[i][0] = 0;
+                b.logits[i] = 1;
+            }
+            b.n_tokens = per_call;
+            if (llama_decode(ctx, b) != 0) { fprintf(stderr, "llama_decode failed\n"); return 1; }
+            for (int i = 0; i < per_call; i++) {
+                memcpy(logits + (size_t)(start + i) * n_vocab, llama_get_logits_ith(ctx, i), sizeof(float) * n_vocab);
+            }
         }
-        b.n_tokens = n;
-        if (llama_decode(ctx, b) != 0) { fprintf(stderr, "llama_decode failed\n"); return 1; }
 
         printf("{\"ids\": [");
         for (int i = 0; i < n; i++) printf("%s%d", i ? ", " : "", ids[i]);
@@ -90,7 +103,7 @@ int main(int argc, char **argv) {
         int (*top)[5] = malloc(sizeof(int[5]) * (size_t)n);
         float (*topv)[5] = malloc(sizeof(float[5]) * (size_t)n);
         for (int i = 0; i < n; i++) {
-            const float *l = llama_get_logits_ith(ctx, i);
+            const float *l = logits + (size_t)i * n_vocab;
             for (int k = 0; k < 5; k++) { top[i][k] = -1; topv[i][k] = -1e30f; }
             for (int t = 0; t < n_vocab; t++) {  // insertion into a sorted top 5 (first on ties)
                 if (l[t] <= topv[i][4]) continue;
@@ -114,6 +127,7 @@ int main(int argc, char **argv) {
         fflush(stdout);
         free(top);
         free(topv);
+        free(logits);
         llama_batch_free(b);
         llama_free(ctx);
         free(ids);

@@ -5,7 +5,9 @@
 //! 1 thread, every position's argmax). Fast mode with the f32 cache must agree with llama.cpp
 //! run with an f32 KV cache (so attention is f32 on both sides and only the quantized matmuls'
 //! arithmetic is compared) at ≥ 98% of positions (≥ 97% guarded, see the assertion). The
-//! report-only numbers — exact mode against the same reference, and fast mode with an f16 cache
+//! reference that counts is llama.cpp fed one token per `llama_decode` call (`argmax_step`),
+//! as this test feeds RLX; llama.cpp's one-batch-per-text run (`argmax`) is reported beside it.
+//! The report-only numbers — exact mode against the same reference, and fast mode with an f16 cache
 //! against llama.cpp's default (f16 cache) context — assert nothing and cost two more passes
 //! over the texts, so they live in an ignored test:
 //! `cargo test --release -p rlx-models --test fast_mode -- --include-ignored --nocapture`.
@@ -24,33 +26,51 @@ fn ids(v: &serde_json::Value) -> Vec<u32> {
     v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
 }
 
+/// Agreement of one RLX pass with one llama.cpp reference run of the fixture.
+struct Agreement {
+    agree: usize,
+    total: usize,
+    /// Largest |RLX − llama.cpp| on llama.cpp's top-1 logit (0 where the run has no logits).
+    worst_logit: f64,
+}
+
 /// Teacher-forced: feed the texts' ids one position at a time (the 4 texts as one batch)
-/// and count the positions whose argmax equals `fx` texts' `key`. Returns (agreeing, total,
-/// largest |RLX − llama.cpp| on llama.cpp's top-1 logit, for `key == "argmax"`).
-fn agreement(model: &mut LlamaModel, fx: &serde_json::Value, key: &str, label: &str) -> (usize, usize, f64) {
+/// and count, for each `(argmax key, top-5 logits key or "")` of the fixture's texts, the
+/// positions whose argmax equals that reference run's.
+fn agreement(model: &mut LlamaModel, fx: &serde_json::Value, keys: &[(&str, &str)], label: &str) -> Vec<Agreement> {
     let texts = fx["texts"].as_array().unwrap();
     let toks: Vec<Vec<u32>> = texts.iter().map(|t| ids(&t["ids"])).collect();
-    let want: Vec<Vec<u32>> = texts.iter().map(|t| ids(&t[key])).collect();
     let v = model.config().vocab;
     let mut cache = model.new_cache(texts.len());
-    let (mut agree, mut worst) = (vec![0; texts.len()], 0f64);
+    let mut out: Vec<Agreement> =
+        keys.iter().map(|_| Agreement { agree: 0, total: toks.iter().map(Vec::len).sum(), worst_logit: 0.0 }).collect();
+    let mut per_text = vec![vec![0usize; texts.len()]; keys.len()];
     for p in 0..toks.iter().map(Vec::len).max().unwrap() {
         let step: Vec<&[u32]> = toks.iter().map(|t| t.get(p..p + 1).unwrap_or(&[])).collect();
         let logits = model.forward_seqs(&mut cache, &step).unwrap();
         let l = logits.as_slice::<f32>().unwrap();
         for r in (0..texts.len()).filter(|&r| p < toks[r].len()) {
             let row = &l[r * v..][..v];
-            agree[r] += usize::from(argmax(row) == want[r][p]);
-            if key == "argmax" {
-                let top = &texts[r]["top5_logits"][p][0];
-                worst = worst.max((row[want[r][p] as usize] as f64 - top.as_f64().unwrap()).abs());
+            let top1 = argmax(row);
+            for (k, &(key, logits_key)) in keys.iter().enumerate() {
+                let want = texts[r][key][p].as_u64().unwrap() as u32;
+                let hit = usize::from(top1 == want);
+                out[k].agree += hit;
+                per_text[k][r] += hit;
+                if !logits_key.is_empty() {
+                    let top = texts[r][logits_key][p][0].as_f64().unwrap();
+                    out[k].worst_logit = out[k].worst_logit.max((row[want as usize] as f64 - top).abs());
+                }
             }
         }
     }
-    for (r, t) in texts.iter().enumerate() {
-        eprintln!("{label}: {}/{} top-1 agree on {:?}…", agree[r], toks[r].len(), &t["text"].as_str().unwrap()[..30]);
+    for (k, &(key, _)) in keys.iter().enumerate() {
+        for (r, t) in texts.iter().enumerate() {
+            let head = &t["text"].as_str().unwrap()[..30];
+            eprintln!("{label} vs {key}: {}/{} top-1 agree on {head:?}…", per_text[k][r], toks[r].len());
+        }
     }
-    (agree.iter().sum(), toks.iter().map(Vec::len).sum(), worst)
+    out
 }
 
 fn fixture() -> serde_json::Value {
@@ -68,18 +88,26 @@ fn fast_mode_top1_agrees_with_llama_cpp() {
     let fx = fixture();
     let mut fast =
         LlamaModel::from_gguf_path(&path, CompileOptions::default().with_quantized_activations(true)).unwrap();
-    let (fa, n, fd) = agreement(&mut fast, &fx, "argmax", "fast, f32 cache vs llama.cpp f32 cache");
+    let keys = [("argmax_step", "top5_logits_step"), ("argmax", "top5_logits")];
+    let [step, batch] = <[Agreement; 2]>::try_from(agreement(&mut fast, &fx, &keys, "fast, f32 cache")).ok().unwrap();
+    let n = step.total;
     eprintln!(
-        "top-1 agreement with llama.cpp over {n} positions: fast {:.2}% (top-1 logit within {fd:.3})",
-        pct(fa, n)
+        "top-1 agreement with llama.cpp over {n} positions: fast vs llama.cpp one token per step {:.2}% \
+         (top-1 logit within {:.3}); vs llama.cpp one batch per text {:.2}% (within {:.3})",
+        pct(step.agree, n),
+        step.worst_logit,
+        pct(batch.agree, n),
+        batch.worst_logit
     );
-    // The issue asks for >= 98%; not met yet (measured 97.42% = 529/543 since the kernel
-    // follows llama.cpp's x86 Q8 rounding; 96.50% before; see the README: near-ties, and
-    // llama.cpp agrees with its own token-by-token run at only 98.16%). Guard what holds.
+    // The issue asks for >= 98%; not met (measured 97.79% = 531/543 against llama.cpp's
+    // token-by-token run, 97.42% against its batch run; llama.cpp's own batch and token-by-token
+    // runs agree at 98.16%). See the README: every disagreement is a near-tie, and the first
+    // logit difference is at the second position, in the f32 attention. Guard what holds.
     assert!(
-        fa * 100 >= 97 * n,
-        "fast mode agrees with llama.cpp at {fa}/{n} positions ({:.2}%), want >= 97%",
-        pct(fa, n)
+        step.agree * 100 >= 97 * n,
+        "fast mode agrees with llama.cpp (one token per step) at {}/{n} positions ({:.2}%), want >= 97%",
+        step.agree,
+        pct(step.agree, n)
     );
 }
 
@@ -92,14 +120,21 @@ fn fast_mode_report_exact_and_f16_cache() {
     let mut fast =
         LlamaModel::from_gguf_path(&path, CompileOptions::default().with_quantized_activations(true)).unwrap();
     fast.set_kv_dtype(KvCacheDtype::F16);
-    let (ha, n, _) = agreement(&mut fast, &fx, "argmax_default", "fast, f16 cache vs llama.cpp default");
+    let [h] = <[Agreement; 1]>::try_from(agreement(&mut fast, &fx, &[("argmax_default", "")], "fast, f16 cache"))
+        .ok()
+        .unwrap();
     drop(fast);
     let mut exact = LlamaModel::from_gguf_path(&path, CompileOptions::default()).unwrap();
-    let (ea, _, ed) = agreement(&mut exact, &fx, "argmax", "exact, f32 cache vs llama.cpp f32 cache");
+    let keys = [("argmax_step", "top5_logits_step"), ("argmax", "top5_logits")];
+    let [es, eb] = <[Agreement; 2]>::try_from(agreement(&mut exact, &fx, &keys, "exact, f32 cache")).ok().unwrap();
+    let n = h.total;
     eprintln!(
-        "top-1 agreement with llama.cpp over {n} positions: exact {:.2}% (within {ed:.3}); \
-         fast with f16 cache vs llama.cpp's default f16 cache {:.2}%",
-        pct(ea, n),
-        pct(ha, n)
+        "top-1 agreement with llama.cpp over {n} positions: exact vs step {:.2}% (within {:.3}), vs batch {:.2}% \
+         (within {:.3}); fast with f16 cache vs llama.cpp's default f16 cache (batch) {:.2}%",
+        pct(es.agree, n),
+        es.worst_logit,
+        pct(eb.agree, n),
+        eb.worst_logit,
+        pct(h.agree, n)
     );
 }
