@@ -166,6 +166,38 @@ fn results_written_in_place_are_read_back_and_stored_twice() {
         assert_eq!(k, ["fused_elementwise_f32"], "{dims:?}");
     }
 }
+
+#[test]
+fn results_of_16_mib_stream_out_and_large_operands_are_prefetched() {
+    // Results of at least 16 MiB are written with non-temporal stores from a register (no
+    // store-through) and operands of at least 1 MiB are prefetched blocks ahead: `y` is a
+    // result read back later and stored twice, `r` a row reduction beside them, `b` a bool
+    // result; 1027 x 4099 f32 = 16.8 MB, rows not a multiple of the block, several tasks.
+    let dims = [1027usize, 4099];
+    let mut g = Graph::new("t");
+    let x = g.input("x", f32s(&dims));
+    let c = g.input("c", f32s(&[dims[1]]));
+    let y = g.mul(x, c);
+    let z = g.tanh(y);
+    let w = g.add(z, x);
+    let w2 = g.mul(w, w);
+    let b = g.compare(CompareOp::Gt, w2, y);
+    let r = g.sum(w2, &[-1], false);
+    g.set_outputs(vec![y, w2, r, y, b]);
+    let feeds = vec![
+        ("x", rand_tensor(&dims, DType::F32, 1, -2.0, 2.0)),
+        ("c", rand_tensor(&[dims[1]], DType::F32, 2, -1.0, 1.0)),
+    ];
+    let mut h = g.clone();
+    rlx_compile::passes::fuse::run(&mut h, &Default::default()).unwrap();
+    let k = check_graph_bounded(&g, &h, &feeds, Some(2), "16 MiB results");
+    assert_eq!(k, ["fused_elementwise_reduce_f32"]);
+    let mut g = Graph::new("t");
+    let y = chain(&mut g, &dims);
+    g.set_outputs(vec![y]);
+    let g = rlx_ir::inline_composites(&g, &|_| false);
+    assert_eq!(fused_check(&g, &chain_feeds(&dims), "16 MiB chain"), ["fused_elementwise_f32"]);
+}
 /// and scalar operands; random outputs in the middle.
 fn build(steps: &[(u8, usize, usize)], outs: &[usize], rows: usize) -> Graph {
     let mut g = Graph::new("random");

@@ -64,6 +64,18 @@ unsafe fn write_row(y: &mut [f32], stream: bool, mut f: impl FnMut(usize, __mmas
     }
 }
 
+/// Copy `x` to `y` (equal lengths) with [`write_row`]'s non-temporal stores: the fused
+/// elementwise kernel's results of at least `composite::STREAM_MIN_BYTES`, block by block.
+///
+/// # Safety
+/// AVX-512F must be available.
+#[target_feature(enable = "avx512f")]
+pub(crate) unsafe fn stream_copy(x: &[f32], y: &mut [f32]) {
+    assert_eq!(x.len(), y.len(), "stream_copy lengths");
+    // SAFETY: `f` reads `x[i..i + 16]` under the mask of the lanes `write_row` writes.
+    unsafe { write_row(y, true, |i, m| _mm512_maskz_loadu_ps(m, x.as_ptr().add(i))) }
+}
+
 /// Prefetch the cache line holding `x[i]` into L2, not L1: softmax's next row, fetched while
 /// this row's `exp` pass computes from L1 (the row and the scratch row fill L1; `T0` was
 /// slower), so memory streams during the compute too. Softmax over [4096, 4096] on one
