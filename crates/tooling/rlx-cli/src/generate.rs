@@ -17,7 +17,7 @@ use rlx_models::{
     GenerateOptions, GenerationStats, Generator, KvCacheDtype, LlamaConfig, LlamaModel, OpTime, Phase, Weights,
 };
 use rlx_runtime::CompileOptions;
-use rlx_text::{ChatMessage, Sampler, SamplerConfig, StreamDecoder, Tokenizer, apply_chat_template};
+use rlx_text::{ChatMessage, Sampler, SamplerConfig, StreamDecoder, TextError, Tokenizer, apply_chat_template};
 use std::io::Write;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
@@ -51,7 +51,7 @@ pub struct GenerateArgs {
     /// Top-k (0 or below disables)
     #[arg(long, default_value_t = 40, allow_negative_numbers = true)]
     pub top_k: i32,
-    /// Top-p (1.0 disables)
+    /// Top-p, in (0, 1] (1.0 disables)
     #[arg(long, default_value_t = 0.95, allow_negative_numbers = true)]
     pub top_p: f32,
     /// RNG seed
@@ -112,6 +112,32 @@ pub fn model_path(args: &GenerateArgs) -> Result<PathBuf, CliError> {
     }
 }
 
+/// The sampler settings of `args`, checked before any file is read, so a bad flag fails at
+/// once and is named as the user typed it: `--top-p must be in (0, 1], got 1.5` (the sampler's
+/// own error names its field, `top_p`). `--ctx-size 0` is refused here too; a size beyond the
+/// model's context needs the model and is checked in [`generate`].
+pub fn sampler_config(args: &GenerateArgs) -> Result<SamplerConfig, CliError> {
+    if args.ctx_size == Some(0) {
+        return Err(err("--ctx-size must be at least 1"));
+    }
+    let cfg = SamplerConfig {
+        temperature: args.temperature,
+        top_k: args.top_k,
+        top_p: args.top_p,
+        seed: args.seed,
+        ..SamplerConfig::default()
+    };
+    cfg.validate().map_err(|e| match e {
+        // Every field this command sets has a flag of the same name (`top_p` is `--top-p`);
+        // the fields it leaves at their defaults are valid.
+        TextError::Sampler { setting, must, value } => {
+            err(format!("--{} must be {must}, got {value}", setting.replace('_', "-")))
+        }
+        e => e.into(),
+    })?;
+    Ok(cfg)
+}
+
 fn prompt_ids(tok: &Tokenizer, args: &GenerateArgs) -> Result<Vec<u32>, CliError> {
     let text = if args.chat {
         let tpl = tok.chat_template().ok_or_else(|| err("--chat: the model has no chat template"))?;
@@ -127,6 +153,7 @@ fn prompt_ids(tok: &Tokenizer, args: &GenerateArgs) -> Result<Vec<u32>, CliError
 /// Run generation, streaming tokens to stdout; returns the final text to print (the stats
 /// line goes to stderr; with `json`, the JSON object).
 pub fn generate(args: &GenerateArgs, path: &Path, json: bool) -> Result<String, CliError> {
+    let sampler_cfg = sampler_config(args)?;
     let needs = "rlx generate needs a Llama-family GGUF (rlx run runs ONNX models; rlx embed, BERT encoders)";
     expect_format(path, &[Format::Gguf], needs)?;
     let file = GgufFile::open(path)?;
@@ -150,7 +177,6 @@ pub fn generate(args: &GenerateArgs, path: &Path, json: bool) -> Result<String, 
     opts.threads = args.threads.map(NonZeroUsize::get);
     opts.profile = args.profile;
     match args.ctx_size {
-        Some(0) => return Err(err("--ctx-size must be at least 1")),
         Some(n) if n > cfg.context_length => {
             return Err(err(format!("--ctx-size {n} is more than the model's context of {}", cfg.context_length)));
         }
@@ -161,14 +187,7 @@ pub fn generate(args: &GenerateArgs, path: &Path, json: bool) -> Result<String, 
     let mut model = LlamaModel::new(cfg, weights, opts)?;
     model.set_kv_dtype(args.kv_type.into());
     drop(file);
-    let cfg = SamplerConfig {
-        temperature: args.temperature,
-        top_k: args.top_k,
-        top_p: args.top_p,
-        seed: args.seed,
-        ..SamplerConfig::default()
-    };
-    let mut sampler = Sampler::try_new(cfg)?;
+    let mut sampler = Sampler::new(sampler_cfg);
     let ctx = model.config().context_length;
     if ids.len() > ctx {
         return Err(err(format!("the prompt has {} tokens, more than the context of {ctx}", ids.len())));

@@ -150,7 +150,8 @@ fn main() -> ExitCode {
         Command::Inspect { file } => {
             (file.clone(), inspect::inspect(file).map(|r| if json { render(r.json().to_string()) } else { r.human() }))
         }
-        Command::Generate(args) => match generate::model_path(args) {
+        // Flags first: a bad --top-p is named with `generate`, not with a model it never read.
+        Command::Generate(args) => match generate::sampler_config(args).and_then(|_| generate::model_path(args)) {
             Ok(p) => {
                 let r = generate::generate(args, &p, json);
                 (p, r)

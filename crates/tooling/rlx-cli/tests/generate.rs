@@ -2,8 +2,8 @@
 //! (SKIP on stderr when `tools/fetch.sh smollm2` has not run), an empty prompt, `--fast` with
 //! `--kv-type f16`, `--max-tokens 0` (no made-up speeds), a full context (`--ctx-size`, a
 //! note and `"stop": "context"`), and bad input — a prompt longer than the context, a missing
-//! file, a directory, an ONNX file, a bad `--ctx-size` — as one stderr line with status 1;
-//! `--profile` (per-step calls and times of both phases).
+//! file, a directory, an ONNX file, a bad `--ctx-size` or sampler flag — as one stderr line
+//! with status 1; `--profile` (per-step calls and times of both phases).
 
 use serde_json::json;
 
@@ -71,13 +71,33 @@ fn zero_tokens_and_a_full_context_are_reported_as_such() {
     let e = stderr(&rlx(&["generate", "--model", &m, "--threads", "0"]));
     assert!(e.contains("invalid value '0' for '--threads <THREADS>': must be at least 1"), "{e}");
 
-    // A negative --top-p is the sampler's range error, not clap's "unexpected argument '-1'".
-    let e = one_error_line(&rlx(&["generate", "--model", &m, "--top-p", "-1", "--temperature", "0.5"]), &m);
-    assert!(e.contains("top_p -1 not in (0, 1]"), "{e}");
-    let e = one_error_line(&rlx(&["generate", "--model", &m, "--ctx-size", "0"]), &m);
-    assert!(e.contains("--ctx-size must be at least 1"), "{e}");
     let e = one_error_line(&rlx(&["generate", "--model", &m, "--ctx-size", "100000"]), &m);
     assert!(e.contains("more than the model's context of 8192"), "{e}");
+}
+
+#[test]
+fn bad_sampler_flags_are_named_as_typed_before_any_file_is_read() {
+    // The model does not exist: each flag is refused first, under `generate` (it was prefixed
+    // with the model's path, named the sampler's field `top_p`, and came after loading).
+    // A negative --top-p reaches the range check (not clap's "unexpected argument '-1'").
+    for (flags, want) in [
+        (&["--top-p", "1.5"][..], "--top-p must be in (0, 1], got 1.5"),
+        (&["--top-p", "-1", "--temperature", "0.5"], "--top-p must be in (0, 1], got -1"),
+        (&["--top-p", "0"], "--top-p must be in (0, 1], got 0"),
+        (&["--top-p", "nan"], "--top-p must be in (0, 1], got NaN"),
+        (&["--temperature", "nan"], "--temperature must be a number, got NaN"),
+        (&["--ctx-size", "0"], "--ctx-size must be at least 1"),
+    ] {
+        let out = rlx(&[&["generate", "--model", "/nonexistent/model.gguf"][..], flags].concat());
+        let e = one_error_line(&out, "generate");
+        assert_eq!(e.trim_end(), format!("rlx: error: generate: {want}"), "{flags:?}");
+    }
+    // As llama.cpp: a temperature <= 0 is greedy and a top-k <= 0 disables top-k; neither is
+    // an error, so the missing model is what is reported.
+    for flags in [["--temperature", "-1"], ["--top-k", "-5"]] {
+        let out = rlx(&[&["generate", "--model", "/nonexistent/model.gguf"][..], &flags].concat());
+        one_error_line(&out, "/nonexistent/model.gguf");
+    }
 }
 
 #[test]
