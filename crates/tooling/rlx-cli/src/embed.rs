@@ -39,7 +39,7 @@ pub struct EmbedArgs {
     /// The sentences.
     pub sentences: Vec<String>,
     /// Worker threads (default: all cores).
-    pub threads: Option<usize>,
+    pub threads: Option<std::num::NonZeroUsize>,
 }
 
 fn tokenizer_path(a: &EmbedArgs) -> Result<PathBuf, CliError> {
@@ -185,13 +185,14 @@ pub fn embed(a: &EmbedArgs, json_out: bool) -> Result<String, CliError> {
     if a.sentences.is_empty() {
         return Err(err("no sentences given"));
     }
+    let source = source(&a.model)?;
     let mut opts = CompileOptions::default();
-    if let Some(t) = a.threads {
+    if let Some(t) = crate::threads_in_use(a.threads) {
         opts = opts.with_threads(t);
     }
     // The model is read before the tokenizer is looked for, so a corrupt model is named as
     // such rather than hidden behind a missing tokenizer.json.
-    let model = match source(&a.model)? {
+    let model = match source {
         Source::Dir(dir) => Model::Bert(Box::new(BertModel::from_hf_dir(&dir, opts.clone())?)),
         Source::Onnx => Model::Onnx(Box::new(rlx_onnx::load(&a.model)?)),
     };

@@ -173,9 +173,6 @@ pub fn generate(args: &GenerateArgs, path: &Path, json: bool) -> Result<String, 
         ));
     }
     let bos_only = args.prompt.is_empty() && !args.chat && ids.len() == 1;
-    let mut opts = CompileOptions::default().with_quantized_activations(args.fast);
-    opts.threads = args.threads.map(NonZeroUsize::get);
-    opts.profile = args.profile;
     match args.ctx_size {
         Some(n) if n > cfg.context_length => {
             return Err(err(format!("--ctx-size {n} is more than the model's context of {}", cfg.context_length)));
@@ -183,15 +180,18 @@ pub fn generate(args: &GenerateArgs, path: &Path, json: bool) -> Result<String, 
         Some(n) => cfg.context_length = n,
         None => {}
     }
+    let ctx = cfg.context_length;
+    if ids.len() > ctx {
+        return Err(err(format!("the prompt has {} tokens, more than the context of {ctx}", ids.len())));
+    }
+    let mut opts = CompileOptions::default().with_quantized_activations(args.fast);
+    opts.threads = crate::threads_in_use(args.threads);
+    opts.profile = args.profile;
     let weights = Weights::from_gguf(&file, &cfg)?;
     let mut model = LlamaModel::new(cfg, weights, opts)?;
     model.set_kv_dtype(args.kv_type.into());
     drop(file);
     let mut sampler = Sampler::new(sampler_cfg);
-    let ctx = model.config().context_length;
-    if ids.len() > ctx {
-        return Err(err(format!("the prompt has {} tokens, more than the context of {ctx}", ids.len())));
-    }
     // Compile every bucket up front so the tokens/s below measure running, not compiling.
     let n = ids.len().max(1);
     let compile_secs = model.prepare(1, n, (n + args.max_tokens).min(ctx))?;

@@ -189,7 +189,7 @@ pub fn run(
     model: &Path,
     inputs: &[String],
     output: Option<&PathBuf>,
-    threads: Option<usize>,
+    threads: Option<std::num::NonZeroUsize>,
     json_out: bool,
 ) -> Result<String, CliError> {
     expect_format(model, &[Format::Onnx], "rlx run needs an ONNX model (rlx generate runs GGUF LLMs)")?;
@@ -242,7 +242,7 @@ pub fn run(
         }
     }
     let out_names = im.outputs.clone();
-    let opts = match threads {
+    let opts = match crate::threads_in_use(threads) {
         Some(t) => CompileOptions::default().with_threads(t),
         None => CompileOptions::default(),
     };

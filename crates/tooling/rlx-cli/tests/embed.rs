@@ -43,6 +43,11 @@ fn embed_safetensors_minilm_json_matches_reference() {
     let c = dir.join("config.json").to_string_lossy().into_owned();
     let again = last_json(&rlx(&["embed", "--model", &c, "--json", SENTENCE, "Hello!"]));
     assert_eq!(again["embeddings"], v["embeddings"]);
+    // More threads than cores: a note on stderr, the JSON alone on stdout.
+    let o = rlx(&["embed", "--model", &d, "--threads", "100000", "--json", SENTENCE]);
+    assert_eq!(last_json(&o)["dim"], 384);
+    assert!(stderr(&o).starts_with("rlx: note: --threads 100000 is more than the "), "{}", stderr(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 1);
 }
 
 #[test]

@@ -67,6 +67,13 @@ fn zero_tokens_and_a_full_context_are_reported_as_such() {
     assert!(err.contains("note: stopped at the context limit of 8 tokens"), "{err}");
     let p = j["prompt_tokens"].as_u64().unwrap();
     assert!(err.contains(&format!("({p} prompt + {} generated fill it;", 8 - p)), "{err}");
+    // More threads than cores: a note on stderr, nothing on stdout but the JSON; a failure
+    // before anything is compiled has no note (the one error line).
+    let out = rlx(&["generate", "--model", &m, "--max-tokens", "0", "--threads", "100000", "--json"]);
+    last_json(&out);
+    assert!(stderr(&out).starts_with("rlx: note: --threads 100000 is more than the "), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
+    one_error_line(&rlx(&["generate", "--model", &m, "--threads", "100000", "--ctx-size", "100000"]), &m);
     // --threads 0 names the bound, not the parser's type.
     let e = stderr(&rlx(&["generate", "--model", &m, "--threads", "0"]));
     assert!(e.contains("invalid value '0' for '--threads <THREADS>': must be at least 1"), "{e}");

@@ -69,6 +69,10 @@ fn run_add_with_npy_inputs_and_name_a_missing_input() {
     let one = rlx(&["run", &m, "--input", &xa, "--input", &ya, "--threads", "1", "--json"]);
     assert_eq!(String::from_utf8_lossy(&one.stdout).lines().last(), text.lines().last());
     assert_eq!(rlx(&["run", &m, "--input", &xa, "--threads", "0"]).status.code(), Some(2));
+    // More threads than cores: the same values on the cores, and a note on stderr (only).
+    let many = rlx(&["run", &m, "--input", &xa, "--input", &ya, "--threads", "100000", "--json"]);
+    assert_eq!(String::from_utf8_lossy(&many.stdout).lines().last(), text.lines().last());
+    assert!(stderr(&many).starts_with("rlx: note: --threads 100000 is more than the "), "{}", stderr(&many));
 
     let e = stderr_line(&rlx(&["run", &m, "--input", &xa]), &m);
     assert!(e.contains("no --input for model input \"y\""), "{e}");

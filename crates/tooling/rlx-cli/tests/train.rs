@@ -4,7 +4,7 @@
 //! one-line error.
 
 mod common;
-use common::{last_json, one_error_line, rlx};
+use common::{last_json, one_error_line, rlx, stderr};
 
 #[test]
 fn short_digits_run_trains_saves_and_reloads() {
@@ -33,6 +33,24 @@ fn short_digits_run_trains_saves_and_reloads() {
     let one = last_json(&rlx(&[&args[..], &["--threads", "1"]].concat()));
     assert!(one["test_accuracy"].as_f64().unwrap() > 0.85, "{one}");
     assert_eq!(rlx(&["train", "--threads", "0"]).status.code(), Some(2));
+}
+
+#[test]
+fn threads_above_the_cores_are_clamped_with_one_note() {
+    // rlx-cpu clamps --threads to the cores; the clamp was silent. One note on stderr (not one
+    // per compile: training and each epoch's evaluation compile), none on stdout.
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let o = rlx(&["train", "--epochs", "1", "--threads", "100000", "--json"]);
+    assert!(last_json(&o)["test_accuracy"].as_f64().is_some());
+    let err = stderr(&o);
+    let s = if cores == 1 { "" } else { "s" };
+    let note = format!("rlx: note: --threads 100000 is more than the {cores} available core{s}; using {cores}\n");
+    assert_eq!(err.matches(&note).count(), 1, "{err}");
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("note"));
+    let o = rlx(&["train", "--epochs", "1", "--threads", "1", "--json"]);
+    assert!(o.status.success() && !stderr(&o).contains("note:"), "{}", stderr(&o));
+    // A bad flag found before anything is compiled is still the one error line, no note.
+    one_error_line(&rlx(&["train", "--threads", "100000", "--epochs", "0"]), "train");
 }
 
 #[test]
