@@ -38,7 +38,8 @@ pub struct GenerateArgs {
     /// Wrap the prompt in the model's chat template as one user message
     #[arg(long)]
     pub chat: bool,
-    /// Most tokens to generate (0: tokenize the prompt and stop; the model does not run)
+    /// Most tokens to generate (0: load the model, tokenize the prompt and stop; nothing is
+    /// compiled or run, as llama.cpp's -n 0)
     #[arg(long, default_value_t = 64)]
     pub max_tokens: usize,
     /// Context size in tokens, prompt included (default: the model's; at most the model's).
@@ -193,8 +194,11 @@ pub fn generate(args: &GenerateArgs, path: &Path, json: bool) -> Result<String, 
     drop(file);
     let mut sampler = Sampler::new(sampler_cfg);
     // Compile every bucket up front so the tokens/s below measure running, not compiling.
+    // `--max-tokens 0` runs nothing, as llama.cpp's `-n 0` (the model is loaded, the prompt
+    // tokenized, nothing decoded), so nothing is compiled either: compiling the prompt's graph
+    // was most of its time.
     let n = ids.len().max(1);
-    let compile_secs = model.prepare(1, n, (n + args.max_tokens).min(ctx))?;
+    let compile_secs = if args.max_tokens == 0 { 0.0 } else { model.prepare(1, n, (n + args.max_tokens).min(ctx))? };
     let stop_tokens = if args.ignore_eos { vec![] } else { tok.stop_tokens() };
     let gen_opts = GenerateOptions { max_tokens: args.max_tokens, stop_tokens: stop_tokens.clone() };
     let mut stream = StreamDecoder::new(&tok);

@@ -51,10 +51,18 @@ fn zero_tokens_and_a_full_context_are_reported_as_such() {
     assert!(j["gen_tokens_per_s"].is_null() && j["prompt_tokens_per_s"].is_null(), "{j}");
     let err = stderr(&out);
     assert!(err.contains("generated: 0 tokens") && !err.contains("tok/s"), "no speed without a timing: {err}");
-    // Nothing runs at 0 (prompt_secs is 0), and --help says so (it said "process the prompt only").
-    assert_eq!(j["prompt_secs"].as_f64(), Some(0.0), "{j}");
+    // Nothing runs at 0 (prompt_secs is 0) and nothing is compiled (the prompt's graph was),
+    // as llama.cpp's -n 0; --help says so (it said "process the prompt only").
+    assert_eq!((j["prompt_secs"].as_f64(), j["compile_secs"].as_f64()), (Some(0.0), Some(0.0)), "{j}");
+    assert_eq!(
+        (j["text"].as_str(), j["prompt_tokens"].as_u64(), j["gen_secs"].as_f64()),
+        (Some(""), Some(5), Some(0.0))
+    );
+    for key in ["model", "mode", "kv_type", "context"] {
+        assert!(!j[key].is_null(), "{key} in {j}");
+    }
     let help = String::from_utf8_lossy(&rlx(&["generate", "--help"]).stdout).into_owned();
-    assert!(help.contains("0: tokenize the prompt and stop; the model does not run"), "{help}");
+    assert!(help.contains("0: load the model, tokenize the prompt and stop; nothing is compiled or run"), "{help}");
 
     // The cache holds 8 positions: the prompt's, then one per decode step; the last token
     // sampled needs none, so 8 - prompt + 1 tokens come out.
