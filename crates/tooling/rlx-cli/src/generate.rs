@@ -22,7 +22,7 @@ use std::io::Write;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 
-use crate::error::{CliError, Format, err, expect_format};
+use crate::error::{CliError, Format, err, require_format};
 
 /// Options of `rlx generate`.
 #[derive(Args, Clone, Debug)]
@@ -156,7 +156,7 @@ fn prompt_ids(tok: &Tokenizer, args: &GenerateArgs) -> Result<Vec<u32>, CliError
 pub fn generate(args: &GenerateArgs, path: &Path, json: bool) -> Result<String, CliError> {
     let sampler_cfg = sampler_config(args)?;
     let needs = "rlx generate needs a Llama-family GGUF (rlx run runs ONNX models; rlx embed, BERT encoders)";
-    expect_format(path, &[Format::Gguf], needs)?;
+    require_format(path, &[Format::Gguf], needs, "a GGUF model, .gguf")?;
     let file = GgufFile::open(path)?;
     // The architecture first: a GGUF of another kind of model is named as such, not as a
     // missing tokenizer key.

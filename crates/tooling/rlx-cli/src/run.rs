@@ -215,7 +215,7 @@ pub fn run(
     }
     // Name a missing input before importing: shape inference of a dynamic model needs every
     // input's value, and would otherwise fail on some Shape node far from the cause.
-    let proto = rlx_onnx::load(model)?;
+    let proto = crate::error::load_onnx(model, "an ONNX model, .onnx")?;
     if let Some(g) = &proto.graph {
         let inits: Vec<&str> = g.initializer.iter().map(|t| t.name.as_deref().unwrap_or_default()).collect();
         let declared: Vec<&str> =

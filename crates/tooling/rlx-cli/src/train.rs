@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::error::{CliError, Format, check_output, err, expect_format, write_error};
+use crate::error::{CliError, Format, check_output, err, require_format, write_error};
 
 /// The two model families.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -329,7 +329,8 @@ fn weights(tr: &Trainer<Optim>) -> Vec<(String, Tensor)> {
 /// flag that silently overrode it would fail later on a shape, or evaluate on the wrong data.
 fn evaluate(path: &Path, a: &TrainArgs, json: bool) -> Result<String, CliError> {
     let start = Instant::now();
-    expect_format(path, &[Format::Safetensors], "--eval reads the safetensors file of `rlx train --out`")?;
+    let needs = "--eval reads the safetensors file of `rlx train --out`";
+    require_format(path, &[Format::Safetensors], needs, "the .safetensors file of `rlx train --out`")?;
     let f = rlx_safetensors::SafetensorsFile::open(path)?;
     let not_ours = |key: &str, v: Option<&String>| {
         err(match v {

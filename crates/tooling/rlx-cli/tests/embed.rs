@@ -85,6 +85,17 @@ fn embed_bad_inputs_are_one_line_errors() {
     std::fs::write(&st, b"\x02\x00\x00\x00\x00\x00\x00\x00{}").unwrap();
     let s = st.to_string_lossy().into_owned();
     assert!(one_error_line(&rlx(&["embed", "--model", &s, "hi"]), &s).contains("without a config.json"));
+    // A file of no known format is named as such, not as malformed ONNX.
+    let txt = tmp.path().join("notes.txt");
+    std::fs::write(&txt, b"hello world\n").unwrap();
+    let t = txt.to_string_lossy().into_owned();
+    let e = one_error_line(&rlx(&["embed", "--model", &t, "hi"]), &t);
+    assert!(
+        e.contains(
+            "unknown model format (expected a BERT directory (config.json + model.safetensors) or an .onnx encoder)"
+        ),
+        "{e}"
+    );
     // A JSON file outside a BERT directory is named as such, not parsed as ONNX.
     std::fs::create_dir(tmp.path().join("cfg")).unwrap();
     let json = tmp.path().join("cfg/config.json");

@@ -142,6 +142,13 @@ fn bad_model_files_are_one_line_errors() {
     let e = one_error_line(&rlx(&["generate", "--model", &o]), &o);
     assert!(e.contains("is an ONNX model, but rlx generate needs a Llama-family GGUF"), "{e}");
 
+    // A file of no known format (it was the GGUF reader's "bad magic").
+    let junk = dir.path().join("foo.bin");
+    std::fs::write(&junk, b"hello world\n").unwrap();
+    let j = junk.to_string_lossy().into_owned();
+    let e = one_error_line(&rlx(&["generate", "--model", &j]), &j);
+    assert!(e.contains("unknown model format (expected a GGUF model, .gguf): no GGUF magic"), "{e}");
+
     let cut = dir.path().join("cut.gguf");
     std::fs::write(&cut, b"GGUF\x03\x00\x00\x00").unwrap();
     let c = cut.to_string_lossy().into_owned();

@@ -87,6 +87,32 @@ fn run_add_with_npy_inputs_and_name_a_missing_input() {
 }
 
 #[test]
+fn a_file_of_no_known_format_is_an_unknown_model_format() {
+    // ONNX has no magic number: a file not named .onnx is tried as ONNX, and one that is not
+    // ONNX is an unknown format (it was "malformed ONNX protobuf: … unexpected end group tag").
+    let dir = tempfile::tempdir().unwrap();
+    for (name, bytes, why) in [
+        ("foo.bin", &b"hello world\n"[..], "failed to decode Protobuf message"),
+        ("notes.txt", b"hello world\n", "failed to decode Protobuf message"),
+        // Decodes as protobuf (field 1 = 7, field 2 = "test"), but holds no graph.
+        ("x.bin", b"\x08\x07\x12\x04test", "it decodes as protobuf, but holds no graph"),
+    ] {
+        let p = dir.path().join(name);
+        std::fs::write(&p, bytes).unwrap();
+        let p = p.to_string_lossy();
+        let e = stderr_line(&rlx(&["run", &p]), &p);
+        assert!(e.contains("unknown model format (expected an ONNX model, .onnx): not named .onnx"), "{e}");
+        assert!(e.contains(why), "{e}");
+    }
+    // A file named .onnx that does not decode is a malformed ONNX model, as it was.
+    let p = dir.path().join("model.onnx");
+    std::fs::write(&p, b"hello world\n").unwrap();
+    let p = p.to_string_lossy();
+    let e = stderr_line(&rlx(&["run", &p]), &p);
+    assert!(e.contains("malformed ONNX protobuf") && !e.contains("unknown model format"), "{e}");
+}
+
+#[test]
 fn a_gguf_or_a_directory_is_named_as_such() {
     let dir = tempfile::tempdir().unwrap();
     let gguf = dir.path().join("model.gguf");

@@ -94,6 +94,12 @@ fn bad_input_is_one_error_line() {
     let g = gguf.to_str().unwrap();
     let err = one_error_line(&rlx(&["train", "--eval", g]), g);
     assert!(err.contains("is a GGUF file, but --eval reads the safetensors file"), "{err}");
+    // A file of no known format: not the safetensors reader's "declared header length …".
+    let junk = dir.path().join("w.bin");
+    std::fs::write(&junk, b"hello world\n").unwrap();
+    let j = junk.to_str().unwrap();
+    let err = one_error_line(&rlx(&["train", "--eval", j]), j);
+    assert!(err.contains("unknown model format (expected the .safetensors file of `rlx train --out`)"), "{err}");
 }
 
 #[test]
