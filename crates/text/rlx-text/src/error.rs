@@ -61,9 +61,18 @@ pub enum TextError {
         /// What is wrong with it.
         why: String,
     },
-    /// An invalid sampler setting (e.g. negative temperature, top_p outside (0, 1]).
-    #[error("invalid sampler setting: {0}")]
-    Sampler(String),
+    /// An invalid sampler setting: `setting` is the [`crate::SamplerConfig`] field (`top_p`,
+    /// `min_p`, …; `mirostat_tau` / `mirostat_eta` for the two numbers of `mirostat_v2`), so a
+    /// front end can name its own option for it (`rlx generate` says `--top-p`).
+    #[error("invalid sampler setting: {setting} must be {must}, got {value}")]
+    Sampler {
+        /// The field.
+        setting: &'static str,
+        /// The rule it breaks ("in (0, 1]").
+        must: &'static str,
+        /// The value given.
+        value: f32,
+    },
     /// An operation this kind of tokenizer does not have (e.g. truncation on a GGUF vocabulary).
     #[error("{0}")]
     Unsupported(String),

@@ -72,33 +72,24 @@ impl SamplerConfig {
 
     /// Check the settings.
     ///
-    /// Errors: [`TextError::Sampler`] for NaN values, `top_p`/`typical_p` outside `(0, 1]`,
-    /// `min_p` outside `[0, 1]`, a negative repeat penalty, or mirostat `tau`/`eta` not positive.
+    /// Errors: [`TextError::Sampler`] naming the first bad field: NaN values, `top_p`/`typical_p`
+    /// outside `(0, 1]`, `min_p` outside `[0, 1]`, a negative repeat penalty, or mirostat
+    /// `tau`/`eta` not positive.
     pub fn validate(&self) -> Result<(), TextError> {
-        let bad = |m: String| Err(TextError::Sampler(m));
-        if self.temperature.is_nan() {
-            return bad("temperature is NaN".into());
-        }
-        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
-            return bad(format!("top_p {} not in (0, 1]", self.top_p));
-        }
-        if !(self.typical_p > 0.0 && self.typical_p <= 1.0) {
-            return bad(format!("typical_p {} not in (0, 1]", self.typical_p));
-        }
-        if !(0.0..=1.0).contains(&self.min_p) {
-            return bad(format!("min_p {} not in [0, 1]", self.min_p));
-        }
-        if self.repeat_penalty.is_nan()
-            || self.repeat_penalty < 0.0
-            || self.presence_penalty.is_nan()
-            || self.frequency_penalty.is_nan()
-        {
-            return bad("penalties must be numbers, repeat_penalty >= 0".into());
-        }
-        if let Some((tau, eta)) = self.mirostat_v2
-            && !(tau > 0.0 && eta > 0.0)
-        {
-            return bad(format!("mirostat v2 tau {tau} and eta {eta} must be > 0"));
+        let check = |setting: &'static str, value: f32, must: &'static str, ok: bool| {
+            if ok { Ok(()) } else { Err(TextError::Sampler { setting, must, value }) }
+        };
+        // The range tests are false for NaN, so NaN fails them too.
+        check("temperature", self.temperature, "a number", !self.temperature.is_nan())?;
+        check("top_p", self.top_p, "in (0, 1]", self.top_p > 0.0 && self.top_p <= 1.0)?;
+        check("typical_p", self.typical_p, "in (0, 1]", self.typical_p > 0.0 && self.typical_p <= 1.0)?;
+        check("min_p", self.min_p, "in [0, 1]", (0.0..=1.0).contains(&self.min_p))?;
+        check("repeat_penalty", self.repeat_penalty, "a number >= 0", self.repeat_penalty >= 0.0)?;
+        check("presence_penalty", self.presence_penalty, "a number", !self.presence_penalty.is_nan())?;
+        check("frequency_penalty", self.frequency_penalty, "a number", !self.frequency_penalty.is_nan())?;
+        if let Some((tau, eta)) = self.mirostat_v2 {
+            check("mirostat_tau", tau, "> 0", tau > 0.0)?;
+            check("mirostat_eta", eta, "> 0", eta > 0.0)?;
         }
         Ok(())
     }

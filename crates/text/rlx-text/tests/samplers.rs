@@ -128,12 +128,17 @@ fn draws_follow_the_distribution() {
 
 #[test]
 fn bad_settings_are_typed_errors() {
-    for cfg in [
-        SamplerConfig { top_p: 0.0, ..SamplerConfig::default() },
-        SamplerConfig { min_p: 1.5, ..SamplerConfig::default() },
-        SamplerConfig { temperature: f32::NAN, ..SamplerConfig::default() },
-        SamplerConfig { mirostat_v2: Some((0.0, 0.1)), ..SamplerConfig::default() },
+    for (cfg, field) in [
+        (SamplerConfig { top_p: 0.0, ..SamplerConfig::default() }, "top_p"),
+        (SamplerConfig { min_p: 1.5, ..SamplerConfig::default() }, "min_p"),
+        (SamplerConfig { temperature: f32::NAN, ..SamplerConfig::default() }, "temperature"),
+        (SamplerConfig { repeat_penalty: -1.0, ..SamplerConfig::default() }, "repeat_penalty"),
+        (SamplerConfig { mirostat_v2: Some((0.0, 0.1)), ..SamplerConfig::default() }, "mirostat_tau"),
+        (SamplerConfig { mirostat_v2: Some((5.0, f32::NAN)), ..SamplerConfig::default() }, "mirostat_eta"),
     ] {
-        assert!(matches!(Sampler::try_new(cfg), Err(rlx_text::TextError::Sampler(_))));
+        let e = Sampler::try_new(cfg).unwrap_err();
+        assert!(matches!(e, rlx_text::TextError::Sampler { setting, .. } if setting == field), "{e:?}");
     }
+    let e = Sampler::try_new(SamplerConfig { top_p: 1.5, ..SamplerConfig::default() }).unwrap_err();
+    assert_eq!(e.to_string(), "invalid sampler setting: top_p must be in (0, 1], got 1.5");
 }

@@ -24,7 +24,7 @@ use rlx_safetensors::{Dtype, SafetensorsFile, ShardedSafetensors};
 
 use serde_json::{Value, json};
 
-use crate::error::{CliError, Format, check_output, err, expect_format, write_error};
+use crate::error::{CliError, Format, check_output, err, require_format, write_error};
 
 /// The `--quant` values accepted.
 pub const QUANT_TYPES: &[&str] =
@@ -116,7 +116,8 @@ pub fn parse_quant(s: &str) -> Result<GgmlType, CliError> {
 pub fn convert(input: &Path, output: &Path, quant: &str) -> Result<ConvertReport, CliError> {
     let qt = parse_quant(quant)?;
     let needs = "rlx convert reads a safetensors checkpoint (or a sharded one's .index.json)";
-    expect_format(input, &[Format::Safetensors, Format::ShardIndex], needs)?;
+    let expected = "a .safetensors checkpoint or a sharded one's .safetensors.index.json";
+    require_format(input, &[Format::Safetensors, Format::ShardIndex], needs, expected)?;
     check_output("OUT", output)?;
     let out_name = output.file_name().and_then(|s| s.to_str()).unwrap_or("").to_ascii_lowercase();
     if [".safetensors", ".onnx", ".json", ".npz", ".npy"].iter().any(|e| out_name.ends_with(e)) {

@@ -39,7 +39,7 @@ pub struct EmbedArgs {
     /// The sentences.
     pub sentences: Vec<String>,
     /// Worker threads (default: all cores).
-    pub threads: Option<usize>,
+    pub threads: Option<std::num::NonZeroUsize>,
 }
 
 fn tokenizer_path(a: &EmbedArgs) -> Result<PathBuf, CliError> {
@@ -134,6 +134,9 @@ fn max_seq_length(a: &EmbedArgs, tokenizer: &Path, positions: Option<usize>) -> 
     Ok(None)
 }
 
+/// What `rlx embed --model` reads, for its errors.
+const EXPECTED: &str = "a BERT directory (config.json + model.safetensors) or an .onnx encoder";
+
 /// What `--model` names.
 enum Source {
     /// A Hugging Face BERT directory.
@@ -153,7 +156,7 @@ enum Model {
 /// Resolve `--model`: a directory, an `.onnx` file, or a BERT directory's `model.safetensors` or
 /// `config.json` (taken as its directory); any other format is named in the error.
 fn source(model: &Path) -> Result<Source, CliError> {
-    let needs = "rlx embed needs a BERT directory (config.json + model.safetensors) or an .onnx encoder";
+    let needs = format!("rlx embed needs {EXPECTED}");
     if model.is_dir() {
         if !model.join("config.json").exists() {
             return Err(err(format!("is a directory without a config.json, but {needs}")));
@@ -185,15 +188,16 @@ pub fn embed(a: &EmbedArgs, json_out: bool) -> Result<String, CliError> {
     if a.sentences.is_empty() {
         return Err(err("no sentences given"));
     }
+    let source = source(&a.model)?;
     let mut opts = CompileOptions::default();
-    if let Some(t) = a.threads {
+    if let Some(t) = crate::threads_in_use(a.threads) {
         opts = opts.with_threads(t);
     }
     // The model is read before the tokenizer is looked for, so a corrupt model is named as
     // such rather than hidden behind a missing tokenizer.json.
-    let model = match source(&a.model)? {
+    let model = match source {
         Source::Dir(dir) => Model::Bert(Box::new(BertModel::from_hf_dir(&dir, opts.clone())?)),
-        Source::Onnx => Model::Onnx(Box::new(rlx_onnx::load(&a.model)?)),
+        Source::Onnx => Model::Onnx(Box::new(crate::error::load_onnx(&a.model, EXPECTED)?)),
     };
     let positions = match &model {
         Model::Bert(m) => Some(m.config().max_positions),

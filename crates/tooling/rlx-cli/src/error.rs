@@ -84,12 +84,50 @@ impl Format {
 /// directory, unreadable, or none of the formats.
 pub fn detect(path: &Path) -> Result<Format, CliError> {
     let (format, head) = sniff(path)?;
-    format.ok_or_else(|| {
+    format.ok_or_else(|| unknown_format("a .gguf, .safetensors, .safetensors.index.json or .onnx file", &head))
+}
+
+/// The one error, in every subcommand, for a file of none of the formats that [`sniff`] knows:
+/// `unknown model format (expected <expected>): <why>`, `why` saying what was looked for.
+fn unknown_format(expected: &str, head: &[u8]) -> CliError {
+    err(format!(
+        "unknown model format (expected {expected}): no GGUF magic (first bytes {head:02x?}), not named .onnx, \
+         and not a safetensors file (.safetensors, or an 8-byte header length followed by '{{')"
+    ))
+}
+
+/// As [`expect_format`], and a file of no known format is refused too, as an unknown model
+/// format (`expected` says what the subcommand reads), instead of going to a reader that would
+/// call it a corrupt file of its own format ("bad magic", "declared header length …"). For
+/// readers whose format shows in the file (GGUF's magic, safetensors' `{` at byte 8) or its
+/// name; ONNX shows in neither, see [`load_onnx`].
+pub fn require_format(path: &Path, want: &[Format], needs: &str, expected: &str) -> Result<Format, CliError> {
+    match sniff(path)? {
+        (Some(f), _) if want.contains(&f) => Ok(f),
+        (Some(f), _) => Err(err(format!("is {}, but {needs}", f.describe()))),
+        (None, head) => Err(unknown_format(expected, &head)),
+    }
+}
+
+/// Decode the ONNX model at `path` for a subcommand that reads ONNX (`expected` says what it
+/// reads). ONNX has no magic number, so a file not named `.onnx` (and of no other known
+/// format) is tried as ONNX; when it does not decode, or decodes to no graph (protobuf
+/// decodes much text to unknown fields), it is an unknown model format rather than
+/// "malformed ONNX protobuf". A file named `.onnx` keeps the reader's own error.
+pub fn load_onnx(path: &Path, expected: &str) -> Result<rlx_onnx::proto::ModelProto, CliError> {
+    let named = known_format(path)? == Some(Format::Onnx);
+    let unknown = |why: String| {
         err(format!(
-            "unrecognized file format: no GGUF magic (first bytes {head:02x?}), not .onnx, and not a safetensors \
-             file (.safetensors, or an 8-byte header length followed by '{{')"
+            "unknown model format (expected {expected}): not named .onnx, no GGUF magic, not a safetensors file, \
+             and not an ONNX model either ({why})"
         ))
-    })
+    };
+    match rlx_onnx::load(path) {
+        Ok(m) if named || m.graph.is_some() => Ok(m),
+        Ok(_) => Err(unknown("it decodes as protobuf, but holds no graph".into())),
+        Err(e) if !named => Err(unknown(e.to_string())),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The format of `path` when [`detect`] knows it, `None` when not. Errors: missing file, a

@@ -17,12 +17,12 @@ use rlx_models::{
     GenerateOptions, GenerationStats, Generator, KvCacheDtype, LlamaConfig, LlamaModel, OpTime, Phase, Weights,
 };
 use rlx_runtime::CompileOptions;
-use rlx_text::{ChatMessage, Sampler, SamplerConfig, StreamDecoder, Tokenizer, apply_chat_template};
+use rlx_text::{ChatMessage, Sampler, SamplerConfig, StreamDecoder, TextError, Tokenizer, apply_chat_template};
 use std::io::Write;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 
-use crate::error::{CliError, Format, err, expect_format};
+use crate::error::{CliError, Format, err, require_format};
 
 /// Options of `rlx generate`.
 #[derive(Args, Clone, Debug)]
@@ -38,7 +38,8 @@ pub struct GenerateArgs {
     /// Wrap the prompt in the model's chat template as one user message
     #[arg(long)]
     pub chat: bool,
-    /// Most tokens to generate (0: tokenize the prompt and stop; the model does not run)
+    /// Most tokens to generate (0: load the model, tokenize the prompt and stop; nothing is
+    /// compiled or run, as llama.cpp's -n 0)
     #[arg(long, default_value_t = 64)]
     pub max_tokens: usize,
     /// Context size in tokens, prompt included (default: the model's; at most the model's).
@@ -51,7 +52,7 @@ pub struct GenerateArgs {
     /// Top-k (0 or below disables)
     #[arg(long, default_value_t = 40, allow_negative_numbers = true)]
     pub top_k: i32,
-    /// Top-p (1.0 disables)
+    /// Top-p, in (0, 1] (1.0 disables)
     #[arg(long, default_value_t = 0.95, allow_negative_numbers = true)]
     pub top_p: f32,
     /// RNG seed
@@ -112,6 +113,32 @@ pub fn model_path(args: &GenerateArgs) -> Result<PathBuf, CliError> {
     }
 }
 
+/// The sampler settings of `args`, checked before any file is read, so a bad flag fails at
+/// once and is named as the user typed it: `--top-p must be in (0, 1], got 1.5` (the sampler's
+/// own error names its field, `top_p`). `--ctx-size 0` is refused here too; a size beyond the
+/// model's context needs the model and is checked in [`generate`].
+pub fn sampler_config(args: &GenerateArgs) -> Result<SamplerConfig, CliError> {
+    if args.ctx_size == Some(0) {
+        return Err(err("--ctx-size must be at least 1"));
+    }
+    let cfg = SamplerConfig {
+        temperature: args.temperature,
+        top_k: args.top_k,
+        top_p: args.top_p,
+        seed: args.seed,
+        ..SamplerConfig::default()
+    };
+    cfg.validate().map_err(|e| match e {
+        // Every field this command sets has a flag of the same name (`top_p` is `--top-p`);
+        // the fields it leaves at their defaults are valid.
+        TextError::Sampler { setting, must, value } => {
+            err(format!("--{} must be {must}, got {value}", setting.replace('_', "-")))
+        }
+        e => e.into(),
+    })?;
+    Ok(cfg)
+}
+
 fn prompt_ids(tok: &Tokenizer, args: &GenerateArgs) -> Result<Vec<u32>, CliError> {
     let text = if args.chat {
         let tpl = tok.chat_template().ok_or_else(|| err("--chat: the model has no chat template"))?;
@@ -127,8 +154,9 @@ fn prompt_ids(tok: &Tokenizer, args: &GenerateArgs) -> Result<Vec<u32>, CliError
 /// Run generation, streaming tokens to stdout; returns the final text to print (the stats
 /// line goes to stderr; with `json`, the JSON object).
 pub fn generate(args: &GenerateArgs, path: &Path, json: bool) -> Result<String, CliError> {
+    let sampler_cfg = sampler_config(args)?;
     let needs = "rlx generate needs a Llama-family GGUF (rlx run runs ONNX models; rlx embed, BERT encoders)";
-    expect_format(path, &[Format::Gguf], needs)?;
+    require_format(path, &[Format::Gguf], needs, "a GGUF model, .gguf")?;
     let file = GgufFile::open(path)?;
     // The architecture first: a GGUF of another kind of model is named as such, not as a
     // missing tokenizer key.
@@ -146,36 +174,31 @@ pub fn generate(args: &GenerateArgs, path: &Path, json: bool) -> Result<String, 
         ));
     }
     let bos_only = args.prompt.is_empty() && !args.chat && ids.len() == 1;
-    let mut opts = CompileOptions::default().with_quantized_activations(args.fast);
-    opts.threads = args.threads.map(NonZeroUsize::get);
-    opts.profile = args.profile;
     match args.ctx_size {
-        Some(0) => return Err(err("--ctx-size must be at least 1")),
         Some(n) if n > cfg.context_length => {
             return Err(err(format!("--ctx-size {n} is more than the model's context of {}", cfg.context_length)));
         }
         Some(n) => cfg.context_length = n,
         None => {}
     }
+    let ctx = cfg.context_length;
+    if ids.len() > ctx {
+        return Err(err(format!("the prompt has {} tokens, more than the context of {ctx}", ids.len())));
+    }
+    let mut opts = CompileOptions::default().with_quantized_activations(args.fast);
+    opts.threads = crate::threads_in_use(args.threads);
+    opts.profile = args.profile;
     let weights = Weights::from_gguf(&file, &cfg)?;
     let mut model = LlamaModel::new(cfg, weights, opts)?;
     model.set_kv_dtype(args.kv_type.into());
     drop(file);
-    let cfg = SamplerConfig {
-        temperature: args.temperature,
-        top_k: args.top_k,
-        top_p: args.top_p,
-        seed: args.seed,
-        ..SamplerConfig::default()
-    };
-    let mut sampler = Sampler::try_new(cfg)?;
-    let ctx = model.config().context_length;
-    if ids.len() > ctx {
-        return Err(err(format!("the prompt has {} tokens, more than the context of {ctx}", ids.len())));
-    }
+    let mut sampler = Sampler::new(sampler_cfg);
     // Compile every bucket up front so the tokens/s below measure running, not compiling.
+    // `--max-tokens 0` runs nothing, as llama.cpp's `-n 0` (the model is loaded, the prompt
+    // tokenized, nothing decoded), so nothing is compiled either: compiling the prompt's graph
+    // was most of its time.
     let n = ids.len().max(1);
-    let compile_secs = model.prepare(1, n, (n + args.max_tokens).min(ctx))?;
+    let compile_secs = if args.max_tokens == 0 { 0.0 } else { model.prepare(1, n, (n + args.max_tokens).min(ctx))? };
     let stop_tokens = if args.ignore_eos { vec![] } else { tok.stop_tokens() };
     let gen_opts = GenerateOptions { max_tokens: args.max_tokens, stop_tokens: stop_tokens.clone() };
     let mut stream = StreamDecoder::new(&tok);

@@ -134,6 +134,21 @@ fn parse_threads(s: &str) -> Result<std::num::NonZeroUsize, String> {
     }
 }
 
+/// The worker threads to use for `--threads T`: `T`, or the available cores where `T` is more
+/// (as `rlx-cpu` clamps it: its worker team spins, so extra threads only take turns). A clamp
+/// is said in one `rlx: note:` line on stderr (stdout holds the output and `--json`'s line);
+/// each subcommand calls this once, where it builds its compile options, after its inputs are
+/// checked. `None` (all cores) stays `None`.
+fn threads_in_use(requested: Option<std::num::NonZeroUsize>) -> Option<usize> {
+    let t = requested?.get();
+    let cores = std::thread::available_parallelism().map_or(t, std::num::NonZeroUsize::get);
+    if t > cores {
+        let s = if cores == 1 { "" } else { "s" };
+        eprintln!("rlx: note: --threads {t} is more than the {cores} available core{s}; using {cores}");
+    }
+    Some(t.min(cores))
+}
+
 fn write_stdout(text: &str) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())?;
@@ -150,7 +165,8 @@ fn main() -> ExitCode {
         Command::Inspect { file } => {
             (file.clone(), inspect::inspect(file).map(|r| if json { render(r.json().to_string()) } else { r.human() }))
         }
-        Command::Generate(args) => match generate::model_path(args) {
+        // Flags first: a bad --top-p is named with `generate`, not with a model it never read.
+        Command::Generate(args) => match generate::sampler_config(args).and_then(|_| generate::model_path(args)) {
             Ok(p) => {
                 let r = generate::generate(args, &p, json);
                 (p, r)
@@ -162,15 +178,14 @@ fn main() -> ExitCode {
             convert::convert(input, output, quant).map(|r| if json { render(r.json()) } else { r.human() }),
         ),
         Command::Run { model, inputs, output, threads } => {
-            let threads = threads.map(std::num::NonZeroUsize::get);
-            (model.clone(), run::run(model, inputs, output.as_ref(), threads, json))
+            (model.clone(), run::run(model, inputs, output.as_ref(), *threads, json))
         }
         Command::Embed { model, tokenizer, threads, sentences } => {
             let a = embed::EmbedArgs {
                 model: model.clone(),
                 tokenizer: tokenizer.clone(),
                 sentences: sentences.clone(),
-                threads: threads.map(std::num::NonZeroUsize::get),
+                threads: *threads,
             };
             (model.clone(), embed::embed(&a, json))
         }

@@ -189,7 +189,7 @@ pub fn run(
     model: &Path,
     inputs: &[String],
     output: Option<&PathBuf>,
-    threads: Option<usize>,
+    threads: Option<std::num::NonZeroUsize>,
     json_out: bool,
 ) -> Result<String, CliError> {
     expect_format(model, &[Format::Onnx], "rlx run needs an ONNX model (rlx generate runs GGUF LLMs)")?;
@@ -215,7 +215,7 @@ pub fn run(
     }
     // Name a missing input before importing: shape inference of a dynamic model needs every
     // input's value, and would otherwise fail on some Shape node far from the cause.
-    let proto = rlx_onnx::load(model)?;
+    let proto = crate::error::load_onnx(model, "an ONNX model, .onnx")?;
     if let Some(g) = &proto.graph {
         let inits: Vec<&str> = g.initializer.iter().map(|t| t.name.as_deref().unwrap_or_default()).collect();
         let declared: Vec<&str> =
@@ -242,7 +242,7 @@ pub fn run(
         }
     }
     let out_names = im.outputs.clone();
-    let opts = match threads {
+    let opts = match crate::threads_in_use(threads) {
         Some(t) => CompileOptions::default().with_threads(t),
         None => CompileOptions::default(),
     };

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::error::{CliError, Format, check_output, err, expect_format, write_error};
+use crate::error::{CliError, Format, check_output, err, require_format, write_error};
 
 /// The two model families.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -74,11 +74,12 @@ pub struct TrainArgs {
 
 impl TrainArgs {
     /// Compile options of every graph this command runs: `--threads` (the environment
-    /// overrides of docs/env.md still apply on top, as for every compile).
+    /// overrides of docs/env.md still apply on top, as for every compile). Called once per
+    /// command: a clamped `--threads` gets its note once.
     fn compile_options(&self) -> CompileOptions {
         let o = CompileOptions::default();
-        match self.threads {
-            Some(t) => o.with_threads(t.get()),
+        match crate::threads_in_use(self.threads) {
+            Some(t) => o.with_threads(t),
             None => o,
         }
     }
@@ -217,7 +218,8 @@ pub fn train(a: &TrainArgs, json: bool) -> Result<String, CliError> {
     }
     let per_epoch = (n / b) as u64;
     let sched = Schedule::Cosine { lr, decay_steps: per_epoch * a.epochs, alpha: 0.0 };
-    let opts = TrainerOptions { clip_grad_norm: a.clip, compile: a.compile_options(), ..Default::default() };
+    let compile = a.compile_options();
+    let opts = TrainerOptions { clip_grad_norm: a.clip, compile: compile.clone(), ..Default::default() };
     let mut tr = Trainer::new(&model(kind, &ds, b, true), Optim::new(rule, sched), opts)?;
     let params = tr.params().to_vec();
     for ((name, _), v) in params.iter().zip(init(&params, a.seed)) {
@@ -253,7 +255,7 @@ pub fn train(a: &TrainArgs, json: bool) -> Result<String, CliError> {
             pb.set_message(format!("epoch {}/{}  loss {loss:.4}  {rate:.0} samples/s", epoch + 1, a.epochs));
         }
         let train_seconds = t0.elapsed().as_secs_f64();
-        let acc = accuracy(kind, &ds, &weights(&tr), &a.compile_options())?;
+        let acc = accuracy(kind, &ds, &weights(&tr), &compile)?;
         let e = Epoch {
             loss: loss_sum / per_epoch as f64,
             accuracy: acc,
@@ -327,7 +329,8 @@ fn weights(tr: &Trainer<Optim>) -> Vec<(String, Tensor)> {
 /// flag that silently overrode it would fail later on a shape, or evaluate on the wrong data.
 fn evaluate(path: &Path, a: &TrainArgs, json: bool) -> Result<String, CliError> {
     let start = Instant::now();
-    expect_format(path, &[Format::Safetensors], "--eval reads the safetensors file of `rlx train --out`")?;
+    let needs = "--eval reads the safetensors file of `rlx train --out`";
+    require_format(path, &[Format::Safetensors], needs, "the .safetensors file of `rlx train --out`")?;
     let f = rlx_safetensors::SafetensorsFile::open(path)?;
     let not_ours = |key: &str, v: Option<&String>| {
         err(match v {

@@ -105,6 +105,11 @@ fn bad_inputs_exit_1_with_one_line() {
     std::fs::write(&not_st, b"not a safetensors file").unwrap();
     let gguf = dir.path().join("model.gguf");
     std::fs::write(&gguf, b"GGUF\x03\x00\x00\x00").unwrap();
+    // A file of no known format: an unknown format, not the safetensors reader's "declared
+    // header length 8031924123371070824 exceeds the limit".
+    let junk = dir.path().join("foo.bin");
+    std::fs::write(&junk, b"hello world\n").unwrap();
+    let junk = junk.to_str().unwrap();
     let d = dir.path().to_str().unwrap();
     let (missing, not_st, gguf) = (missing.to_str().unwrap(), not_st.to_str().unwrap(), gguf.to_str().unwrap());
     let st_out = dir.path().join("out.safetensors").to_string_lossy().into_owned();
@@ -115,6 +120,11 @@ fn bad_inputs_exit_1_with_one_line() {
         (vec!["convert", not_st, out, "--quant", "Q8_0", "--json"], not_st, "header"),
         (vec!["convert", gguf, out, "--quant", "Q8_0"], gguf, "is a GGUF file, but rlx convert reads a safetensors"),
         (vec!["convert", d, out, "--quant", "Q8_0"], d, "is a directory"),
+        (
+            vec!["convert", junk, out, "--quant", "Q8_0"],
+            junk,
+            "unknown model format (expected a .safetensors checkpoint",
+        ),
         // The output is checked before any tensor is quantized (a large model takes minutes).
         (
             vec!["convert", src, "/nonexistent-dir/o.gguf", "--quant", "Q8_0"],

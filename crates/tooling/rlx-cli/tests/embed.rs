@@ -43,6 +43,11 @@ fn embed_safetensors_minilm_json_matches_reference() {
     let c = dir.join("config.json").to_string_lossy().into_owned();
     let again = last_json(&rlx(&["embed", "--model", &c, "--json", SENTENCE, "Hello!"]));
     assert_eq!(again["embeddings"], v["embeddings"]);
+    // More threads than cores: a note on stderr, the JSON alone on stdout.
+    let o = rlx(&["embed", "--model", &d, "--threads", "100000", "--json", SENTENCE]);
+    assert_eq!(last_json(&o)["dim"], 384);
+    assert!(stderr(&o).starts_with("rlx: note: --threads 100000 is more than the "), "{}", stderr(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 1);
 }
 
 #[test]
@@ -80,6 +85,17 @@ fn embed_bad_inputs_are_one_line_errors() {
     std::fs::write(&st, b"\x02\x00\x00\x00\x00\x00\x00\x00{}").unwrap();
     let s = st.to_string_lossy().into_owned();
     assert!(one_error_line(&rlx(&["embed", "--model", &s, "hi"]), &s).contains("without a config.json"));
+    // A file of no known format is named as such, not as malformed ONNX.
+    let txt = tmp.path().join("notes.txt");
+    std::fs::write(&txt, b"hello world\n").unwrap();
+    let t = txt.to_string_lossy().into_owned();
+    let e = one_error_line(&rlx(&["embed", "--model", &t, "hi"]), &t);
+    assert!(
+        e.contains(
+            "unknown model format (expected a BERT directory (config.json + model.safetensors) or an .onnx encoder)"
+        ),
+        "{e}"
+    );
     // A JSON file outside a BERT directory is named as such, not parsed as ONNX.
     std::fs::create_dir(tmp.path().join("cfg")).unwrap();
     let json = tmp.path().join("cfg/config.json");

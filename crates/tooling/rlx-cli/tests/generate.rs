@@ -2,8 +2,8 @@
 //! (SKIP on stderr when `tools/fetch.sh smollm2` has not run), an empty prompt, `--fast` with
 //! `--kv-type f16`, `--max-tokens 0` (no made-up speeds), a full context (`--ctx-size`, a
 //! note and `"stop": "context"`), and bad input — a prompt longer than the context, a missing
-//! file, a directory, an ONNX file, a bad `--ctx-size` — as one stderr line with status 1;
-//! `--profile` (per-step calls and times of both phases).
+//! file, a directory, an ONNX file, a bad `--ctx-size` or sampler flag — as one stderr line
+//! with status 1; `--profile` (per-step calls and times of both phases).
 
 use serde_json::json;
 
@@ -51,10 +51,18 @@ fn zero_tokens_and_a_full_context_are_reported_as_such() {
     assert!(j["gen_tokens_per_s"].is_null() && j["prompt_tokens_per_s"].is_null(), "{j}");
     let err = stderr(&out);
     assert!(err.contains("generated: 0 tokens") && !err.contains("tok/s"), "no speed without a timing: {err}");
-    // Nothing runs at 0 (prompt_secs is 0), and --help says so (it said "process the prompt only").
-    assert_eq!(j["prompt_secs"].as_f64(), Some(0.0), "{j}");
+    // Nothing runs at 0 (prompt_secs is 0) and nothing is compiled (the prompt's graph was),
+    // as llama.cpp's -n 0; --help says so (it said "process the prompt only").
+    assert_eq!((j["prompt_secs"].as_f64(), j["compile_secs"].as_f64()), (Some(0.0), Some(0.0)), "{j}");
+    assert_eq!(
+        (j["text"].as_str(), j["prompt_tokens"].as_u64(), j["gen_secs"].as_f64()),
+        (Some(""), Some(5), Some(0.0))
+    );
+    for key in ["model", "mode", "kv_type", "context"] {
+        assert!(!j[key].is_null(), "{key} in {j}");
+    }
     let help = String::from_utf8_lossy(&rlx(&["generate", "--help"]).stdout).into_owned();
-    assert!(help.contains("0: tokenize the prompt and stop; the model does not run"), "{help}");
+    assert!(help.contains("0: load the model, tokenize the prompt and stop; nothing is compiled or run"), "{help}");
 
     // The cache holds 8 positions: the prompt's, then one per decode step; the last token
     // sampled needs none, so 8 - prompt + 1 tokens come out.
@@ -67,17 +75,44 @@ fn zero_tokens_and_a_full_context_are_reported_as_such() {
     assert!(err.contains("note: stopped at the context limit of 8 tokens"), "{err}");
     let p = j["prompt_tokens"].as_u64().unwrap();
     assert!(err.contains(&format!("({p} prompt + {} generated fill it;", 8 - p)), "{err}");
+    // More threads than cores: a note on stderr, nothing on stdout but the JSON; a failure
+    // before anything is compiled has no note (the one error line).
+    let out = rlx(&["generate", "--model", &m, "--max-tokens", "0", "--threads", "100000", "--json"]);
+    last_json(&out);
+    assert!(stderr(&out).starts_with("rlx: note: --threads 100000 is more than the "), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
+    one_error_line(&rlx(&["generate", "--model", &m, "--threads", "100000", "--ctx-size", "100000"]), &m);
     // --threads 0 names the bound, not the parser's type.
     let e = stderr(&rlx(&["generate", "--model", &m, "--threads", "0"]));
     assert!(e.contains("invalid value '0' for '--threads <THREADS>': must be at least 1"), "{e}");
 
-    // A negative --top-p is the sampler's range error, not clap's "unexpected argument '-1'".
-    let e = one_error_line(&rlx(&["generate", "--model", &m, "--top-p", "-1", "--temperature", "0.5"]), &m);
-    assert!(e.contains("top_p -1 not in (0, 1]"), "{e}");
-    let e = one_error_line(&rlx(&["generate", "--model", &m, "--ctx-size", "0"]), &m);
-    assert!(e.contains("--ctx-size must be at least 1"), "{e}");
     let e = one_error_line(&rlx(&["generate", "--model", &m, "--ctx-size", "100000"]), &m);
     assert!(e.contains("more than the model's context of 8192"), "{e}");
+}
+
+#[test]
+fn bad_sampler_flags_are_named_as_typed_before_any_file_is_read() {
+    // The model does not exist: each flag is refused first, under `generate` (it was prefixed
+    // with the model's path, named the sampler's field `top_p`, and came after loading).
+    // A negative --top-p reaches the range check (not clap's "unexpected argument '-1'").
+    for (flags, want) in [
+        (&["--top-p", "1.5"][..], "--top-p must be in (0, 1], got 1.5"),
+        (&["--top-p", "-1", "--temperature", "0.5"], "--top-p must be in (0, 1], got -1"),
+        (&["--top-p", "0"], "--top-p must be in (0, 1], got 0"),
+        (&["--top-p", "nan"], "--top-p must be in (0, 1], got NaN"),
+        (&["--temperature", "nan"], "--temperature must be a number, got NaN"),
+        (&["--ctx-size", "0"], "--ctx-size must be at least 1"),
+    ] {
+        let out = rlx(&[&["generate", "--model", "/nonexistent/model.gguf"][..], flags].concat());
+        let e = one_error_line(&out, "generate");
+        assert_eq!(e.trim_end(), format!("rlx: error: generate: {want}"), "{flags:?}");
+    }
+    // As llama.cpp: a temperature <= 0 is greedy and a top-k <= 0 disables top-k; neither is
+    // an error, so the missing model is what is reported.
+    for flags in [["--temperature", "-1"], ["--top-k", "-5"]] {
+        let out = rlx(&[&["generate", "--model", "/nonexistent/model.gguf"][..], &flags].concat());
+        one_error_line(&out, "/nonexistent/model.gguf");
+    }
 }
 
 #[test]
@@ -106,6 +141,13 @@ fn bad_model_files_are_one_line_errors() {
     let o = onnx.to_string_lossy().into_owned();
     let e = one_error_line(&rlx(&["generate", "--model", &o]), &o);
     assert!(e.contains("is an ONNX model, but rlx generate needs a Llama-family GGUF"), "{e}");
+
+    // A file of no known format (it was the GGUF reader's "bad magic").
+    let junk = dir.path().join("foo.bin");
+    std::fs::write(&junk, b"hello world\n").unwrap();
+    let j = junk.to_string_lossy().into_owned();
+    let e = one_error_line(&rlx(&["generate", "--model", &j]), &j);
+    assert!(e.contains("unknown model format (expected a GGUF model, .gguf): no GGUF magic"), "{e}");
 
     let cut = dir.path().join("cut.gguf");
     std::fs::write(&cut, b"GGUF\x03\x00\x00\x00").unwrap();

@@ -140,11 +140,11 @@ fn unreadable_files_are_one_line_errors() {
     // A text file.
     let text = dir.path().join("notes.txt");
     std::fs::write(&text, "hello, this is not a model\n").unwrap();
-    assert_clean_error(&inspect(&text, false), &text, "unrecognized file format");
+    assert_clean_error(&inspect(&text, false), &text, "unknown model format (expected a .gguf, .safetensors, ");
     // Empty file.
     let empty = dir.path().join("empty");
     std::fs::write(&empty, "").unwrap();
-    assert_clean_error(&inspect(&empty, false), &empty, "unrecognized file format");
+    assert_clean_error(&inspect(&empty, false), &empty, "unknown model format (expected a .gguf, .safetensors, ");
     // A directory.
     assert_clean_error(&inspect(dir.path(), false), dir.path(), "is a directory");
     // A text file named .gguf / .safetensors.

@@ -69,6 +69,10 @@ fn run_add_with_npy_inputs_and_name_a_missing_input() {
     let one = rlx(&["run", &m, "--input", &xa, "--input", &ya, "--threads", "1", "--json"]);
     assert_eq!(String::from_utf8_lossy(&one.stdout).lines().last(), text.lines().last());
     assert_eq!(rlx(&["run", &m, "--input", &xa, "--threads", "0"]).status.code(), Some(2));
+    // More threads than cores: the same values on the cores, and a note on stderr (only).
+    let many = rlx(&["run", &m, "--input", &xa, "--input", &ya, "--threads", "100000", "--json"]);
+    assert_eq!(String::from_utf8_lossy(&many.stdout).lines().last(), text.lines().last());
+    assert!(stderr(&many).starts_with("rlx: note: --threads 100000 is more than the "), "{}", stderr(&many));
 
     let e = stderr_line(&rlx(&["run", &m, "--input", &xa]), &m);
     assert!(e.contains("no --input for model input \"y\""), "{e}");
@@ -80,6 +84,32 @@ fn run_add_with_npy_inputs_and_name_a_missing_input() {
     let o = rlx(&["run", &m, "--input", &xa, "--input", &ya, "--output", &dir.join("out.npz").to_string_lossy()]);
     assert!(String::from_utf8_lossy(&o.stdout).contains("saved 1 output to"), "{}", stderr(&o));
     std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_file_of_no_known_format_is_an_unknown_model_format() {
+    // ONNX has no magic number: a file not named .onnx is tried as ONNX, and one that is not
+    // ONNX is an unknown format (it was "malformed ONNX protobuf: … unexpected end group tag").
+    let dir = tempfile::tempdir().unwrap();
+    for (name, bytes, why) in [
+        ("foo.bin", &b"hello world\n"[..], "failed to decode Protobuf message"),
+        ("notes.txt", b"hello world\n", "failed to decode Protobuf message"),
+        // Decodes as protobuf (field 1 = 7, field 2 = "test"), but holds no graph.
+        ("x.bin", b"\x08\x07\x12\x04test", "it decodes as protobuf, but holds no graph"),
+    ] {
+        let p = dir.path().join(name);
+        std::fs::write(&p, bytes).unwrap();
+        let p = p.to_string_lossy();
+        let e = stderr_line(&rlx(&["run", &p]), &p);
+        assert!(e.contains("unknown model format (expected an ONNX model, .onnx): not named .onnx"), "{e}");
+        assert!(e.contains(why), "{e}");
+    }
+    // A file named .onnx that does not decode is a malformed ONNX model, as it was.
+    let p = dir.path().join("model.onnx");
+    std::fs::write(&p, b"hello world\n").unwrap();
+    let p = p.to_string_lossy();
+    let e = stderr_line(&rlx(&["run", &p]), &p);
+    assert!(e.contains("malformed ONNX protobuf") && !e.contains("unknown model format"), "{e}");
 }
 
 #[test]

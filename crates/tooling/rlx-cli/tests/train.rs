@@ -4,7 +4,7 @@
 //! one-line error.
 
 mod common;
-use common::{last_json, one_error_line, rlx};
+use common::{last_json, one_error_line, rlx, stderr};
 
 #[test]
 fn short_digits_run_trains_saves_and_reloads() {
@@ -33,6 +33,24 @@ fn short_digits_run_trains_saves_and_reloads() {
     let one = last_json(&rlx(&[&args[..], &["--threads", "1"]].concat()));
     assert!(one["test_accuracy"].as_f64().unwrap() > 0.85, "{one}");
     assert_eq!(rlx(&["train", "--threads", "0"]).status.code(), Some(2));
+}
+
+#[test]
+fn threads_above_the_cores_are_clamped_with_one_note() {
+    // rlx-cpu clamps --threads to the cores; the clamp was silent. One note on stderr (not one
+    // per compile: training and each epoch's evaluation compile), none on stdout.
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let o = rlx(&["train", "--epochs", "1", "--threads", "100000", "--json"]);
+    assert!(last_json(&o)["test_accuracy"].as_f64().is_some());
+    let err = stderr(&o);
+    let s = if cores == 1 { "" } else { "s" };
+    let note = format!("rlx: note: --threads 100000 is more than the {cores} available core{s}; using {cores}\n");
+    assert_eq!(err.matches(&note).count(), 1, "{err}");
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("note"));
+    let o = rlx(&["train", "--epochs", "1", "--threads", "1", "--json"]);
+    assert!(o.status.success() && !stderr(&o).contains("note:"), "{}", stderr(&o));
+    // A bad flag found before anything is compiled is still the one error line, no note.
+    one_error_line(&rlx(&["train", "--threads", "100000", "--epochs", "0"]), "train");
 }
 
 #[test]
@@ -76,6 +94,12 @@ fn bad_input_is_one_error_line() {
     let g = gguf.to_str().unwrap();
     let err = one_error_line(&rlx(&["train", "--eval", g]), g);
     assert!(err.contains("is a GGUF file, but --eval reads the safetensors file"), "{err}");
+    // A file of no known format: not the safetensors reader's "declared header length …".
+    let junk = dir.path().join("w.bin");
+    std::fs::write(&junk, b"hello world\n").unwrap();
+    let j = junk.to_str().unwrap();
+    let err = one_error_line(&rlx(&["train", "--eval", j]), j);
+    assert!(err.contains("unknown model format (expected the .safetensors file of `rlx train --out`)"), "{err}");
 }
 
 #[test]
