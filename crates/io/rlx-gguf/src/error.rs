@@ -45,7 +45,10 @@ pub enum GgufError {
         available: u64,
     },
     /// A count (tensors, KV pairs, array elements, string bytes) cannot fit in the rest of the file.
-    #[error("{what} {count} at offset {offset} is impossible: the remaining {remaining} bytes hold at most {max}")]
+    #[error(
+        "{what} {count} at offset {offset} is impossible: the remaining {remaining} bytes hold at most {max} \
+         (a truncated or corrupt file)"
+    )]
     CountTooLarge {
         /// Which count.
         what: &'static str,

@@ -44,7 +44,7 @@ pub struct GenerateArgs {
     pub max_tokens: usize,
     /// Context size in tokens, prompt included (default: the model's; at most the model's).
     /// Generation stops with a note when it is full
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::parse_count::<usize>)]
     pub ctx_size: Option<usize>,
     /// Sampling temperature; 0 (or below) = greedy
     #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
@@ -115,12 +115,9 @@ pub fn model_path(args: &GenerateArgs) -> Result<PathBuf, CliError> {
 
 /// The sampler settings of `args`, checked before any file is read, so a bad flag fails at
 /// once and is named as the user typed it: `--top-p must be in (0, 1], got 1.5` (the sampler's
-/// own error names its field, `top_p`). `--ctx-size 0` is refused here too; a size beyond the
-/// model's context needs the model and is checked in [`generate`].
+/// own error names its field, `top_p`). (`--ctx-size 0` is clap's usage error; a size beyond
+/// the model's context needs the model and is checked in [`generate`].)
 pub fn sampler_config(args: &GenerateArgs) -> Result<SamplerConfig, CliError> {
-    if args.ctx_size == Some(0) {
-        return Err(err("--ctx-size must be at least 1"));
-    }
     let cfg = SamplerConfig {
         temperature: args.temperature,
         top_k: args.top_k,
@@ -188,6 +185,8 @@ pub fn generate(args: &GenerateArgs, path: &Path, json: bool) -> Result<String, 
     let mut opts = CompileOptions::default().with_quantized_activations(args.fast);
     opts.threads = crate::threads_in_use(args.threads);
     opts.profile = args.profile;
+    // The mode the model runs in: `--fast`, or the `RLX_QUANTIZED_ACTIVATIONS=1` override.
+    let fast = opts.clone().with_env_overrides().quantized_activations;
     let weights = Weights::from_gguf(&file, &cfg)?;
     let mut model = LlamaModel::new(cfg, weights, opts)?;
     model.set_kv_dtype(args.kv_type.into());
@@ -246,7 +245,7 @@ pub fn generate(args: &GenerateArgs, path: &Path, json: bool) -> Result<String, 
     let gen_rate = (stats.tokens.len() >= 2).then(|| stats.gen_tokens_per_s());
     let mut j = serde_json::json!({
         "model": path.display().to_string(),
-        "mode": if args.fast { "fast" } else { "exact" },
+        "mode": if fast { "fast" } else { "exact" },
         "kv_type": if args.kv_type == KvType::F16 { "f16" } else { "f32" },
         "context": ctx,
         "prompt_tokens": stats.prompt_tokens,

@@ -127,10 +127,16 @@ enum Command {
 /// `--threads`: a whole number of at least 1 (clap's own parser said "number would be zero for
 /// non-zero type" for 0).
 fn parse_threads(s: &str) -> Result<std::num::NonZeroUsize, String> {
-    match s.parse::<usize>() {
-        Ok(0) => Err("must be at least 1".into()),
-        Ok(n) => Ok(std::num::NonZeroUsize::new(n).expect("n > 0")),
-        Err(_) => Err(format!("{s:?} is not a whole number of threads")),
+    parse_count::<usize>(s).map(|n| std::num::NonZeroUsize::new(n).expect("n > 0"))
+}
+
+/// A count that must be at least 1 (`--threads`, `--ctx-size`, `--epochs`): 0 is a usage error
+/// (status 2, as a negative count is), not a run-time one.
+fn parse_count<T: std::str::FromStr + PartialEq + From<u8>>(s: &str) -> Result<T, String> {
+    match s.parse::<T>() {
+        Ok(n) if n == T::from(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("{s:?} is not a whole number")),
     }
 }
 

@@ -202,6 +202,8 @@ pub fn run(
             return Err(err(format!("--output {}: rlx run writes an .npz archive; name it .npz", p.display())));
         }
     }
+    // The model first: a file that is no ONNX model is named as such, not through a bad input.
+    let proto = crate::error::load_onnx(model, "an ONNX model, .onnx")?;
     let mut feeds: Vec<(String, Tensor)> = vec![];
     for spec in inputs {
         let (name, file) = spec.split_once('=').ok_or_else(|| err(format!("--input {spec:?} is not NAME=FILE.npy")))?;
@@ -215,7 +217,6 @@ pub fn run(
     }
     // Name a missing input before importing: shape inference of a dynamic model needs every
     // input's value, and would otherwise fail on some Shape node far from the cause.
-    let proto = crate::error::load_onnx(model, "an ONNX model, .onnx")?;
     if let Some(g) = &proto.graph {
         let inits: Vec<&str> = g.initializer.iter().map(|t| t.name.as_deref().unwrap_or_default()).collect();
         let declared: Vec<&str> =

@@ -43,7 +43,7 @@ pub struct TrainArgs {
     #[arg(long, value_enum)]
     model: Option<ModelKind>,
     /// Passes over the training split
-    #[arg(long, default_value_t = 40)]
+    #[arg(long, default_value_t = 40, value_parser = crate::parse_count::<u64>)]
     epochs: u64,
     /// Mini-batch size (the last partial batch of each shuffled epoch is dropped)
     #[arg(long, default_value_t = 32)]
@@ -197,9 +197,6 @@ pub fn train(a: &TrainArgs, json: bool) -> Result<String, CliError> {
     let n = ds.train.len();
     if b == 0 || b > n {
         return Err(err(format!("--batch-size must be in 1..={n}")));
-    }
-    if a.epochs == 0 {
-        return Err(err("--epochs must be at least 1"));
     }
     if !(lr > 0.0 && lr.is_finite()) {
         return Err(err(format!("--lr must be a positive number, not {lr}")));

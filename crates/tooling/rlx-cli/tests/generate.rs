@@ -61,6 +61,14 @@ fn zero_tokens_and_a_full_context_are_reported_as_such() {
     for key in ["model", "mode", "kv_type", "context"] {
         assert!(!j[key].is_null(), "{key} in {j}");
     }
+    // The mode is the one the model runs in: the documented override turns fast mode on
+    // without `--fast` (the JSON said "exact" while the fast kernels ran).
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rlx"))
+        .args(["generate", "--model", &m, "--max-tokens", "0", "--json"])
+        .env("RLX_QUANTIZED_ACTIVATIONS", "1")
+        .output()
+        .unwrap();
+    assert_eq!(last_json(&out)["mode"], "fast");
     let help = String::from_utf8_lossy(&rlx(&["generate", "--help"]).stdout).into_owned();
     assert!(help.contains("0: load the model, tokenize the prompt and stop; nothing is compiled or run"), "{help}");
 
@@ -101,12 +109,15 @@ fn bad_sampler_flags_are_named_as_typed_before_any_file_is_read() {
         (&["--top-p", "0"], "--top-p must be in (0, 1], got 0"),
         (&["--top-p", "nan"], "--top-p must be in (0, 1], got NaN"),
         (&["--temperature", "nan"], "--temperature must be a number, got NaN"),
-        (&["--ctx-size", "0"], "--ctx-size must be at least 1"),
     ] {
         let out = rlx(&[&["generate", "--model", "/nonexistent/model.gguf"][..], flags].concat());
         let e = one_error_line(&out, "generate");
         assert_eq!(e.trim_end(), format!("rlx: error: generate: {want}"), "{flags:?}");
     }
+    // A zero count is a usage error (status 2), as `--threads 0` and a negative count are.
+    let out = rlx(&["generate", "--model", "/nonexistent/model.gguf", "--ctx-size", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("invalid value '0' for '--ctx-size <N>': must be at least 1"), "{}", stderr(&out));
     // As llama.cpp: a temperature <= 0 is greedy and a top-k <= 0 disables top-k; neither is
     // an error, so the missing model is what is reported.
     for flags in [["--temperature", "-1"], ["--top-k", "-5"]] {

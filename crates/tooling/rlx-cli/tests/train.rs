@@ -50,7 +50,7 @@ fn threads_above_the_cores_are_clamped_with_one_note() {
     let o = rlx(&["train", "--epochs", "1", "--threads", "1", "--json"]);
     assert!(o.status.success() && !stderr(&o).contains("note:"), "{}", stderr(&o));
     // A bad flag found before anything is compiled is still the one error line, no note.
-    one_error_line(&rlx(&["train", "--threads", "100000", "--epochs", "0"]), "train");
+    one_error_line(&rlx(&["train", "--threads", "100000", "--batch-size", "0"]), "train");
 }
 
 #[test]
@@ -76,12 +76,15 @@ fn bad_input_is_one_error_line() {
         &["train", "--optimizer", "adamx", "--epochs", "1"][..],
         &["train", "--dataset", "cifar", "--epochs", "1"],
         &["train", "--batch-size", "0"],
-        &["train", "--epochs", "0"],
         &["train", "--lr=-0.1", "--epochs", "1"],
         &["train", "--clip", "0", "--epochs", "1"],
     ] {
         one_error_line(&rlx(args), "train");
     }
+    // A zero count is a usage error (status 2), as `--threads 0` is.
+    let o = rlx(&["train", "--epochs", "0"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("must be at least 1"), "{}", stderr(&o));
     let missing = "/nonexistent/model.safetensors";
     let err = one_error_line(&rlx(&["train", "--eval", missing]), missing);
     assert!(err.ends_with(": No such file or directory (os error 2)\n"), "the path once: {err}");
