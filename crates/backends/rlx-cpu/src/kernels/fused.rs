@@ -17,6 +17,10 @@
 //! f64 sums by f32 rounding only. Covered: f32 and bool values; anything else (another dtype,
 //! a binary op on bools, `is_finite`) falls back to evaluating the body.
 //!
+//! Large regions stream: results of at least `composite::STREAM_MIN_BYTES` are written from a
+//! register with non-temporal stores, and operands of at least [`PREFETCH_MIN_BYTES`] read in
+//! place are prefetched into L2 [`PREFETCH_BLOCKS`] blocks ahead.
+//!
 //! `run` allocates nothing: the scratch registers and reduction accumulators are planned here.
 
 use super::elementwise::{Src, binary_block, unary_block};
