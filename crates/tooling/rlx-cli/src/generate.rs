@@ -373,8 +373,9 @@ fn stats_line(stats: &GenerationStats, stop: Stop, ctx: usize, bos_only: bool) -
     };
     if stop == Stop::Context {
         line += &format!(
-            "\nnote: stopped at the context limit of {ctx} tokens ({} prompt + {} generated fill it; the newest \
+            "\nnote: stopped at the context limit of {ctx} token{} ({} prompt + {} generated fill it; the newest \
              token needs no slot); raise --ctx-size (up to the model's context) or shorten the prompt",
+            if ctx == 1 { "" } else { "s" },
             stats.prompt_tokens,
             n.saturating_sub(1)
         );

@@ -213,6 +213,11 @@ fn a_one_token_prompt_is_counted_in_the_singular() {
     assert_eq!(j["prompt_tokens"], 1, "{j}");
     let err = stderr(&out);
     assert!(err.contains("prompt: 1 token | generated: 0 tokens"), "{err}");
+    // A context of one token: the note said "the context limit of 1 tokens".
+    let out = rlx(&["generate", "--model", &m, "--prompt", " ", "--ctx-size", "1", "--ignore-eos", "--json"]);
+    assert_eq!(last_json(&out)["stop"], "context");
+    let err = stderr(&out);
+    assert!(err.contains("note: stopped at the context limit of 1 token (1 prompt + 0 generated fill it;"), "{err}");
 }
 
 #[test]
