@@ -261,10 +261,9 @@ pub fn run(
                 json!({"name": n, "dtype": t.dtype().numpy_name(), "shape": t.shape(), "values": head_json(t)})
             })
             .collect();
-        let mut obj = json!({"model": model.display().to_string(), "outputs": rows});
-        if let Some(p) = output {
-            obj["saved"] = json!(p.display().to_string());
-        }
+        // `saved` is always there (null without `--output`), as `generate` keeps its keys.
+        let saved = output.map(|p| p.display().to_string());
+        let obj = json!({"model": model.display().to_string(), "outputs": rows, "saved": saved});
         return Ok(format!("{obj}\n"));
     }
     let mut s = String::new();

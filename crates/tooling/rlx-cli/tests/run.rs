@@ -62,6 +62,7 @@ fn run_add_with_npy_inputs_and_name_a_missing_input() {
     let v: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
     let out = &v["outputs"][0];
     assert_eq!(out["shape"], serde_json::json!([3, 4, 5]));
+    assert!(v.get("saved").is_some_and(Value::is_null), "every key, null without --output: {v}");
     for (i, got) in out["values"].as_array().unwrap().iter().enumerate() {
         assert_eq!(got.as_f64().unwrap() as f32, x[i] + y[i], "element {i}");
     }
