@@ -197,7 +197,9 @@ pub fn embed(a: &EmbedArgs, json_out: bool) -> Result<String, CliError> {
     // such rather than hidden behind a missing tokenizer.json.
     let model = match source {
         Source::Dir(dir) => Model::Bert(Box::new(BertModel::from_hf_dir(&dir, opts.clone())?)),
-        Source::Onnx => Model::Onnx(Box::new(crate::error::load_onnx(&a.model, EXPECTED)?)),
+        Source::Onnx => {
+            Model::Onnx(Box::new(crate::error::load_onnx(&a.model, &format!("rlx embed needs {EXPECTED}"), EXPECTED)?))
+        }
     };
     let positions = match &model {
         Model::Bert(m) => Some(m.config().max_positions),

@@ -96,26 +96,39 @@ fn unknown_format(expected: &str, head: &[u8]) -> CliError {
     ))
 }
 
-/// As [`expect_format`], and a file of no known format is refused too, as an unknown model
-/// format (`expected` says what the subcommand reads), instead of going to a reader that would
-/// call it a corrupt file of its own format ("bad magic", "declared header length …"). For
-/// readers whose format shows in the file (GGUF's magic, safetensors' `{` at byte 8) or its
-/// name; ONNX shows in neither, see [`load_onnx`].
+/// The error for a model file of a known format `f` that the subcommand does not read, so that
+/// a GGUF given to `rlx run` is called a GGUF file rather than malformed ONNX; `needs`
+/// completes "is a GGUF file, but …".
+fn wrong_format(f: Format, needs: &str) -> CliError {
+    err(format!("is {}, but {needs}", f.describe()))
+}
+
+/// Check the model file a subcommand was given before its reader sees it: `Ok` with its format
+/// when it is one of `want`; a file of another known format is [`wrong_format`], and one of
+/// no known format an unknown model format (`expected` says what the subcommand reads),
+/// instead of going to a reader that would call it a corrupt file of its own format ("bad
+/// magic", "declared header length …"). For readers whose format shows in the file (GGUF's
+/// magic, safetensors' `{` at byte 8) or its name; ONNX shows in neither, see [`load_onnx`].
 pub fn require_format(path: &Path, want: &[Format], needs: &str, expected: &str) -> Result<Format, CliError> {
     match sniff(path)? {
         (Some(f), _) if want.contains(&f) => Ok(f),
-        (Some(f), _) => Err(err(format!("is {}, but {needs}", f.describe()))),
+        (Some(f), _) => Err(wrong_format(f, needs)),
         (None, head) => Err(unknown_format(expected, &head)),
     }
 }
 
-/// Decode the ONNX model at `path` for a subcommand that reads ONNX (`expected` says what it
-/// reads). ONNX has no magic number, so a file not named `.onnx` (and of no other known
-/// format) is tried as ONNX; when it does not decode, or decodes to no graph (protobuf
-/// decodes much text to unknown fields), it is an unknown model format rather than
-/// "malformed ONNX protobuf". A file named `.onnx` keeps the reader's own error.
-pub fn load_onnx(path: &Path, expected: &str) -> Result<rlx_onnx::proto::ModelProto, CliError> {
-    let named = known_format(path)? == Some(Format::Onnx);
+/// Decode the ONNX model at `path` for a subcommand that reads ONNX (`needs` and `expected` as
+/// in [`require_format`]). A file of another known format is [`wrong_format`]. ONNX has no
+/// magic number, so a file not named `.onnx` (and of no other known format) is tried as ONNX;
+/// when it does not decode, or decodes to no graph (protobuf decodes much text to unknown
+/// fields), it is an unknown model format rather than "malformed ONNX protobuf". A file named
+/// `.onnx` keeps the reader's own error.
+pub fn load_onnx(path: &Path, needs: &str, expected: &str) -> Result<rlx_onnx::proto::ModelProto, CliError> {
+    let named = match known_format(path)? {
+        Some(Format::Onnx) => true,
+        Some(f) => return Err(wrong_format(f, needs)),
+        None => false,
+    };
     let unknown = |why: String| {
         err(format!(
             "unknown model format (expected {expected}): not named .onnx, no GGUF magic, not a safetensors file, \
@@ -134,18 +147,6 @@ pub fn load_onnx(path: &Path, expected: &str) -> Result<rlx_onnx::proto::ModelPr
 /// directory, unreadable.
 pub fn known_format(path: &Path) -> Result<Option<Format>, CliError> {
     Ok(sniff(path)?.0)
-}
-
-/// Check the model file a subcommand was given before its reader sees it: `Ok` when it is of
-/// one of the formats `want` or of none that [`detect`] knows (the reader then names what is
-/// wrong), an error naming the format when it is another one, so that a GGUF given to
-/// `rlx run` is called a GGUF file rather than malformed ONNX. `needs` completes
-/// "is a GGUF file, but …".
-pub fn expect_format(path: &Path, want: &[Format], needs: &str) -> Result<(), CliError> {
-    match known_format(path)? {
-        Some(f) if !want.contains(&f) => Err(err(format!("is {}, but {needs}", f.describe()))),
-        _ => Ok(()),
-    }
 }
 
 /// The one error for a directory given where a file is wanted (io's own is "Is a directory

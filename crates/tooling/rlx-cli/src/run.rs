@@ -11,7 +11,7 @@ use rlx_onnx::ImportOptions;
 use rlx_runtime::{CompileOptions, Device, Session};
 use serde_json::{Value, json};
 
-use crate::error::{CliError, Format, check_output, err, expect_format, write_error};
+use crate::error::{CliError, check_output, err, write_error};
 
 /// Values printed per output in human output.
 const HEAD: usize = 8;
@@ -192,7 +192,10 @@ pub fn run(
     threads: Option<std::num::NonZeroUsize>,
     json_out: bool,
 ) -> Result<String, CliError> {
-    expect_format(model, &[Format::Onnx], "rlx run needs an ONNX model (rlx generate runs GGUF LLMs)")?;
+    // The model first: a file of another format, or of none, is named as such, not through a
+    // bad `--output` or input.
+    let needs = "rlx run needs an ONNX model (rlx generate runs GGUF LLMs)";
+    let proto = crate::error::load_onnx(model, needs, "an ONNX model, .onnx")?;
     if let Some(p) = output {
         check_output("--output", p)?;
         // The file is an .npz whatever its name; a model's name (`--output model.onnx`) would
@@ -202,8 +205,6 @@ pub fn run(
             return Err(err(format!("--output {}: rlx run writes an .npz archive; name it .npz", p.display())));
         }
     }
-    // The model first: a file that is no ONNX model is named as such, not through a bad input.
-    let proto = crate::error::load_onnx(model, "an ONNX model, .onnx")?;
     let mut feeds: Vec<(String, Tensor)> = vec![];
     for spec in inputs {
         let (name, file) = spec.split_once('=').ok_or_else(|| err(format!("--input {spec:?} is not NAME=FILE.npy")))?;

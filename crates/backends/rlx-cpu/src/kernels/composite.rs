@@ -32,6 +32,12 @@ use rlx_ir::{Attr, DType, IrError, Tensor};
 /// destination saves a third of the memory traffic).
 pub const STREAM_MIN_BYTES: usize = 16 << 20;
 
+/// True when an f32 result of `elems` elements is written with non-temporal stores
+/// ([`STREAM_MIN_BYTES`]): the norms here and the fused elementwise kernel.
+pub fn streams_f32(elems: usize) -> bool {
+    elems * 4 >= STREAM_MIN_BYTES
+}
+
 /// Composite names with a native kernel here.
 pub const NATIVE: &[&str] = &["softmax", "log_softmax", "layer_norm", "rms_norm"];
 
@@ -143,7 +149,7 @@ pub fn run(k: &NormKernel, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrEr
         return Ok(());
     }
     let avx512 = has_avx512();
-    let stream = y.len() * 4 >= STREAM_MIN_BYTES;
+    let stream = streams_f32(y.len());
     let row = |(i, yr): (usize, &mut [f32])| {
         let xr = &x[i * len..(i + 1) * len];
         let next = x.get((i + 1) * len..(i + 2) * len).unwrap_or(&[]);

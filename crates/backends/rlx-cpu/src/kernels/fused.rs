@@ -399,9 +399,7 @@ pub fn select(c: &Composite, ins: &[(Vec<usize>, DType)], outs: &[(Vec<usize>, D
     }
     let outs_k: Vec<OutKind> = kinds.into_iter().collect::<Option<_>>()?;
     let stream = super::simd::has_avx512()
-        && outs
-            .iter()
-            .any(|(d, t)| *t == DType::F32 && d.iter().product::<usize>() * 4 >= super::composite::STREAM_MIN_BYTES);
+        && outs.iter().any(|(d, t)| *t == DType::F32 && super::composite::streams_f32(d.iter().product()));
     // Large results are written by their `Store` (non-temporal), small ones by the op itself.
     if !stream {
         store_through(&mut b.prog, b.regs, outs);
