@@ -101,8 +101,9 @@ enum Command {
         /// An input as NAME=FILE.npy (repeat for each model input)
         #[arg(long = "input", value_name = "NAME=FILE.npy")]
         inputs: Vec<String>,
-        /// Save every output into this .npz (members named after the outputs)
-        #[arg(long)]
+        /// Save every output into this .npz (members named after the outputs; the name must
+        /// end in .npz)
+        #[arg(long, value_name = "OUT.npz", value_parser = parse_npz)]
         output: Option<PathBuf>,
         /// Worker threads, at least 1, at most the cores (default: all cores)
         #[arg(long, value_parser = parse_threads)]
@@ -137,6 +138,18 @@ fn parse_count<T: std::str::FromStr + PartialEq + From<u8>>(s: &str) -> Result<T
         Ok(n) if n == T::from(0) => Err("must be at least 1".into()),
         Ok(n) => Ok(n),
         Err(_) => Err(format!("{s:?} is not a whole number")),
+    }
+}
+
+/// `rlx run --output`: the file is an `.npz` archive whatever its name, so a name not ending in
+/// `.npz` is a usage error (status 2, before any file is read): `o.txt` or `o.npy` would hold a
+/// zip, and `model.onnx` would overwrite the model. (numpy's `savez` appends `.npz` instead; a
+/// file under another name than the one typed would be a surprise here.)
+fn parse_npz(s: &str) -> Result<PathBuf, String> {
+    if s.to_ascii_lowercase().ends_with(".npz") {
+        Ok(PathBuf::from(s))
+    } else {
+        Err("rlx run writes an .npz archive; name it .npz".into())
     }
 }
 

@@ -196,14 +196,9 @@ pub fn run(
     // bad `--output` or input.
     let needs = "rlx run needs an ONNX model (rlx generate runs GGUF LLMs)";
     let proto = crate::error::load_onnx(model, needs, "an ONNX model, .onnx")?;
+    // Its name ends in .npz (clap's `parse_npz`); its directory must exist.
     if let Some(p) = output {
         check_output("--output", p)?;
-        // The file is an .npz whatever its name; a model's name (`--output model.onnx`) would
-        // overwrite the model, and a `.npy` one would hold a zip, not one array.
-        let name = p.file_name().and_then(|s| s.to_str()).unwrap_or("").to_ascii_lowercase();
-        if [".onnx", ".gguf", ".safetensors", ".json", ".npy"].iter().any(|e| name.ends_with(e)) {
-            return Err(err(format!("--output {}: rlx run writes an .npz archive; name it .npz", p.display())));
-        }
     }
     let mut feeds: Vec<(String, Tensor)> = vec![];
     for spec in inputs {

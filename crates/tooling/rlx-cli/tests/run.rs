@@ -294,8 +294,8 @@ fn an_output_named_like_a_model_or_npy_is_refused_before_running() {
     for name in ["model.onnx", "out.npy", "out.gguf", "out.safetensors", "out.json"] {
         let out = dir.path().join(name);
         let o = rlx(&["run", &m, "--input", &xa, "--input", &ya, "--output", &out.to_string_lossy()]);
-        let e = stderr_line(&o, &m);
-        assert!(e.contains("rlx run writes an .npz archive; name it .npz"), "{name}: {e}");
+        assert_eq!(o.status.code(), Some(2), "{name}: a usage error");
+        assert!(stderr(&o).contains("rlx run writes an .npz archive; name it .npz"), "{name}: {}", stderr(&o));
         assert!(o.stdout.is_empty(), "{name}");
     }
     assert_eq!(std::fs::read(&model).unwrap(), before, "the model file is unchanged");
@@ -305,4 +305,34 @@ fn an_output_named_like_a_model_or_npy_is_refused_before_running() {
     let o =
         rlx(&["run", &m, "--input", &xa, "--input", &ya, "--output", &dir.path().join("out.npz").to_string_lossy()]);
     assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn an_output_not_named_npz_is_a_usage_error_and_nothing_is_written() {
+    // `--output o.txt` wrote a zip archive under that name, while the error for `o.npy` said
+    // "name it .npz": every name not ending in .npz is now refused (status 2) before any file
+    // is read, the model included.
+    let fixture: std::path::PathBuf =
+        [env!("CARGO_MANIFEST_DIR"), "tests", "fixtures", "colliding_output_names.onnx"].iter().collect();
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("model.onnx");
+    std::fs::copy(&fixture, &model).unwrap();
+    let before = std::fs::read(&model).unwrap();
+    write_npy(&dir.path().join("x.npy"), &[2], &[1.0, -2.0]);
+    let m = model.to_string_lossy();
+    let xa = format!("x={}", dir.path().join("x.npy").display());
+    for name in ["o.txt", "out", "out.npy", "model.onnx", "out.npz.txt"] {
+        let out = dir.path().join(name);
+        let o = rlx(&["run", &m, "--input", &xa, "--output", &out.to_string_lossy()]);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{name}: {e}");
+        assert!(e.contains("for '--output <OUT.npz>': rlx run writes an .npz archive; name it .npz"), "{name}: {e}");
+        assert!(o.stdout.is_empty() && !e.contains("panicked"), "{name}");
+        assert!(name == "model.onnx" || !out.exists(), "{name} was written");
+    }
+    assert_eq!(std::fs::read(&model).unwrap(), before, "the model file is unchanged");
+    // Any case of the extension is an .npz name.
+    let o = rlx(&["run", &m, "--input", &xa, "--output", &dir.path().join("OUT.NPZ").to_string_lossy()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("saved 2 outputs to"), "{}", stderr(&o));
 }
