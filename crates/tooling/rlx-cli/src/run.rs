@@ -203,6 +203,9 @@ pub fn run(
     let mut feeds: Vec<(String, Tensor)> = vec![];
     for spec in inputs {
         let (name, file) = spec.split_once('=').ok_or_else(|| err(format!("--input {spec:?} is not NAME=FILE.npy")))?;
+        if name.is_empty() {
+            return Err(err(format!("--input {spec:?} names no input before '=' (NAME=FILE.npy)")));
+        }
         if file.is_empty() {
             return Err(err(format!("--input {spec:?} names no file after '=' (NAME=FILE.npy)")));
         }

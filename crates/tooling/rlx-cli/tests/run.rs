@@ -336,3 +336,17 @@ fn an_output_not_named_npz_is_a_usage_error_and_nothing_is_written() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("saved 2 outputs to"), "{}", stderr(&o));
 }
+
+#[test]
+fn an_input_without_a_name_is_named_as_such() {
+    // `--input =x.npy` was taken as an input named "" and blamed on the model ("the model has no
+    // such input").
+    let m: std::path::PathBuf =
+        [env!("CARGO_MANIFEST_DIR"), "tests", "fixtures", "colliding_output_names.onnx"].iter().collect();
+    let m = m.to_string_lossy();
+    let dir = tempfile::tempdir().unwrap();
+    write_npy(&dir.path().join("x.npy"), &[2], &[1.0, -2.0]);
+    let spec = format!("={}", dir.path().join("x.npy").display());
+    let e = stderr_line(&rlx(&["run", &m, "--input", &spec]), &m);
+    assert!(e.contains(&format!("--input {spec:?} names no input before '=' (NAME=FILE.npy)")), "{e}");
+}
