@@ -269,7 +269,8 @@ pub fn run(
     for (n, t) in &named {
         let head = head_values(t);
         let more = if t.numel() > HEAD { ", ..." } else { "" };
-        s += &format!("{n}: {} {:?} [{}{more}]\n", t.dtype(), t.shape(), head.join(", "));
+        // numpy's dtype names, as in the JSON and `rlx inspect` of an ONNX file.
+        s += &format!("{n}: {} {:?} [{}{more}]\n", t.dtype().numpy_name(), t.shape(), head.join(", "));
     }
     if let Some(p) = output {
         let plural = if named.len() == 1 { "" } else { "s" };

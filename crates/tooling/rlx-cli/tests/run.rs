@@ -178,7 +178,7 @@ fn minilm_inputs_are_checked_by_name_and_named_dim_and_integer_outputs_print_as_
     // The model echoes input_ids as its int64 output "output": integers, not 101.000000.
     let o = rlx(&["run", &m, "--input", &ids, "--input", &mask]);
     let text = String::from_utf8_lossy(&o.stdout);
-    assert!(text.contains("output: i64 [1, 4] [101, 2023, 2003, 102]"), "{text}{}", stderr(&o));
+    assert!(text.contains("output: int64 [1, 4] [101, 2023, 2003, 102]"), "{text}{}", stderr(&o));
     let o = rlx(&["run", &m, "--input", &ids, "--input", &mask, "--json"]);
     let v = common::last_json(&o);
     let out = v["outputs"].as_array().unwrap().iter().find(|o| o["name"] == "output").expect("output");
@@ -349,4 +349,23 @@ fn an_input_without_a_name_is_named_as_such() {
     let spec = format!("={}", dir.path().join("x.npy").display());
     let e = stderr_line(&rlx(&["run", &m, "--input", &spec]), &m);
     assert!(e.contains(&format!("--input {spec:?} names no input before '=' (NAME=FILE.npy)")), "{e}");
+}
+
+#[test]
+fn text_and_json_name_dtypes_alike() {
+    // The text said `f32` where the JSON (and `rlx inspect` of an ONNX file) said `float32`.
+    let m: std::path::PathBuf =
+        [env!("CARGO_MANIFEST_DIR"), "tests", "fixtures", "colliding_output_names.onnx"].iter().collect();
+    let m = m.to_string_lossy();
+    let dir = tempfile::tempdir().unwrap();
+    write_npy(&dir.path().join("x.npy"), &[2], &[1.0, -2.0]);
+    let xa = format!("x={}", dir.path().join("x.npy").display());
+    let o = rlx(&["run", &m, "--input", &xa]);
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let v = common::last_json(&rlx(&["run", &m, "--input", &xa, "--json"]));
+    for out in v["outputs"].as_array().unwrap() {
+        assert_eq!(out["dtype"], "float32", "{v}");
+        let line = format!("{}: float32 [2] [", out["name"].as_str().unwrap());
+        assert!(text.contains(&line), "{line:?} in {text}");
+    }
 }
