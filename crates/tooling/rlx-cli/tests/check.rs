@@ -108,3 +108,20 @@ fn clean_graph_passes_and_compiles_with_a_plan() {
     let v: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
     assert!(v["lir"]["arena_bytes"].as_u64().unwrap() > 0 && v["passes"][0]["ir"].is_string(), "{out}");
 }
+
+#[test]
+fn compile_memory_line_is_at_most_the_unplanned_figure() {
+    // clean.json's one 16-byte value takes one 64-byte-aligned buffer: the line said
+    // "unplanned 16 B, 400.0%" (the arena was aligned, the figure it was compared with not).
+    let f = fixture("clean.json");
+    let o = rlx(&["compile", &f]);
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{text}");
+    let line = text.lines().find(|l| l.starts_with("lir: ")).expect("the memory line");
+    let pct: f64 = line.split("B, ").nth(1).and_then(|s| s.split('%').next()).expect("a percentage").parse().unwrap();
+    assert!(pct <= 100.0, "{line}");
+    let v = common::last_json(&rlx(&["compile", &f, "--json"]));
+    let lir = &v["lir"];
+    let (arena, fixed) = (lir["arena_bytes"].as_u64().unwrap(), lir["fixed_bytes"].as_u64().unwrap());
+    assert!(arena + fixed <= lir["unplanned_bytes"].as_u64().unwrap(), "{lir}");
+}

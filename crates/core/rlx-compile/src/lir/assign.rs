@@ -143,8 +143,16 @@ pub(super) fn assign(
         }
     }
     let fixed_bytes = values.iter().filter(|v| v.storage == Storage::Fixed).map(|v| v.bytes).sum();
-    let unplanned_bytes =
-        values.iter().filter(|v| matches!(v.storage, Storage::Fixed | Storage::Buffer(_))).map(|v| v.bytes).sum();
+    // One buffer per value, each aligned as the arena's buffers are: with raw sums a lone 16-B
+    // value in its 64-B buffer read as 400% of the unplanned figure.
+    let unplanned_bytes = values
+        .iter()
+        .map(|v| match v.storage {
+            Storage::Fixed => v.bytes,
+            Storage::Buffer(_) => v.bytes.div_ceil(ALIGN) * ALIGN,
+            _ => 0,
+        })
+        .sum();
     let steps = order
         .iter()
         .map(|&s| {

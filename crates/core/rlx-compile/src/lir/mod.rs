@@ -126,7 +126,9 @@ pub struct LirModule {
     /// Largest sum of the bytes of simultaneously live planned values (a lower bound on any
     /// arena for this schedule).
     pub peak_live_bytes: usize,
-    /// Sum of the bytes of every intermediate value (what one buffer per value costs).
+    /// What one buffer per value costs: every planned value's bytes rounded up to [`ALIGN`]
+    /// (as the arena's buffers are), plus [`LirModule::fixed_bytes`]. At least
+    /// `arena_bytes + fixed_bytes`.
     pub unplanned_bytes: usize,
 }
 
