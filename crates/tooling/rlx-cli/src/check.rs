@@ -29,6 +29,18 @@ impl CheckReport {
     pub fn errors(&self) -> usize {
         self.problems.iter().filter(|p| p.level == "error").count()
     }
+    /// The first error as `rlx check` prints it (`<node>: <message>`, without `error: `), and
+    /// how many more there are; `None` when there are only hints.
+    pub fn first_error(&self) -> Option<String> {
+        let mut errors = self.problems.iter().filter(|p| p.level == "error");
+        let first = errors.next()?;
+        let more = match errors.count() {
+            0 => String::new(),
+            1 => " (and 1 more error; rlx check lists them)".into(),
+            n => format!(" (and {n} more errors; rlx check lists them)"),
+        };
+        Some(format!("{}: {}{more}", first.node, first.msg))
+    }
     pub fn human(&self) -> String {
         let mut s = String::new();
         for p in &self.problems {
@@ -77,11 +89,15 @@ pub fn read_graph(path: &Path) -> Result<Graph, CliError> {
 /// Check the graph in `path`. Errors: as [`read_graph`]; the graph's own problems (a verifier
 /// error included) are findings in the report, not errors.
 pub fn check(path: &Path) -> Result<CheckReport, CliError> {
-    let g = read_graph(path)?;
+    Ok(check_graph(&read_graph(path)?))
+}
+
+/// The findings of `rlx check` on `g` (`rlx compile` stops on its errors).
+pub fn check_graph(g: &Graph) -> CheckReport {
     // The checks below index nodes by their inputs: only a verified graph is safe to walk.
-    if let Err(e) = rlx_ir::verify(&g) {
+    if let Err(e) = rlx_ir::verify(g) {
         let problems = vec![Problem { level: "error", node: "graph".into(), msg: e.to_string() }];
-        return Ok(CheckReport { problems, dispatch: None });
+        return CheckReport { problems, dispatch: None };
     }
     let mut problems = vec![];
     for (i, n) in g.nodes().iter().enumerate() {
@@ -106,17 +122,17 @@ pub fn check(path: &Path) -> Result<CheckReport, CliError> {
             _ => None,
         };
         if let Some(m) = msg {
-            problems.push(Problem { level: "error", node: label(&g, id), msg: m.into() });
+            problems.push(Problem { level: "error", node: label(g, id), msg: m.into() });
         }
     }
-    problems.extend(fusion_hints(&g));
-    let dispatch = Some(rlx_compile::DispatchReport::new(&g, &|name| rlx_cpu::native_composites().contains(&name)));
+    problems.extend(fusion_hints(g));
+    let dispatch = Some(rlx_compile::DispatchReport::new(g, &|name| rlx_cpu::native_composites().contains(&name)));
     if let Some(d) = &dispatch {
         for e in d.entries.iter().filter(|e| e.dispatch == rlx_compile::Dispatch::Missing) {
             problems.push(Problem { level: "error", node: e.kind.clone(), msg: "no backend can run it".into() });
         }
     }
-    Ok(CheckReport { problems, dispatch })
+    CheckReport { problems, dispatch }
 }
 
 /// An elementwise value read by several elementwise ops ends a fused chain (it is written to

@@ -4,7 +4,7 @@
 use serde_json::json;
 use std::path::Path;
 
-use crate::error::CliError;
+use crate::error::{CliError, err};
 
 /// The pipeline's records and the memory plan.
 pub struct CompileOut {
@@ -42,10 +42,14 @@ impl CompileOut {
     }
 }
 
-/// Compile the graph in `path` (static shapes) for the CPU.
+/// Compile the graph in `path` (static shapes) for the CPU. Errors: as
+/// [`crate::check::read_graph`], and the first of the errors `rlx check` finds (a verifier error,
+/// a provable NaN, an op no backend runs) in its words; its hints do not stop the compile.
 pub fn compile(path: &Path) -> Result<CompileOut, CliError> {
     let mut g = crate::check::read_graph(path)?;
-    rlx_ir::verify(&g)?;
+    if let Some(e) = crate::check::check_graph(&g).first_error() {
+        return Err(err(e));
+    }
     let opts = rlx_compile::PassOptions {
         dump_ir: true,
         verify_each: true,

@@ -115,7 +115,8 @@ enum Command {
         /// The graph JSON file
         file: PathBuf,
     },
-    /// Compile a graph (JSON, static shapes) for the CPU: pass summary and memory plan.
+    /// Compile a graph (JSON, static shapes) for the CPU: pass summary and memory plan. Exit
+    /// status 1 on an error `rlx check` finds (not on its hints).
     Compile {
         /// The graph JSON file
         file: PathBuf,

@@ -125,3 +125,34 @@ fn compile_memory_line_is_at_most_the_unplanned_figure() {
     let (arena, fixed) = (lir["arena_bytes"].as_u64().unwrap(), lir["fixed_bytes"].as_u64().unwrap());
     assert!(arena + fixed <= lir["unplanned_bytes"].as_u64().unwrap(), "{lir}");
 }
+
+#[test]
+fn compile_fails_with_checks_error_but_not_for_a_hint() {
+    // nan.json's provable NaN is an error to `rlx check` (exit 1); `rlx compile` exited 0 on it.
+    let f = fixture("nan.json");
+    let o = rlx(&["check", &f]);
+    assert_eq!(o.status.code(), Some(1));
+    let report = String::from_utf8_lossy(&o.stdout).into_owned();
+    let finding = report.lines().find_map(|l| l.strip_prefix("error: ")).expect("an error finding");
+    for args in [vec!["compile", &f], vec!["compile", &f, "--json"], vec!["compile", &f, "--dump"]] {
+        let o = rlx(&args);
+        let e = one_error_line(&o, &f);
+        assert_eq!(e.trim_end(), format!("rlx: error: {f}: {finding}"), "{args:?}");
+        assert!(o.stdout.is_empty(), "{args:?}");
+    }
+    // A value read by two elementwise ops is only a hint: check passes, and so does compile.
+    let mut g = Graph::new("hint");
+    let x = g.input("x", Shape::new(&[4], DType::F32));
+    let e = g.exp(x);
+    let y = g.mul(e, e);
+    let z = g.add(y, e);
+    g.set_outputs(vec![z]);
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("hint.json");
+    std::fs::write(&p, rlx_ir::hir_to_json(&g).unwrap()).unwrap();
+    let p = p.to_string_lossy().into_owned();
+    let o = rlx(&["check", &p]);
+    assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("hint: "), "{o:?}");
+    let o = rlx(&["compile", &p]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
