@@ -369,3 +369,30 @@ fn text_and_json_name_dtypes_alike() {
         assert!(text.contains(&line), "{line:?} in {text}");
     }
 }
+
+#[test]
+fn an_unparsable_rlx_num_threads_is_a_note_not_silence() {
+    // docs/env.md: RLX_NUM_THREADS overrides the thread count; `abc` was ignored without a word.
+    let m: std::path::PathBuf =
+        [env!("CARGO_MANIFEST_DIR"), "tests", "fixtures", "colliding_output_names.onnx"].iter().collect();
+    let dir = tempfile::tempdir().unwrap();
+    write_npy(&dir.path().join("x.npy"), &[2], &[1.0, -2.0]);
+    let xa = format!("x={}", dir.path().join("x.npy").display());
+    let run = |v: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_rlx"))
+            .args(["run", &m.to_string_lossy(), "--input", &xa, "--json"])
+            .env("RLX_NUM_THREADS", v)
+            .output()
+            .unwrap()
+    };
+    let o = run("abc");
+    common::last_json(&o);
+    assert_eq!(
+        stderr(&o),
+        "rlx: note: RLX_NUM_THREADS=\"abc\" is not a whole number; ignored (docs/env.md)\n",
+        "one note line"
+    );
+    let o = run("1");
+    common::last_json(&o);
+    assert_eq!(stderr(&o), "", "a valid value needs no note");
+}
