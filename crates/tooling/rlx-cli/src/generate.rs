@@ -155,6 +155,12 @@ pub fn generate(args: &GenerateArgs, path: &Path, json: bool) -> Result<String, 
     let needs = "rlx generate needs a Llama-family GGUF (rlx run runs ONNX models; rlx embed, BERT encoders)";
     require_format(path, &[Format::Gguf], needs, "a GGUF model, .gguf")?;
     let file = GgufFile::open(path)?;
+    // llama.cpp's ggml-vocab-*.gguf hold a tokenizer and hyperparameters but no tensors: say
+    // so, rather than name the first weight that is missing.
+    if file.tensors().is_empty() {
+        return Err(err("has no model weights (0 tensors): a tokenizer/vocabulary-only GGUF (as llama.cpp's \
+             ggml-vocab-*.gguf); rlx generate needs a model GGUF"));
+    }
     // The architecture first: a GGUF of another kind of model is named as such, not as a
     // missing tokenizer key.
     let mut cfg = LlamaConfig::from_gguf(&file)?;

@@ -264,3 +264,24 @@ fn profile_reports_every_step_of_both_phases() {
 fn rlx_cpu_avx512() -> bool {
     rlx_cpu::SimdLevel::Native.avx512()
 }
+
+#[test]
+fn a_gguf_without_tensors_is_called_vocabulary_only() {
+    // llama.cpp's ggml-vocab-*.gguf hold a tokenizer and hyperparameters but no tensors: the
+    // error was the first missing weight (`token_embd.weight`).
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.gguf");
+    // GGUF v3, 0 tensors, 0 metadata entries.
+    std::fs::write(&empty, [&b"GGUF"[..], &3u32.to_le_bytes(), &0u64.to_le_bytes(), &0u64.to_le_bytes()].concat())
+        .unwrap();
+    let mut files = vec![empty];
+    if let Some(models) = rlx_fetched::or_skip(rlx_fetched::LLAMA_CPP_MODELS, "generate on ggml-vocab-llama-bpe.gguf") {
+        files.push(models.join("ggml-vocab-llama-bpe.gguf"));
+    }
+    for f in files {
+        let f = f.to_string_lossy();
+        let e = one_error_line(&rlx(&["generate", "--model", &f, "--max-tokens", "1"]), &f);
+        assert!(e.contains("has no model weights (0 tensors): a tokenizer/vocabulary-only GGUF"), "{e}");
+        assert!(!e.contains("token_embd"), "{e}");
+    }
+}
