@@ -193,3 +193,42 @@ fn a_tokenizer_directory_is_named_as_a_directory() {
     let e = one_error_line(&rlx(&["embed", "--model", &m, "--tokenizer", &d, "hi"]), &m);
     assert!(e.contains(&format!("(its tokenizer.json is {d}/tokenizer.json)")), "{e}");
 }
+
+/// The shell words of `line` (double quotes group; no escapes), `~/.cache/rlx` as the cache.
+fn shell_words(line: &str) -> Vec<String> {
+    let cache = rlx_fetched::cache_dir().to_string_lossy().into_owned();
+    let mut words = vec![];
+    for (i, part) in line.split('"').enumerate() {
+        if i % 2 == 1 {
+            words.push(part.to_string());
+        } else {
+            words.extend(part.split_whitespace().map(|w| w.replace("~/.cache/rlx", &cache)));
+        }
+    }
+    words
+}
+
+#[test]
+fn the_readmes_onnx_embed_command_runs() {
+    // The top-level README showed no way to embed with the ONNX model of `tools/fetch.sh
+    // minilm-onnx`, which has no tokenizer.json beside it. Run its command as written.
+    let readme = include_str!("../../../../README.md");
+    let line = readme
+        .lines()
+        .find(|l| l.contains("rlx embed --model ~/.cache/rlx/minilm-onnx/"))
+        .expect("README shows `rlx embed` on the minilm-onnx model");
+    assert!(readme.contains("tools/fetch.sh minilm-onnx"), "README names the fetch step");
+    let (Some(_), Some(_)) =
+        (or_skip(MINILM_L3_ONNX, "README's onnx embed"), or_skip(MINILM_TOKENIZER, "README's onnx embed"))
+    else {
+        return;
+    };
+    let cmd = line.split(" # ").next().unwrap();
+    let words = shell_words(&cmd[cmd.find("rlx embed").unwrap() + "rlx ".len()..]);
+    let mut args = words.clone();
+    args.push("--json".into());
+    let v = last_json(&rlx(&args));
+    assert_eq!(v["dim"], 384, "{words:?}");
+    let n: f64 = v["embeddings"][0].as_array().unwrap().iter().map(|x| x.as_f64().unwrap().powi(2)).sum();
+    assert!((n - 1.0).abs() < 1e-4, "unit norm: {n}");
+}
