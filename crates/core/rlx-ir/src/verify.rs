@@ -3,8 +3,8 @@
 use crate::{Bindings, Dim, Graph, IrError, Node, NodeId, Op, Shape};
 use std::collections::HashSet;
 
-/// Check a graph: the builder's recorded error, operand ids, tuple use, unique names,
-/// outputs, and that every node's recorded types equal what its op's rule infers (recursing
+/// Check a graph: the builder's recorded error, operand ids, tuple use, unique names, the
+/// declared inputs and params (existing nodes of that kind, each once), outputs, and that every node's recorded types equal what its op's rule infers (recursing
 /// into sub-graphs).
 pub fn verify(g: &Graph) -> Result<(), IrError> {
     if let Some(e) = &g.error {
@@ -32,6 +32,28 @@ pub fn verify(g: &Graph) -> Result<(), IrError> {
         }
         for sub in n.op.subgraphs() {
             verify(sub).map_err(|e| IrError::Invalid(format!("in a sub-graph of %{i} ({}): {e}", n.op.name())))?;
+        }
+    }
+    // The declared inputs and params: existing nodes of that kind, each listed once (a graph
+    // read from JSON can say anything here).
+    for (list, what, a_what) in [(&g.inputs, "input", "an input"), (&g.params, "param", "a param")] {
+        let mut seen = HashSet::new();
+        for id in list {
+            let n = g.nodes.get(id.index()).ok_or_else(|| IrError::Invalid(format!("{what} {id} does not exist")))?;
+            let kind_ok = match n.op {
+                Op::Input { .. } => what == "input",
+                Op::Param { .. } => what == "param",
+                _ => false,
+            };
+            if !kind_ok {
+                return Err(IrError::Invalid(format!(
+                    "{what}s list {id}, which is `{}`, not {a_what} node",
+                    n.op.name()
+                )));
+            }
+            if !seen.insert(id.index()) {
+                return Err(IrError::Invalid(format!("{what} {id} is listed twice")));
+            }
         }
     }
     if g.outputs.is_empty() {

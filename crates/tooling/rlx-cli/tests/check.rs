@@ -88,6 +88,36 @@ fn files_that_are_not_graphs_are_one_line_errors() {
     }
 }
 
+/// A graph JSON whose `inputs` / `params` name a missing node, a node of another kind, or a
+/// node twice: both subcommands say so in one line (compile panicked on an index past the end,
+/// and check passed such files).
+#[test]
+fn bad_input_and_param_lists_are_errors_not_panics() {
+    let dir = tempfile::tempdir().unwrap();
+    let clean = std::fs::read_to_string(fixture("clean.json")).unwrap();
+    let lists = r#""inputs":[0,1],"params":[]"#;
+    assert!(clean.contains(lists));
+    let cases = [
+        (r#""inputs":[0,7],"params":[]"#, "input %7 does not exist"),
+        (r#""inputs":[0,1],"params":[9]"#, "param %9 does not exist"),
+        (r#""inputs":[0,2],"params":[]"#, "inputs list %2, which is `add`, not an input node"),
+        (r#""inputs":[0,0,1],"params":[]"#, "input %0 is listed twice"),
+        (r#""inputs":[0],"params":[1]"#, "params list %1, which is `input`, not a param node"),
+    ];
+    for (k, (with, want)) in cases.iter().enumerate() {
+        let f = dir.path().join(format!("bad{k}.json"));
+        std::fs::write(&f, clean.replace(lists, with)).unwrap();
+        let f = f.to_string_lossy().into_owned();
+        for cmd in ["check", "compile"] {
+            let o = rlx(&[cmd, &f]);
+            assert_eq!(o.status.code(), Some(1), "{cmd} {with}: {o:?}");
+            let all = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+            assert!(all.contains(want), "{cmd} {with}: {all}");
+            assert!(!all.contains("panicked"), "{all}");
+        }
+    }
+}
+
 #[test]
 fn provable_nan_names_the_node_and_fails() {
     let o = rlx(&["check", &fixture("nan.json"), "--json"]);
