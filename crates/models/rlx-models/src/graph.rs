@@ -41,10 +41,20 @@ pub const STEP_INPUTS: [&str; 5] = ["tokens", "rope_cos", "rope_sin", "mask", "l
 ///
 /// Errors: a weight of `cfg` missing from `w`, or a graph-building error (reported by
 /// `verify`).
-pub fn step_graph(cfg: &LlamaConfig, w: &Weights, b: usize, s: usize, c: usize, kv: KvCacheDtype) -> Result<Graph> {
+///
+/// With `ggml` (fast mode), RoPE and attention are one [`crate::ggml_numerics`] op per layer:
+/// llama.cpp's f32 arithmetic, to go with the quantized matmuls' (the tables fed as `rope_cos` /
+/// `rope_sin` are then [`crate::ggml_numerics::rope_tables_ggml`]'s).
+pub fn step_graph(
+    cfg: &LlamaConfig,
+    w: &Weights,
+    (b, s, c, kv): (usize, usize, usize, KvCacheDtype),
+    ggml: bool,
+) -> Result<Graph> {
     let (e, d, hk, rep) = (cfg.d_model, cfg.head_dim, cfg.n_kv_head, cfg.group());
     // `dequant_matmul` and the packed embedding use the `gguf_dequantize` custom op.
     rlx_gguf::register_ops();
+    crate::ggml_numerics::register();
     let mut g = Graph::new(format!("{}_b{b}_s{s}_c{c}_{kv:?}", cfg.arch));
     let tokens = g.input("tokens", Shape::new(&[b, s], DType::I32));
     let cos = g.input("rope_cos", Shape::new(&[b * s, d], DType::F32));
@@ -58,6 +68,7 @@ pub fn step_graph(cfg: &LlamaConfig, w: &Weights, b: usize, s: usize, c: usize, 
         caches.push((k, v));
     }
     // [B, S, C+S] -> [B, 1, 1, S, C+S]: broadcast over KV heads and the heads of a group.
+    let mask_in = mask;
     let mask = g.reshape(mask, vec![b, 1, 1, s, c + s]);
     let mut ws = std::collections::HashMap::new();
     for (name, _) in expected(cfg) {
@@ -67,6 +78,30 @@ pub fn step_graph(cfg: &LlamaConfig, w: &Weights, b: usize, s: usize, c: usize, 
         ws.insert(name, (id, wt));
     }
     let wget = |n: &str| ws[n];
+    // RMSNorm with weight `w`: ggml's arithmetic in fast mode.
+    let norm = |g: &mut Graph, x: NodeId, w: NodeId| -> NodeId {
+        if ggml {
+            let a: Attrs = [("eps".to_string(), Attr::Float(cfg.rms_eps))].into_iter().collect();
+            g.custom(crate::ggml_numerics::GGML_RMS_NORM, a, &[x, w])[0]
+        } else {
+            g.rms_norm(x, Some(w), -1, cfg.rms_eps)
+        }
+    };
+    // The feed-forward half of layer `l` with its residual.
+    let ffn = |g: &mut Graph, x: NodeId, l: usize| -> NodeId {
+        let p = |n: &str| format!("blk.{l}.{n}");
+        let h = norm(g, x, wget(&p("ffn_norm.weight")).0);
+        let gate = linear(g, h, wget(&p("ffn_gate.weight")));
+        let up = linear(g, h, wget(&p("ffn_up.weight")));
+        let act = if ggml {
+            g.custom(crate::ggml_numerics::GGML_SWIGLU, Attrs::new(), &[gate, up])[0]
+        } else {
+            let s = g.silu(gate);
+            g.mul(s, up)
+        };
+        let down = linear(g, act, wget(&p("ffn_down.weight")));
+        g.add(x, down)
+    };
 
     // Embedding: gather rows (packed rows stay packed), then dequantize just those rows.
     let (emb, emb_w) = wget("token_embd.weight");
@@ -97,7 +132,7 @@ pub fn step_graph(cfg: &LlamaConfig, w: &Weights, b: usize, s: usize, c: usize, 
     };
     for (l, &(kc, vc)) in caches.iter().enumerate() {
         let p = |n: &str| format!("blk.{l}.{n}");
-        let h = g.rms_norm(x, Some(wget(&p("attn_norm.weight")).0), -1, cfg.rms_eps);
+        let h = norm(&mut g, x, wget(&p("attn_norm.weight")).0);
         let proj = |g: &mut Graph, n: &str, heads: usize| {
             let mut y = linear(g, h, wget(&p(&format!("{n}.weight"))));
             if cfg.qkv_bias {
@@ -106,9 +141,9 @@ pub fn step_graph(cfg: &LlamaConfig, w: &Weights, b: usize, s: usize, c: usize, 
             // [B·S, heads, D]: RoPE sees one position per (sequence, token) row.
             let mut y = g.reshape(y, vec![b * s, heads, d]);
             if cfg.qk_norm && n != "attn_v" {
-                y = g.rms_norm(y, Some(wget(&p(&format!("{n}_norm.weight"))).0), -1, cfg.rms_eps);
+                y = norm(g, y, wget(&p(&format!("{n}_norm.weight"))).0);
             }
-            if n != "attn_v" {
+            if n != "attn_v" && !ggml {
                 y = g.rope_with_style(y, cos, sin, RopeLayout::Shd, cfg.rope_style);
             }
             g.reshape(y, vec![b, s, heads, d])
@@ -117,6 +152,16 @@ pub fn step_graph(cfg: &LlamaConfig, w: &Weights, b: usize, s: usize, c: usize, 
         let k = proj(&mut g, "attn_k", hk);
         let v = proj(&mut g, "attn_v", hk);
         let (kc, vc) = (g.convert(kc, DType::F32), g.convert(vc, DType::F32));
+        if ggml {
+            // ggml's scale: 1.0f / sqrtf(D), two f32 roundings.
+            let a = crate::ggml_numerics::attrs(1.0 / (d as f32).sqrt(), cfg.rope_style);
+            let r = g.custom(crate::ggml_numerics::GGML_ATTENTION, a, &[q, k, v, cos, sin, kc, vc, mask_in]);
+            kv_out.extend([r[1], r[2]]);
+            let o = linear(&mut g, r[0], wget(&p("attn_output.weight")));
+            x = g.add(x, o);
+            x = ffn(&mut g, x, l);
+            continue;
+        }
         let k_new = g.transpose(k, &[0, 2, 1, 3]); // [B, Hk, S, D]
         let v_new = g.transpose(v, &[0, 2, 1, 3]);
         kv_out.extend([k_new, v_new]);
@@ -143,17 +188,11 @@ pub fn step_graph(cfg: &LlamaConfig, w: &Weights, b: usize, s: usize, c: usize, 
         let o = g.reshape(o, vec![b, s, cfg.n_head * d]);
         let o = linear(&mut g, o, wget(&p("attn_output.weight")));
         x = g.add(x, o);
-        let h = g.rms_norm(x, Some(wget(&p("ffn_norm.weight")).0), -1, cfg.rms_eps);
-        let gate = linear(&mut g, h, wget(&p("ffn_gate.weight")));
-        let up = linear(&mut g, h, wget(&p("ffn_up.weight")));
-        let act = g.silu(gate);
-        let act = g.mul(act, up);
-        let down = linear(&mut g, act, wget(&p("ffn_down.weight")));
-        x = g.add(x, down);
+        x = ffn(&mut g, x, l);
     }
     let xf = g.reshape(x, vec![b * s, e]);
     let xl = g.take(xf, last, 0); // [B, E]
-    let xl = g.rms_norm(xl, Some(wget("output_norm.weight").0), -1, cfg.rms_eps);
+    let xl = norm(&mut g, xl, wget("output_norm.weight").0);
     let head = if cfg.tied_head { wget("token_embd.weight") } else { wget("output.weight") };
     let logits = linear(&mut g, xl, head);
     let mut outs = vec![logits];

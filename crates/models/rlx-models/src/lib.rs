@@ -24,6 +24,7 @@ pub mod bert;
 pub mod config;
 mod error;
 pub mod generate;
+pub mod ggml_numerics;
 pub mod graph;
 pub mod kv_cache;
 pub mod runner;

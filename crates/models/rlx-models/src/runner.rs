@@ -33,6 +33,9 @@ pub struct LlamaModel {
     weight_names: Vec<String>,
     cache_names: Vec<(String, String)>,
     kv_dtype: KvCacheDtype,
+    /// Fast mode (`quantized_activations`, after the environment override): RoPE and attention
+    /// take llama.cpp's arithmetic too ([`crate::ggml_numerics`]).
+    ggml: bool,
     /// [`LlamaModel::profile`]'s totals per (phase, op, kernel)
     /// and the graphs' cumulative totals when a phase last ended.
     profile_books: ProfileBooks,
@@ -110,6 +113,7 @@ impl LlamaModel {
         let cache_names = (0..cfg.n_layer).map(|l| (format!("cache.{l}.k"), format!("cache.{l}.v"))).collect();
         let graphs = HashMap::new();
         let kv_dtype = KvCacheDtype::F32;
+        let ggml = opts.clone().with_env_overrides().quantized_activations;
         let logits = Tensor::zeros(&[0], rlx_ir::DType::F32);
         Ok(LlamaModel {
             cfg,
@@ -121,6 +125,7 @@ impl LlamaModel {
             weight_names,
             cache_names,
             kv_dtype,
+            ggml,
             profile_books: Default::default(),
         })
     }
@@ -274,7 +279,7 @@ impl LlamaModel {
     fn compiled(&mut self, key: Bucket) -> Result<&mut StepGraph> {
         if !self.graphs.contains_key(&key) {
             let (b, s, c, kv) = key;
-            let g = step_graph(&self.cfg, &self.weights, b, s, c, kv)?;
+            let g = step_graph(&self.cfg, &self.weights, (b, s, c, kv), self.ggml)?;
             let graph = self.session.try_compile_with(g, &self.opts)?;
             let d = self.cfg.head_dim;
             let inputs = [
@@ -379,7 +384,17 @@ impl LlamaModel {
             for (i, &t) in toks.iter().enumerate() {
                 ids[r * s + i] = t as i32;
             }
-            rope_rows(&self.cfg, past, &mut cos[r * s * d..][..s * d], &mut sin[r * s * d..][..s * d]);
+            let (cr, sr) = (&mut cos[r * s * d..][..s * d], &mut sin[r * s * d..][..s * d]);
+            if self.ggml {
+                let freq_scale = match self.cfg.rope_scaling {
+                    crate::RopeScaling::None => 1.0,
+                    crate::RopeScaling::Linear { factor } => 1.0 / factor as f32,
+                };
+                let base = self.cfg.rope_base as f32;
+                crate::ggml_numerics::rope_tables_ggml(base, freq_scale, self.cfg.rope_style, d, past, cr, sr);
+            } else {
+                rope_rows(&self.cfg, past, cr, sr);
+            }
             for i in 0..s {
                 let row = &mut mask[(r * s + i) * (c + s)..][..c + s];
                 row[..past].fill(0.0);

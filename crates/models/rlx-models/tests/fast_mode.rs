@@ -3,8 +3,9 @@
 //! the real SmolLM2-135M Q4_1 GGUF over 4 texts of 107–157 tokens (543 positions), fixture
 //! `tests/fixtures/smollm2_llama_top1.json` from `tools/refgen/gen_llama_top1.py` (libllama,
 //! 1 thread, every position's argmax). Fast mode with the f32 cache must agree with llama.cpp
-//! run with an f32 KV cache (so attention is f32 on both sides and only the quantized matmuls'
-//! arithmetic is compared) at ≥ 98% of positions (≥ 97% guarded, see the assertion). The
+//! run with an f32 KV cache (attention in f32 on both sides, in llama.cpp's order on RLX's
+//! side: `rlx_models::ggml_numerics`) at ≥ 98% of positions, with its top-1 logits within
+//! 1e-3 of the fixture's (printed to 4 decimals). The
 //! reference that counts is llama.cpp fed one token per `llama_decode` call (`argmax_step`),
 //! as this test feeds RLX; llama.cpp's one-batch-per-text run (`argmax`) is reported beside it.
 //! The report-only numbers — exact mode against the same reference, and fast mode with an f16 cache
@@ -99,16 +100,17 @@ fn fast_mode_top1_agrees_with_llama_cpp() {
         pct(batch.agree, n),
         batch.worst_logit
     );
-    // The issue asks for >= 98%; not met (measured 97.79% = 531/543 against llama.cpp's
-    // token-by-token run, 97.42% against its batch run; llama.cpp's own batch and token-by-token
-    // runs agree at 98.16%). See the README: every disagreement is a near-tie, and the first
-    // logit difference is at the second position, in the f32 attention. Guard what holds.
+    // The issue asks for >= 98%. With llama.cpp's f32 arithmetic between the matmuls
+    // (`rlx_models::ggml_numerics`) fast mode measured 100% (543/543) against the token-by-token
+    // run, its top-1 logits equal to the fixture's 4 decimals; the batch run sums attention in
+    // another order and agrees with llama.cpp's own step run at 98.16%, as RLX does.
     assert!(
-        step.agree * 100 >= 97 * n,
-        "fast mode agrees with llama.cpp (one token per step) at {}/{n} positions ({:.2}%), want >= 97%",
+        step.agree * 100 >= 98 * n,
+        "fast mode agrees with llama.cpp (one token per step) at {}/{n} positions ({:.2}%), want >= 98%",
         step.agree,
         pct(step.agree, n)
     );
+    assert!(step.worst_logit < 1e-3, "top-1 logits differ from llama.cpp's by up to {}", step.worst_logit);
 }
 
 /// The README's other two agreement numbers; prints only (nothing here is a pass/fail claim).
