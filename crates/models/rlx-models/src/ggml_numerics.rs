@@ -3,8 +3,9 @@
 //! Fast mode (`CompileOptions::quantized_activations`) runs llama.cpp's numerics. Its quantized
 //! matmuls (Q8 activations, ggml's summation order) live in `rlx-cpu`; everything between them
 //! that rounds differently would flip a Q8 rounding now and then, and a flip moves logits by
-//! tenths. So fast-mode step graphs build these three custom ops, which compute as ggml's CPU
-//! backend does with an f32 KV cache and flash attention off, one token per step
+//! tenths. So fast-mode step graphs build these custom ops (the attention op in one-token
+//! steps only, see `crate::graph::step_graph`), which compute as ggml's CPU backend does with
+//! an f32 KV cache and flash attention off, one token per step
 //! (`llm_graph_context::build_attn_mha`, llama.cpp as vendored by `llama-cpp-python` 0.3.36,
 //! read from its source; `tools/refgen/llama_dump_layers.c` dumps llama.cpp's tensors to check):
 //!
@@ -36,7 +37,9 @@
 //! `[B, S, H·D]`, then `k_new`, `v_new` f32 `[B, Hk, S, D]` (`k` after RoPE), which the host
 //! appends to the cache. `D` even, `H` a multiple of `Hk`; a query row that sees no key gives
 //! NaN (as softmax of an all-`-inf` row). The ops run single-threaded through their reference
-//! `eval` (the `rlx-cpu` executor calls it); their cost is small beside the matmuls.
+//! `eval` (the `rlx-cpu` executor calls it): linear in the tokens for RMSNorm and SwiGLU, and
+//! for attention in the keys of the one query row of a decode step (a several-token step would
+//! make it quadratic, which is why prefill keeps the native attention).
 
 use rlx_ir::op::RopeStyle;
 use rlx_ir::ops::custom::{CustomOp, register_op};
@@ -396,8 +399,9 @@ fn attention<'a>(
                     *e *= inv;
                 }
                 // Output: per head dim, `ggml_vec_dot_f32` of the value column and the
-                // weights over the keys (the cache's 256-key window pads with zeros, so its
-                // tail loop never runs).
+                // weights over the keys (llama.cpp's key window is padded to 256 cells, or the
+                // context size when smaller, with zero weights, so its tail loop runs only for a
+                // context that is not a multiple of 64; not emulated).
                 acc.fill(0.0);
                 for (t, &j) in keys.iter().enumerate() {
                     let p = w[t];

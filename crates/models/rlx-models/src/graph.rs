@@ -42,9 +42,14 @@ pub const STEP_INPUTS: [&str; 5] = ["tokens", "rope_cos", "rope_sin", "mask", "l
 /// Errors: a weight of `cfg` missing from `w`, or a graph-building error (reported by
 /// `verify`).
 ///
-/// With `ggml` (fast mode), RoPE and attention are one [`crate::ggml_numerics`] op per layer:
-/// llama.cpp's f32 arithmetic, to go with the quantized matmuls' (the tables fed as `rope_cos` /
-/// `rope_sin` are then [`crate::ggml_numerics::rope_tables_ggml`]'s).
+/// With `ggml` (fast mode), RMSNorm and SwiGLU are [`crate::ggml_numerics`]'s ops (llama.cpp's
+/// f32 arithmetic, to go with the quantized matmuls'), and in one-token steps (`s == 1`, every
+/// decode step) RoPE and attention are its one attention op per layer: a single query row is
+/// where llama.cpp sums in `ggml_vec_dot_f32`'s order, which that op follows. Steps of several
+/// tokens (prefill) keep the native attention: llama.cpp sums a batch in tinyBLAS's order, which
+/// is not emulated, and the op's single-threaded quadratic work was a third of a 1008-token
+/// prefill at 2 threads. The `rope_cos` / `rope_sin` tables fed in fast mode are
+/// [`crate::ggml_numerics::rope_tables_ggml`]'s.
 pub fn step_graph(
     cfg: &LlamaConfig,
     w: &Weights,
@@ -55,6 +60,7 @@ pub fn step_graph(
     // `dequant_matmul` and the packed embedding use the `gguf_dequantize` custom op.
     rlx_gguf::register_ops();
     crate::ggml_numerics::register();
+    let ggml_attention = ggml && s == 1;
     let mut g = Graph::new(format!("{}_b{b}_s{s}_c{c}_{kv:?}", cfg.arch));
     let tokens = g.input("tokens", Shape::new(&[b, s], DType::I32));
     let cos = g.input("rope_cos", Shape::new(&[b * s, d], DType::F32));
@@ -143,7 +149,7 @@ pub fn step_graph(
             if cfg.qk_norm && n != "attn_v" {
                 y = norm(g, y, wget(&p(&format!("{n}_norm.weight"))).0);
             }
-            if n != "attn_v" && !ggml {
+            if n != "attn_v" && !ggml_attention {
                 y = g.rope_with_style(y, cos, sin, RopeLayout::Shd, cfg.rope_style);
             }
             g.reshape(y, vec![b, s, heads, d])
@@ -152,7 +158,7 @@ pub fn step_graph(
         let k = proj(&mut g, "attn_k", hk);
         let v = proj(&mut g, "attn_v", hk);
         let (kc, vc) = (g.convert(kc, DType::F32), g.convert(vc, DType::F32));
-        if ggml {
+        if ggml_attention {
             // ggml's scale: 1.0f / sqrtf(D), two f32 roundings.
             let a = crate::ggml_numerics::attrs(1.0 / (d as f32).sqrt(), cfg.rope_style);
             let r = g.custom(crate::ggml_numerics::GGML_ATTENTION, a, &[q, k, v, cos, sin, kc, vc, mask_in]);
