@@ -77,25 +77,58 @@ impl CompileOptions {
         self.flush_denormals = on;
         self
     }
-    /// These options with the environment overrides applied.
+    /// These options with the environment overrides applied (a value an override does not
+    /// take is ignored; [`CompileOptions::ignored_env_overrides`] names those).
     pub fn with_env_overrides(mut self) -> CompileOptions {
-        if let Some(n) = std::env::var("RLX_NUM_THREADS").ok().and_then(|v| v.parse().ok()) {
-            self.threads = Some(n);
-        }
-        if std::env::var("RLX_DISPATCH_REPORT").is_ok_and(|v| v == "1") {
-            self.dispatch_report = true;
-        }
-        if std::env::var("RLX_DUMP_IR").is_ok_and(|v| v == "1") {
-            self.dump_ir = true;
-        }
-        if std::env::var("RLX_QUANTIZED_ACTIVATIONS").is_ok_and(|v| v == "1") {
-            self.quantized_activations = true;
-        }
-        match std::env::var("RLX_FLUSH_DENORMALS").as_deref() {
-            Ok("1") => self.flush_denormals = true,
-            Ok("0") => self.flush_denormals = false,
-            _ => {}
-        }
+        self.apply_env();
         self
+    }
+
+    /// The environment overrides set to a value they do not take, which
+    /// [`CompileOptions::with_env_overrides`] ignores, one sentence each
+    /// (`RLX_NUM_THREADS="abc" is not a whole number; ignored (docs/env.md)`), for a front end
+    /// to show.
+    pub fn ignored_env_overrides() -> Vec<String> {
+        CompileOptions::default().apply_env()
+    }
+
+    /// Apply every override that is set to a value it takes; return the others. The one place
+    /// each override's rule is written (docs/env.md lists them).
+    fn apply_env(&mut self) -> Vec<String> {
+        let mut ignored = Vec::new();
+        let mut read = |name: &str, takes: &str, ok: &mut dyn FnMut(&str) -> bool| {
+            if let Ok(v) = std::env::var(name)
+                && !ok(&v)
+            {
+                ignored.push(format!("{name}={v:?} is not {takes}; ignored (docs/env.md)"));
+            }
+        };
+        read("RLX_NUM_THREADS", "a whole number", &mut |v| v.parse().map(|n| self.threads = Some(n)).is_ok());
+        read("RLX_DISPATCH_REPORT", "1", &mut |v| {
+            v == "1" && {
+                self.dispatch_report = true;
+                true
+            }
+        });
+        read("RLX_DUMP_IR", "1", &mut |v| {
+            v == "1" && {
+                self.dump_ir = true;
+                true
+            }
+        });
+        read("RLX_QUANTIZED_ACTIVATIONS", "1", &mut |v| {
+            v == "1" && {
+                self.quantized_activations = true;
+                true
+            }
+        });
+        read("RLX_FLUSH_DENORMALS", "0 or 1", &mut |v| match v {
+            "1" | "0" => {
+                self.flush_denormals = v == "1";
+                true
+            }
+            _ => false,
+        });
+        ignored
     }
 }

@@ -332,13 +332,13 @@ fn attention<'a>(
     vn: &'a mut [f32],
 ) {
     let (rep, scale, style) = (h / hk, x.scale, x.style);
-    // RoPE on q and k; k and v transposed to [B, Hk, S, D].
-    let mut q = vec![0f32; x.q.len()];
+    // RoPE on q (into `o`, which has q's layout: each head's rotated query is read there before
+    // that head's output overwrites it) and k; k and v transposed to [B, Hk, S, D].
     for bs in 0..b * s {
         let (cr, sr) = (&x.cos[bs * d..][..d], &x.sin[bs * d..][..d]);
         for head in 0..h {
             let at = (bs * h + head) * d;
-            rope(style, &x.q[at..at + d], cr, sr, &mut q[at..at + d]);
+            rope(style, &x.q[at..at + d], cr, sr, &mut o[at..at + d]);
         }
         let (bi, si) = (bs / s, bs % s);
         for g in 0..hk {
@@ -350,70 +350,86 @@ fn attention<'a>(
     }
     let (kn, vn): (&'a [f32], &'a [f32]) = (kn, vn);
     let n_max = c + s;
-    let (mut keys, mut w) = (Vec::with_capacity(n_max), vec![0f32; n_max]);
-    // The output's accumulators, `[STEP][D]`: slot `t % STEP` takes key `t`'s `p · v` row (one
-    // vector FMA per slot and 16 dims), so each dim's 64 slots are `ggml_vec_dot_f32`'s lanes.
-    let mut acc = vec![0f32; STEP * d];
-    for bi in 0..b {
-        for si in 0..s {
-            let mask = &x.mask[(bi * s + si) * n_max..][..n_max];
-            keys.clear();
-            keys.extend((0..n_max).filter(|&j| mask[j] != f32::NEG_INFINITY));
-            for head in 0..h {
-                let g = head / rep;
-                // Key or value row of column `j`: the cache's, or the new block's.
-                let at = |j: usize, cache: &'a [f32], new: &'a [f32]| -> &'a [f32] {
-                    if j < c {
-                        &cache[((bi * hk + g) * c + j) * d..][..d]
-                    } else {
-                        &new[((bi * hk + g) * s + j - c) * d..][..d]
+    SCRATCH.with_borrow_mut(|sc| {
+        let Scratch { keys, w, acc } = sc;
+        w.resize(n_max, 0.0);
+        // The output's accumulators, `[STEP][D]`: slot `t % STEP` takes key `t`'s `p · v` row (one
+        // vector FMA per slot and 16 dims), so each dim's 64 slots are `ggml_vec_dot_f32`'s lanes.
+        acc.resize(STEP * d, 0.0);
+        for bi in 0..b {
+            for si in 0..s {
+                let mask = &x.mask[(bi * s + si) * n_max..][..n_max];
+                keys.clear();
+                keys.extend((0..n_max).filter(|&j| mask[j] != f32::NEG_INFINITY));
+                for head in 0..h {
+                    let g = head / rep;
+                    // Key or value row of column `j`: the cache's, or the new block's.
+                    let at = |j: usize, cache: &'a [f32], new: &'a [f32]| -> &'a [f32] {
+                        if j < c {
+                            &cache[((bi * hk + g) * c + j) * d..][..d]
+                        } else {
+                            &new[((bi * hk + g) * s + j - c) * d..][..d]
+                        }
+                    };
+                    let qa = ((bi * s + si) * h + head) * d;
+                    if keys.is_empty() {
+                        o[qa..qa + d].fill(f32::NAN);
+                        continue;
                     }
-                };
-                let qa = ((bi * s + si) * h + head) * d;
-                let qr = &q[qa..qa + d];
-                let out = &mut o[qa..qa + d];
-                if keys.is_empty() {
-                    out.fill(f32::NAN);
-                    continue;
-                }
-                // Scores: w = dot · scale + mask.
-                let mut max = f32::NEG_INFINITY;
-                for (t, &j) in keys.iter().enumerate() {
-                    let v = dot(at(j, x.kc, kn), qr) * scale + mask[j];
-                    w[t] = v;
-                    max = max.max(v);
-                }
-                let n = keys.len();
-                // Exponentials, and their sum by aligned groups of 16 (f32 tree, f64 total).
-                let mut sum = 0f64;
-                for grp in w[..n].chunks_mut(L) {
-                    let mut lanes = [0f32; L];
-                    for (e, l) in grp.iter_mut().zip(&mut lanes) {
-                        *e = expf_ggml(*e - max);
-                        *l = *e;
+                    let qr = &o[qa..qa + d];
+                    // Scores: w = dot · scale + mask.
+                    let mut max = f32::NEG_INFINITY;
+                    for (t, &j) in keys.iter().enumerate() {
+                        let v = dot(at(j, x.kc, kn), qr) * scale + mask[j];
+                        w[t] = v;
+                        max = max.max(v);
                     }
-                    sum += hsum16(&lanes) as f64;
-                }
-                let inv = (1.0 / sum) as f32;
-                for e in &mut w[..n] {
-                    *e *= inv;
-                }
-                // Output: per head dim, `ggml_vec_dot_f32` of the value column and the
-                // weights over the keys (llama.cpp's key window is padded to 256 cells, or the
-                // context size when smaller, with zero weights, so its tail loop runs only for a
-                // context that is not a multiple of 64; not emulated).
-                acc.fill(0.0);
-                for (t, &j) in keys.iter().enumerate() {
-                    let p = w[t];
-                    let slot = &mut acc[(t % STEP) * d..][..d];
-                    for (a, &vv) in slot.iter_mut().zip(at(j, x.vc, vn)) {
-                        *a = vv.mul_add(p, *a);
+                    let n = keys.len();
+                    // Exponentials, and their sum by aligned groups of 16 (f32 tree, f64 total).
+                    let mut sum = 0f64;
+                    for grp in w[..n].chunks_mut(L) {
+                        let mut lanes = [0f32; L];
+                        for (e, l) in grp.iter_mut().zip(&mut lanes) {
+                            *e = expf_ggml(*e - max);
+                            *l = *e;
+                        }
+                        sum += hsum16(&lanes) as f64;
                     }
+                    let inv = (1.0 / sum) as f32;
+                    for e in &mut w[..n] {
+                        *e *= inv;
+                    }
+                    // Output: per head dim, `ggml_vec_dot_f32` of the value column and the
+                    // weights over the keys (llama.cpp's key window is padded to 256 cells, or the
+                    // context size when smaller, with zero weights, so its tail loop runs only for a
+                    // context that is not a multiple of 64; not emulated).
+                    acc.fill(0.0);
+                    for (t, &j) in keys.iter().enumerate() {
+                        let p = w[t];
+                        let slot = &mut acc[(t % STEP) * d..][..d];
+                        for (a, &vv) in slot.iter_mut().zip(at(j, x.vc, vn)) {
+                            *a = vv.mul_add(p, *a);
+                        }
+                    }
+                    reduce_rows(acc, d, &mut o[qa..qa + d]);
                 }
-                reduce_rows(&mut acc, d, out);
             }
         }
-    }
+    });
+}
+
+/// The attention op's buffers, kept per thread between calls (an evaluation runs once per layer
+/// and step): the visible key columns of a query row, their scores / weights, and the output's
+/// `[STEP][D]` accumulators.
+#[derive(Default)]
+struct Scratch {
+    keys: Vec<usize>,
+    w: Vec<f32>,
+    acc: Vec<f32>,
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
 }
 
 /// RoPE of one head, ggml's rounding (see the module docs).
@@ -757,6 +773,21 @@ mod tests {
                 // SAFETY: detected just above.
                 assert_eq!(unsafe { dot_ggml_avx512(&a, &b) }.to_bits(), p.to_bits(), "n = {n}");
             }
+        }
+    }
+
+    /// The row-wise reduction of the output's accumulators adds in `reduce4`'s order, column by
+    /// column, bit for bit (the two spell one order twice).
+    #[test]
+    fn reduce_rows_is_reduce4_per_column() {
+        let d = 24;
+        let acc: Vec<f32> =
+            vals(STEP * d, 13).iter().enumerate().map(|(i, v)| v * (1.0 + (i % 7) as f32 * 1e3)).collect();
+        let mut out = vec![0f32; d];
+        reduce_rows(&mut acc.clone(), d, &mut out);
+        for (dd, y) in out.iter().enumerate() {
+            let lanes: [[f32; L]; 4] = std::array::from_fn(|st| std::array::from_fn(|l| acc[(st * L + l) * d + dd]));
+            assert_eq!(y.to_bits(), reduce4(&lanes).to_bits(), "column {dd}");
         }
     }
 

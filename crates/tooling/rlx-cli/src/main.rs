@@ -158,13 +158,11 @@ fn parse_npz(s: &str) -> Result<PathBuf, String> {
 /// (as `rlx-cpu` clamps it: its worker team spins, so extra threads only take turns). A clamp
 /// is said in one `rlx: note:` line on stderr (stdout holds the output and `--json`'s line);
 /// each subcommand calls this once, where it builds its compile options, after its inputs are
-/// checked. `None` (all cores) stays `None`. A `RLX_NUM_THREADS` (docs/env.md) that is no
-/// whole number, which the runtime ignores, gets a note too.
+/// checked. `None` (all cores) stays `None`. An environment override set to a value the
+/// runtime ignores (`RLX_NUM_THREADS=abc`; docs/env.md) gets a note too.
 fn threads_in_use(requested: Option<std::num::NonZeroUsize>) -> Option<usize> {
-    if let Ok(v) = std::env::var("RLX_NUM_THREADS")
-        && v.parse::<usize>().is_err()
-    {
-        eprintln!("rlx: note: RLX_NUM_THREADS={v:?} is not a whole number; ignored (docs/env.md)");
+    for note in rlx_runtime::CompileOptions::ignored_env_overrides() {
+        eprintln!("rlx: note: {note}");
     }
     let t = requested?.get();
     let cores = std::thread::available_parallelism().map_or(t, std::num::NonZeroUsize::get);

@@ -395,4 +395,13 @@ fn an_unparsable_rlx_num_threads_is_a_note_not_silence() {
     let o = run("1");
     common::last_json(&o);
     assert_eq!(stderr(&o), "", "a valid value needs no note");
+    // Every override's rule lives in CompileOptions; a flag set to another value than it takes
+    // is named the same way.
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_rlx"))
+        .args(["run", &m.to_string_lossy(), "--input", &xa, "--json"])
+        .env("RLX_FLUSH_DENORMALS", "yes")
+        .output()
+        .unwrap();
+    common::last_json(&o);
+    assert_eq!(stderr(&o), "rlx: note: RLX_FLUSH_DENORMALS=\"yes\" is not 0 or 1; ignored (docs/env.md)\n");
 }
