@@ -1,9 +1,11 @@
 //! In-place f32 elementwise steps: the result overwrites an operand that dies at the step
-//! (the memory plan decides which). Results equal the reference's: `add`..`div` in f32 are
-//! correctly rounded as the reference's f64-then-round is; every other op evaluates the
-//! reference's f64 formula.
+//! (the memory plan decides which). Each segment of the operand is copied to a stack buffer
+//! and computed by [`unary_block`] / [`binary_block`], so an in-place step gives bit for bit
+//! what the out-of-place kernel and the fused kernel give (it evaluated the reference's f64
+//! formula before: `rsqrt` then differed by an ulp from the same op fused, and `tanh` ran
+//! scalar).
 
-use crate::kernels::elementwise::{Access, plan_bcast};
+use crate::kernels::elementwise::{Access, Src, binary_block, plan_bcast, unary_block};
 use rayon::prelude::*;
 use rlx_ir::ops::{BinaryOp, UnaryOp};
 use rlx_ir::{DType, Graph, IrError, NodeId, Op, Tensor};
@@ -16,8 +18,9 @@ const CHUNK: usize = 1 << 15;
 pub(crate) enum InPlaceKernel {
     /// `acc = u(acc)`.
     Unary(UnaryOp),
-    /// `acc = b(acc, other)` or `b(other, acc)`, reading `other` with `access`.
-    Binary { op: BinaryOp, access: Access, acc_is_lhs: bool },
+    /// `acc = b(acc, other)` or `b(other, acc)`, reading `other` with `access`, which is
+    /// valid within aligned blocks of `block` elements (`elementwise::Bcast`).
+    Binary { op: BinaryOp, access: Access, block: usize, acc_is_lhs: bool },
 }
 
 /// The in-place kernel for node `id` over operand `operand`, if any: an f32 unary op, or an
@@ -33,8 +36,8 @@ pub(crate) fn plan(g: &Graph, id: NodeId, operand: usize) -> Option<InPlaceKerne
         Op::Binary(op) => {
             let out = n.ty().static_dims()?;
             let other = g.shape(n.inputs[1 - operand]).static_dims()?;
-            let access = plan_bcast(&out, &[&other])?.access[0];
-            Some(InPlaceKernel::Binary { op, access, acc_is_lhs: operand == 0 })
+            let p = plan_bcast(&out, &[&other])?;
+            Some(InPlaceKernel::Binary { op, access: p.access[0], block: p.block, acc_is_lhs: operand == 0 })
         }
         _ => None,
     }
@@ -47,18 +50,32 @@ pub(crate) fn run(k: InPlaceKernel, acc: &mut Tensor, other: Option<&Tensor>) ->
     let a = acc.as_mut_slice::<f32>().ok_or_else(bad)?;
     match (k, other) {
         (InPlaceKernel::Unary(u), _) => unary(u, a),
-        (InPlaceKernel::Binary { op, access, acc_is_lhs }, Some(o)) => {
-            binary(op, a, o.as_slice::<f32>().ok_or_else(bad)?, access, acc_is_lhs)
+        (InPlaceKernel::Binary { op, access, block, acc_is_lhs }, Some(o)) => {
+            binary(op, a, o.as_slice::<f32>().ok_or_else(bad)?, (access, block), acc_is_lhs)
         }
         _ => return Err(bad()),
     }
     Ok(())
 }
 
-fn map(a: &mut [f32], f: impl Fn(usize, f32) -> f32 + Sync) {
+/// Elements per stack copy.
+const SEG: usize = 1024;
+
+/// Call `f(start, copy, segment)` for segments of `a` of at most [`SEG`] elements that stay
+/// within aligned blocks of `block`, with `copy` the segment's values; in parallel chunks.
+fn segments(a: &mut [f32], block: usize, f: impl Fn(usize, &[f32], &mut [f32]) + Sync) {
     let chunk = |(c, ch): (usize, &mut [f32])| {
         let base = c * CHUNK;
-        ch.iter_mut().enumerate().for_each(|(j, v)| *v = f(base + j, *v));
+        let mut t = [0f32; SEG];
+        let mut p = 0;
+        while p < ch.len() {
+            let s = base + p;
+            let end = ((s / block + 1) * block).min(s + SEG).min(base + ch.len());
+            let seg = &mut ch[p..end - base];
+            t[..seg.len()].copy_from_slice(seg);
+            f(s, &t[..seg.len()], seg);
+            p = end - base;
+        }
     };
     if a.len() > CHUNK && crate::kernels::simd::threads() > 1 {
         a.par_chunks_mut(CHUNK).enumerate().for_each(chunk);
@@ -68,33 +85,12 @@ fn map(a: &mut [f32], f: impl Fn(usize, f32) -> f32 + Sync) {
 }
 
 fn unary(u: UnaryOp, a: &mut [f32]) {
-    match u {
-        UnaryOp::Neg => map(a, |_, v| -v),
-        UnaryOp::Abs => map(a, |_, v| v.abs()),
-        UnaryOp::Sqrt => map(a, |_, v| v.sqrt()),
-        UnaryOp::Floor => map(a, |_, v| v.floor()),
-        UnaryOp::Ceil => map(a, |_, v| v.ceil()),
-        _ => map(a, |_, v| u.apply_f64(v as f64) as f32),
-    }
+    segments(a, usize::MAX, |_, x, o| unary_block(u, x, o));
 }
 
-fn binary(b: BinaryOp, a: &mut [f32], o: &[f32], access: Access, acc_is_lhs: bool) {
-    let at = move |i: usize| match access {
-        Access::Full => o[i],
-        Access::Scalar => o[0],
-        Access::Row(r) => o[i % r],
-        Access::Col(c) => o[i / c],
-    };
-    macro_rules! go {
-        ($f:expr) => {
-            if acc_is_lhs { map(a, |i, v| $f(v, at(i))) } else { map(a, |i, v| $f(at(i), v)) }
-        };
-    }
-    match b {
-        BinaryOp::Add => go!(|x: f32, y: f32| x + y),
-        BinaryOp::Sub => go!(|x: f32, y: f32| x - y),
-        BinaryOp::Mul => go!(|x: f32, y: f32| x * y),
-        BinaryOp::Div => go!(|x: f32, y: f32| x / y),
-        _ => go!(|x: f32, y: f32| b.apply_f64(x as f64, y as f64) as f32),
-    }
+fn binary(b: BinaryOp, a: &mut [f32], o: &[f32], (access, block): (Access, usize), acc_is_lhs: bool) {
+    segments(a, block.max(1), |s, x, seg| {
+        let y = Src::at(o, access, s, seg.len());
+        if acc_is_lhs { binary_block(b, Src::Slice(x), y, seg) } else { binary_block(b, y, Src::Slice(x), seg) }
+    });
 }

@@ -101,7 +101,7 @@ pub(crate) enum Src<'a, T> {
 impl<'a, T: Copy> Src<'a, T> {
     /// The view of `x` for output elements `[s, s + len)` (within one block).
     #[inline(always)]
-    fn at(x: &'a [T], a: Access, s: usize, len: usize) -> Src<'a, T> {
+    pub(crate) fn at(x: &'a [T], a: Access, s: usize, len: usize) -> Src<'a, T> {
         match a {
             Access::Full => Src::Slice(&x[s..s + len]),
             Access::Scalar => Src::Scalar(x[0]),
