@@ -2,7 +2,8 @@
 //!
 //! `cargo run --release -p rlx-cpu --example fusion_bench -- WORKLOAD THREADS [MIN_REPS] [MIN_SECS] [profile]`
 //! with WORKLOAD one of `chain` (`gelu_tanh(x*a+b)*sigmoid(x)-c` over 16M f32: 8 ops after
-//! inlining gelu, one fused step), `softmax` / `layer_norm` (last axis of [4096, 4096] f32),
+//! inlining gelu, one fused step), `chain-l2` (the same over 256K f32, which stay in L2: its
+//! compute without the memory traffic), `softmax` / `layer_norm` (last axis of [4096, 4096] f32),
 //! `encoder` (one pre-norm transformer encoder layer: hidden 384, 12 heads, seq 128, FFN 1536).
 //! Times `run_into` with one reused output vector (no per-run output copy or allocation).
 //! Prints `rlx WORKLOAD threads=T: median X ms steps=N kernels=[..] checksum=S`. Used by
@@ -21,7 +22,9 @@ use std::time::Instant;
 fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();
     if a.len() < 2 {
-        eprintln!("usage: fusion_bench chain|softmax|layer_norm|encoder THREADS [MIN_REPS] [MIN_SECS] [profile]");
+        eprintln!(
+            "usage: fusion_bench chain|chain-l2|softmax|layer_norm|encoder THREADS [MIN_REPS] [MIN_SECS] [profile]"
+        );
         std::process::exit(2);
     }
     let t: usize = a[1].parse().expect("threads");
@@ -31,8 +34,9 @@ fn main() {
     let f32s = |d: &[usize]| Shape::new(d, DType::F32);
     let mut g = Graph::new(a[0].as_str());
     let dims: Vec<usize> = match a[0].as_str() {
-        "chain" => {
-            let d = vec![1usize << 24];
+        "chain" | "chain-l2" => {
+            // `chain-l2`: 256K elements, in and out fit the L2 cache (the compute alone).
+            let d = vec![if a[0] == "chain" { 1usize << 24 } else { 1 << 18 }];
             let x = g.input("x", f32s(&d));
             let (ca, cb, cc) = (g.scalar(1.25, DType::F32), g.scalar(0.5, DType::F32), g.scalar(0.25, DType::F32));
             let xa = g.mul(x, ca);

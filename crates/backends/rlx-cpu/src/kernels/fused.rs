@@ -25,6 +25,7 @@
 
 use super::elementwise::{Src, binary_block, unary_block};
 use super::fused_adam::{self, AdamMatch, AdamScalars};
+use super::fused_tile::{self, TileProg};
 use super::simd::{dispatch, threads};
 use super::spin::{self, SyncPtr};
 use rlx_ir::ops::{BinaryOp, CompareOp, Composite, ReduceOp, UnaryOp};
@@ -52,7 +53,7 @@ const PREFETCH_MIN_BYTES: usize = 1 << 20;
 
 /// An instruction operand.
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Arg {
+pub(super) enum Arg {
     /// A scratch register.
     Reg(usize),
     /// A view of a composite operand ([`FusedKernel::views`]).
@@ -62,7 +63,7 @@ enum Arg {
 }
 
 #[derive(Clone, Debug)]
-enum Instr {
+pub(super) enum Instr {
     Unary(UnaryOp, Arg, usize),
     Binary(BinaryOp, Arg, Arg, usize),
     /// Result is a 0/1 mask.
@@ -78,12 +79,14 @@ enum Instr {
     Store(Arg, usize),
     /// The whole Adam / AdamW update region in one pass ([`super::fused_adam`]).
     Adam(Box<AdamInstr>),
+    /// A run of f32 instructions kept in vector registers ([`super::fused_tile`]).
+    Tile(Box<TileProg>),
 }
 
 /// Operands of [`Instr::Adam`]: views of `m, v, g, p` (read in place), the scalars in
 /// [`AdamMatch::scalars`] order, AdamW's decay, and the results `m2, v2, p2` are written to.
 #[derive(Clone, Debug)]
-struct AdamInstr {
+pub(super) struct AdamInstr {
     full: [Arg; 4],
     scalars: [Arg; 8],
     wd: Option<Arg>,
@@ -404,6 +407,11 @@ pub fn select(c: &Composite, ins: &[(Vec<usize>, DType)], outs: &[(Vec<usize>, D
     if !stream {
         store_through(&mut b.prog, b.regs, outs);
     }
+    // Runs of f32 math in vector registers (the 16-lane functions exist for AVX-512 only).
+    if super::simd::has_avx512() {
+        let f32_out = |k: usize| outs[k].1 == DType::F32;
+        b.prog = fused_tile::plan(std::mem::take(&mut b.prog), b.regs, &f32_out);
+    }
     // Reduction outputs must have `n / row` elements.
     for (k, o) in outs_k.iter().enumerate() {
         let want = match o {
@@ -439,8 +447,8 @@ pub fn select(c: &Composite, ins: &[(Vec<usize>, DType)], outs: &[(Vec<usize>, D
     })
 }
 
-/// The register an instruction writes, if any.
-fn dest_mut(i: &mut Instr) -> Option<&mut usize> {
+/// The register an instruction writes, if any (tiles are planned last and never asked).
+pub(super) fn dest_mut(i: &mut Instr) -> Option<&mut usize> {
     match i {
         Instr::Unary(_, _, d)
         | Instr::Binary(_, _, _, d)
@@ -448,12 +456,12 @@ fn dest_mut(i: &mut Instr) -> Option<&mut usize> {
         | Instr::Select(_, _, _, d)
         | Instr::NonZero(_, d)
         | Instr::Copy(_, d) => Some(d),
-        Instr::Reduce(..) | Instr::Store(..) | Instr::Adam(_) => None,
+        Instr::Reduce(..) | Instr::Store(..) | Instr::Adam(_) | Instr::Tile(_) => None,
     }
 }
 
-/// Register arguments an instruction reads.
-fn args_mut(i: &mut Instr) -> Vec<&mut Arg> {
+/// Register arguments an instruction reads (tiles are planned last and never asked).
+pub(super) fn args_mut(i: &mut Instr) -> Vec<&mut Arg> {
     match i {
         Instr::Unary(_, x, _)
         | Instr::NonZero(x, _)
@@ -464,7 +472,7 @@ fn args_mut(i: &mut Instr) -> Vec<&mut Arg> {
         }
         Instr::Binary(_, x, y, _) | Instr::Compare(_, x, y, _) => vec![x, y],
         Instr::Select(p, x, y, _) => vec![p, x, y],
-        Instr::Adam(_) => vec![],
+        Instr::Adam(_) | Instr::Tile(_) => vec![],
     }
 }
 
@@ -871,6 +879,37 @@ fn run_task(
                         || fused_adam::adam_block(full, sc, om, ov, op),
                     );
                 }
+                #[cfg(target_arch = "x86_64")]
+                Instr::Tile(ref t) => {
+                    use fused_tile::{MAX_OPS, Res, TOp};
+                    let mut m = [Res::LoadS(0.0); MAX_OPS];
+                    let ptr = |a: Arg| match src(a) {
+                        Src::Slice(v) => Ok(v.as_ptr()),
+                        Src::Scalar(v) => Err(v),
+                    };
+                    for (r, op) in m.iter_mut().zip(&t.ops) {
+                        *r = match *op {
+                            TOp::Load(a) => ptr(a).map_or_else(Res::LoadS, Res::LoadP),
+                            TOp::Unary(u) => Res::Unary(u),
+                            TOp::Binary(b, fused_tile::Opnd::Acc, _) => Res::BinAcc(b),
+                            TOp::Binary(b, fused_tile::Opnd::Arg(a), rev) => match ptr(a) {
+                                Ok(p) => Res::BinP(b, p, rev),
+                                Err(v) => Res::BinS(b, v, rev),
+                            },
+                            TOp::Spill(r) => Res::Spill(at(r)),
+                            TOp::Store(o) => {
+                                // SAFETY: this task owns elements [start, end) of every result.
+                                let p = unsafe { (ptrs[o].0.0 as *mut f32).add(s) };
+                                Res::Store(p, k.stream && (p as usize).is_multiple_of(64))
+                            }
+                        };
+                    }
+                    // SAFETY: planned only where AVX-512 is available; every pointer addresses
+                    // `len` floats of this block (operands, this task's registers and results).
+                    unsafe { fused_tile::run_block(&m[..t.ops.len()], len) };
+                }
+                #[cfg(not(target_arch = "x86_64"))]
+                Instr::Tile(_) => unreachable!("tiles are planned for AVX-512 only"),
                 Instr::Reduce(op, x, r) => {
                     let p = reduce_block(op, src(x), len);
                     acc[r] = combine(op, acc[r], p);

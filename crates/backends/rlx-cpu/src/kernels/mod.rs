@@ -16,6 +16,7 @@ pub mod elementwise;
 pub mod epilogue;
 pub mod fused;
 mod fused_adam;
+mod fused_tile;
 pub mod gemv;
 mod math_avx512;
 pub mod movement;
