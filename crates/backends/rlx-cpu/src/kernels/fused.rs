@@ -882,13 +882,17 @@ fn run_task(
                 #[cfg(target_arch = "x86_64")]
                 Instr::Tile(ref t) => {
                     use fused_tile::{MAX_OPS, Res, TOp};
-                    let mut m = [Res::LoadS(0.0); MAX_OPS];
+                    use std::mem::MaybeUninit;
+                    // Uninitialized: filling all `MAX_OPS` entries per block was 8% of the
+                    // chain's run.
+                    let mut m = [const { MaybeUninit::<Res>::uninit() }; MAX_OPS];
+                    assert!(t.ops.len() <= MAX_OPS, "tile program longer than planned");
                     let ptr = |a: Arg| match src(a) {
                         Src::Slice(v) => Ok(v.as_ptr()),
                         Src::Scalar(v) => Err(v),
                     };
                     for (r, op) in m.iter_mut().zip(&t.ops) {
-                        *r = match *op {
+                        r.write(match *op {
                             TOp::Load(a) => ptr(a).map_or_else(Res::LoadS, Res::LoadP),
                             TOp::Unary(u) => Res::Unary(u),
                             TOp::Binary(b, fused_tile::Opnd::Acc, _) => Res::BinAcc(b),
@@ -902,11 +906,16 @@ fn run_task(
                                 let p = unsafe { (ptrs[o].0.0 as *mut f32).add(s) };
                                 Res::Store(p, k.stream && (p as usize).is_multiple_of(64))
                             }
-                        };
+                        });
                     }
-                    // SAFETY: planned only where AVX-512 is available; every pointer addresses
-                    // `len` floats of this block (operands, this task's registers and results).
-                    unsafe { fused_tile::run_block(&m[..t.ops.len()], len) };
+                    // SAFETY: the first `t.ops.len()` (<= MAX_OPS, `fused_tile::plan`) entries
+                    // are written above (`Res` is `Copy`). Planned only where AVX-512 is
+                    // available; every pointer addresses `len` floats of this block (operands,
+                    // this task's registers and results).
+                    unsafe {
+                        let m = std::slice::from_raw_parts(m.as_ptr().cast::<Res>(), t.ops.len());
+                        fused_tile::run_block(m, len)
+                    };
                 }
                 #[cfg(not(target_arch = "x86_64"))]
                 Instr::Tile(_) => unreachable!("tiles are planned for AVX-512 only"),
