@@ -89,7 +89,7 @@ fn files_that_are_not_graphs_are_one_line_errors() {
 }
 
 /// A graph JSON whose `inputs` / `params` name a missing node, a node of another kind, or a
-/// node twice: both subcommands say so in one line (compile panicked on an index past the end,
+/// node twice, or leave out an input node: both subcommands say so in one line (compile panicked on an index past the end,
 /// and check passed such files).
 #[test]
 fn bad_input_and_param_lists_are_errors_not_panics() {
@@ -103,6 +103,8 @@ fn bad_input_and_param_lists_are_errors_not_panics() {
         (r#""inputs":[0,2],"params":[]"#, "inputs list %2, which is `add`, not an input node"),
         (r#""inputs":[0,0,1],"params":[]"#, "input %0 is listed twice"),
         (r#""inputs":[0],"params":[1]"#, "params list %1, which is `input`, not a param node"),
+        // An input node left out of the list could never be fed (check passed such files).
+        (r#""inputs":[0],"params":[]"#, r#"input node %1 ("y") is missing from the graph's inputs list"#),
     ];
     for (k, (with, want)) in cases.iter().enumerate() {
         let f = dir.path().join(format!("bad{k}.json"));
