@@ -1,6 +1,6 @@
 //! `rlx check GRAPH.json`: static checks of a serialized graph — shapes and dtypes (the
-//! verifier), the CPU dispatch report, missed-fusion hints, and provable NaN/Inf (log, sqrt,
-//! rsqrt of a constant out of domain, division by a constant zero).
+//! verifier), the CPU dispatch report, and provable NaN/Inf (log, sqrt, rsqrt of a constant out
+//! of domain, division by a constant zero).
 
 use rlx_ir::ops::{BinaryOp, UnaryOp};
 use rlx_ir::{Graph, NodeId, Op};
@@ -125,7 +125,6 @@ pub fn check_graph(g: &Graph) -> CheckReport {
             problems.push(Problem { level: "error", node: label(g, id), msg: m.into() });
         }
     }
-    problems.extend(fusion_hints(g));
     let dispatch = Some(rlx_compile::DispatchReport::new(g, &|name| rlx_cpu::native_composites().contains(&name)));
     if let Some(d) = &dispatch {
         for e in d.entries.iter().filter(|e| e.dispatch == rlx_compile::Dispatch::Missing) {
@@ -133,25 +132,4 @@ pub fn check_graph(g: &Graph) -> CheckReport {
         }
     }
     CheckReport { problems, dispatch }
-}
-
-/// An elementwise value read by several elementwise ops ends a fused chain (it is written to
-/// memory and re-read instead of being recomputed).
-fn fusion_hints(g: &Graph) -> Vec<Problem> {
-    let mut readers = vec![0usize; g.nodes().len()];
-    for n in g.nodes() {
-        if n.op.is_elementwise() {
-            for &i in &n.inputs {
-                readers[i.index()] += 1;
-            }
-        }
-    }
-    (0..g.nodes().len())
-        .filter(|&i| g.nodes()[i].op.is_elementwise() && readers[i] > 1)
-        .map(|i| Problem {
-            level: "hint",
-            node: label(g, NodeId(i as u32)),
-            msg: format!("read by {} elementwise ops: the elementwise chain will not fuse through it", readers[i]),
-        })
-        .collect()
 }

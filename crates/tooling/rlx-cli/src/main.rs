@@ -5,7 +5,7 @@
 //! rlx convert IN OUT --quant T  safetensors -> GGUF with 2-D tensors quantized to T
 //! rlx train [--dataset digits|mnist5k] [--model mlp|cnn] [--optimizer adam|…] [--out F] [--eval F]
 //! rlx run MODEL.onnx --input NAME=FILE.npy ... [--output OUT.npz] [--json]
-//! rlx check GRAPH.json [--json] static checks: shapes, dispatch, fusion hints, provable NaN
+//! rlx check GRAPH.json [--json] static checks: shapes, dispatch, provable NaN
 //! rlx compile GRAPH.json [--dump] [--json]  pass summary (IR after each pass) and memory plan
 //! rlx embed --model DIR|F.onnx [--tokenizer T] SENTENCE...  sentence embeddings (mean pool + L2)
 //! rlx generate [--model F] --prompt T [--chat] [--max-tokens N] ...   stream generated text
@@ -110,7 +110,7 @@ enum Command {
         threads: Option<std::num::NonZeroUsize>,
     },
     /// Check a graph (JSON of `rlx_ir::hir_to_json`): shapes and dtypes, CPU dispatch,
-    /// missed-fusion hints, provable NaN/Inf. Exit status 1 when any error is found.
+    /// provable NaN/Inf. Exit status 1 when any error is found.
     Check {
         /// The graph JSON file
         file: PathBuf,

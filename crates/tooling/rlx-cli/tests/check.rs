@@ -159,7 +159,7 @@ fn compile_memory_line_is_at_most_the_unplanned_figure() {
 }
 
 #[test]
-fn compile_fails_with_checks_error_but_not_for_a_hint() {
+fn compile_fails_with_checks_error() {
     // nan.json's provable NaN is an error to `rlx check` (exit 1); `rlx compile` exited 0 on it.
     let f = fixture("nan.json");
     let o = rlx(&["check", &f]);
@@ -172,19 +172,26 @@ fn compile_fails_with_checks_error_but_not_for_a_hint() {
         assert_eq!(e.trim_end(), format!("rlx: error: {f}: {finding}"), "{args:?}");
         assert!(o.stdout.is_empty(), "{args:?}");
     }
-    // A value read by two elementwise ops is only a hint: check passes, and so does compile.
-    let mut g = Graph::new("hint");
+}
+
+/// A value read by two elementwise ops fuses (the fusion pass fuses DAGs): `rlx check` said
+/// "the elementwise chain will not fuse through it" while `rlx compile` fused the chain.
+#[test]
+fn check_does_not_claim_a_value_read_twice_breaks_fusion() {
+    let mut g = Graph::new("twice");
     let x = g.input("x", Shape::new(&[4], DType::F32));
     let e = g.exp(x);
     let y = g.mul(e, e);
     let z = g.add(y, e);
     g.set_outputs(vec![z]);
     let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("hint.json");
+    let p = dir.path().join("twice.json");
     std::fs::write(&p, rlx_ir::hir_to_json(&g).unwrap()).unwrap();
     let p = p.to_string_lossy().into_owned();
     let o = rlx(&["check", &p]);
-    assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("hint: "), "{o:?}");
-    let o = rlx(&["compile", &p]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success() && !out.contains("fuse") && out.contains("0 error(s), 0 hint(s)"), "{o:?}");
+    let v = common::last_json(&rlx(&["compile", &p, "--json"]));
+    let fuse = v["passes"].as_array().unwrap().iter().find(|r| r["pass"] == "fuse").expect("a fuse pass");
+    assert_eq!(fuse["changed"], 1, "{v}");
 }
