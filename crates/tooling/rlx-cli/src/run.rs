@@ -241,6 +241,20 @@ pub fn run(
             return Err(err(format!("no --input for model input {name:?} (inputs: {})", im.inputs.join(", "))));
         }
     }
+    // A dtype other than the model's, named as numpy names it (as the outputs are printed),
+    // before compiling (the runtime's error said `declared dtype f32, got i64`).
+    for &id in im.graph.inputs() {
+        let (Some(name), want) = (im.graph.source_name(id), im.graph.shape(id).dtype) else { continue };
+        if let Some((_, t)) = feeds.iter().find(|(n, _)| n == name)
+            && t.dtype() != want
+        {
+            return Err(err(format!(
+                "--input {name:?}: the model declares {}, the .npy file holds {}",
+                want.numpy_name(),
+                t.dtype().numpy_name()
+            )));
+        }
+    }
     let out_names = im.outputs.clone();
     let opts = match crate::threads_in_use(threads) {
         Some(t) => CompileOptions::default().with_threads(t),

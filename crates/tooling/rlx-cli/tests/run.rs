@@ -87,6 +87,22 @@ fn run_add_with_npy_inputs_and_name_a_missing_input() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// An input of another dtype than the model's is named with numpy's dtype names, as the
+/// outputs are printed (the runtime's error said `"x": declared dtype f32, got i64`).
+#[test]
+fn a_dtype_mismatch_names_numpy_dtypes() {
+    let Some(node) = or_skip(ONNX_NODE_DIR, "rlx run on test_add with int64 inputs") else { return };
+    let m = node.join("test_add/model.onnx").to_string_lossy().into_owned();
+    let dir = tempfile::tempdir().unwrap();
+    let (x, y) = (dir.path().join("x.npy"), dir.path().join("y.npy"));
+    write_npy_i64(&x, &[3, 4, 5], &[1; 60]);
+    write_npy(&y, &[3, 4, 5], &[1.0; 60]);
+    let (xa, ya) = (format!("x={}", x.display()), format!("y={}", y.display()));
+    let e = stderr_line(&rlx(&["run", &m, "--input", &xa, "--input", &ya]), &m);
+    assert!(e.contains("--input \"x\": the model declares float32, the .npy file holds int64"), "{e}");
+    assert!(!e.contains("f32") && !e.contains("i64"), "{e}");
+}
+
 #[test]
 fn a_file_of_no_known_format_is_an_unknown_model_format() {
     // ONNX has no magic number: a file not named .onnx is tried as ONNX, and one that is not
