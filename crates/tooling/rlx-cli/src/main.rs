@@ -84,7 +84,8 @@ enum Command {
     Convert {
         /// The .safetensors file (or a sharded checkpoint's .index.json)
         input: PathBuf,
-        /// The .gguf file to write
+        /// The .gguf file to write (the name must end in .gguf)
+        #[arg(value_name = "OUT.gguf", value_parser = parse_gguf)]
         output: PathBuf,
         /// Quantization type of the 2-D+ float tensors
         #[arg(long, value_name = "TYPE")]
@@ -151,6 +152,17 @@ fn parse_npz(s: &str) -> Result<PathBuf, String> {
         Ok(PathBuf::from(s))
     } else {
         Err("rlx run writes an .npz archive; name it .npz".into())
+    }
+}
+
+/// `rlx convert OUT`: the file is GGUF whatever its name, so a name not ending in `.gguf` is a
+/// usage error (status 2, before any file is read), as `rlx run --output` must be `.npz`:
+/// `out.txt` held a GGUF file that nothing would look for under that name.
+fn parse_gguf(s: &str) -> Result<PathBuf, String> {
+    if s.to_ascii_lowercase().ends_with(".gguf") {
+        Ok(PathBuf::from(s))
+    } else {
+        Err("rlx convert writes a GGUF file; name it .gguf".into())
     }
 }
 
