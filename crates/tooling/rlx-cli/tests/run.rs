@@ -103,6 +103,26 @@ fn a_dtype_mismatch_names_numpy_dtypes() {
     assert!(!e.contains("f32") && !e.contains("i64"), "{e}");
 }
 
+/// A safetensors file holds weights, not a graph: the hint says what `rlx run` takes and that
+/// `rlx inspect` shows the file (it pointed to `rlx generate`, which runs GGUF files).
+#[test]
+fn a_safetensors_file_is_named_as_weights_without_a_graph() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["model.safetensors", "model.safetensors.index.json"] {
+        let p = dir.path().join(name);
+        std::fs::write(&p, b"{}").unwrap();
+        let p = p.to_string_lossy().into_owned();
+        let e = stderr_line(&rlx(&["run", &p]), &p);
+        assert!(e.contains("but rlx run needs an ONNX model (.onnx: a graph with its weights)"), "{e}");
+        assert!(e.contains("rlx inspect") && !e.contains("rlx generate"), "{e}");
+    }
+    // A GGUF keeps its pointer to `rlx generate`.
+    let g = dir.path().join("m.gguf");
+    std::fs::write(&g, b"GGUF\x03\x00\x00\x00").unwrap();
+    let g = g.to_string_lossy().into_owned();
+    assert!(stderr_line(&rlx(&["run", &g]), &g).contains("(rlx generate runs GGUF LLMs)"));
+}
+
 #[test]
 fn a_file_of_no_known_format_is_an_unknown_model_format() {
     // ONNX has no magic number: a file not named .onnx is tried as ONNX, and one that is not
