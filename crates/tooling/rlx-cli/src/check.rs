@@ -96,8 +96,7 @@ pub fn check(path: &Path) -> Result<CheckReport, CliError> {
 pub fn check_graph(g: &Graph) -> CheckReport {
     // The checks below index nodes by their inputs: only a verified graph is safe to walk.
     if let Err(e) = rlx_ir::verify(g) {
-        let problems = vec![Problem { level: "error", node: "graph".into(), msg: e.to_string() }];
-        return CheckReport { problems, dispatch: None };
+        return CheckReport { problems: vec![verify_problem(g, e)], dispatch: None };
     }
     let mut problems = vec![];
     for (i, n) in g.nodes().iter().enumerate() {
@@ -132,4 +131,25 @@ pub fn check_graph(g: &Graph) -> CheckReport {
         }
     }
     CheckReport { problems, dispatch }
+}
+
+/// A verifier error as a finding: one that belongs to a node is reported under the node's
+/// label, as the other findings are (`%2 (add)`); the rest under `graph`.
+fn verify_problem(g: &Graph, e: rlx_ir::IrError) -> Problem {
+    use rlx_ir::IrError;
+    // A builder's recorded error may name the node it would have added (past the end).
+    let at = |node: usize, msg: String| {
+        if node < g.nodes().len() {
+            Problem { level: "error", node: label(g, NodeId(node as u32)), msg }
+        } else {
+            Problem { level: "error", node: "graph".into(), msg: e.to_string() }
+        }
+    };
+    match &e {
+        IrError::Shape { node, msg, .. } => at(*node, msg.clone()),
+        IrError::DeclaredShape { node, declared, inferred, .. } => {
+            at(*node, format!("declared shape {declared} but the operands give {inferred}"))
+        }
+        _ => Problem { level: "error", node: "graph".into(), msg: e.to_string() },
+    }
 }

@@ -57,9 +57,12 @@ fn shape_error_names_the_node_and_fails() {
     let v: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
     assert_eq!(v["errors"], 1, "{out}");
     assert!(v["problems"][0]["message"].as_str().unwrap().contains("f32[3]"), "{out}");
-    // compile verifies and stops.
+    // The node it belongs to, as the text says and other findings are named (it was "graph").
+    assert_eq!(v["problems"][0]["node"], "%2 (add)", "{out}");
+    assert!(text.contains("error: %2 (add): "), "{text}");
+    // compile verifies and stops, in check's words.
     let f = fixture("shape_error.json");
-    assert!(one_error_line(&rlx(&["compile", &f]), &f).contains("add at node %2"));
+    assert!(one_error_line(&rlx(&["compile", &f]), &f).contains(&format!("{f}: %2 (add): ")));
 }
 
 #[test]
