@@ -4,7 +4,8 @@ use crate::{Bindings, Dim, Graph, IrError, Node, NodeId, Op, Shape};
 use std::collections::HashSet;
 
 /// Check a graph: the builder's recorded error, operand ids, tuple use, unique names, the
-/// declared inputs and params (existing nodes of that kind, each once), outputs, and that every node's recorded types equal what its op's rule infers (recursing
+/// declared inputs and params (existing nodes of that kind, each once, and every such node
+/// declared), outputs, and that every node's recorded types equal what its op's rule infers (recursing
 /// into sub-graphs).
 pub fn verify(g: &Graph) -> Result<(), IrError> {
     if let Some(e) = &g.error {
@@ -54,6 +55,22 @@ pub fn verify(g: &Graph) -> Result<(), IrError> {
             if !seen.insert(id.index()) {
                 return Err(IrError::Invalid(format!("{what} {id} is listed twice")));
             }
+        }
+    }
+    // And the other way: every input and param node is listed (an unlisted one could never be
+    // fed, and the runtimes look inputs and params up through these lists).
+    // (Each list holds nodes of its own kind only, as checked above.)
+    let listed: HashSet<usize> = g.inputs.iter().chain(&g.params).map(|id| id.index()).collect();
+    for (i, n) in g.nodes.iter().enumerate() {
+        let (what, name) = match &n.op {
+            Op::Input { name } => ("input", name),
+            Op::Param { name } => ("param", name),
+            _ => continue,
+        };
+        if !listed.contains(&i) {
+            return Err(IrError::Invalid(format!(
+                "{what} node %{i} ({name:?}) is missing from the graph's {what}s list"
+            )));
         }
     }
     if g.outputs.is_empty() {
@@ -180,5 +197,31 @@ impl Graph {
     /// Ids of all nodes.
     pub fn node_ids(&self) -> impl Iterator<Item = NodeId> + '_ {
         (0..self.nodes.len() as u32).map(NodeId)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::verify;
+    use crate::{DType, Graph, Shape};
+
+    /// An `Input` / `Param` node that its graph's list leaves out (possible in a graph read from
+    /// JSON) is an error naming the node; builder-made graphs list every such node.
+    #[test]
+    fn unlisted_input_and_param_nodes_are_errors() {
+        let mut g = Graph::new("g");
+        let x = g.input("x", Shape::new(&[2], DType::F32));
+        let w = g.param("w", Shape::new(&[2], DType::F32));
+        let y = g.add(x, w);
+        g.set_outputs(vec![y]);
+        verify(&g).unwrap();
+        let mut no_input = g.clone();
+        no_input.inputs.clear();
+        let e = verify(&no_input).unwrap_err().to_string();
+        assert!(e.contains(r#"input node %0 ("x") is missing from the graph's inputs list"#), "{e}");
+        let mut no_param = g.clone();
+        no_param.params.clear();
+        let e = verify(&no_param).unwrap_err().to_string();
+        assert!(e.contains(r#"param node %1 ("w") is missing from the graph's params list"#), "{e}");
     }
 }

@@ -1,6 +1,6 @@
 //! `rlx check GRAPH.json`: static checks of a serialized graph — shapes and dtypes (the
-//! verifier), the CPU dispatch report, missed-fusion hints, and provable NaN/Inf (log, sqrt,
-//! rsqrt of a constant out of domain, division by a constant zero).
+//! verifier), the CPU dispatch report, and provable NaN/Inf (log, sqrt, rsqrt of a constant out
+//! of domain, division by a constant zero).
 
 use rlx_ir::ops::{BinaryOp, UnaryOp};
 use rlx_ir::{Graph, NodeId, Op};
@@ -96,8 +96,7 @@ pub fn check(path: &Path) -> Result<CheckReport, CliError> {
 pub fn check_graph(g: &Graph) -> CheckReport {
     // The checks below index nodes by their inputs: only a verified graph is safe to walk.
     if let Err(e) = rlx_ir::verify(g) {
-        let problems = vec![Problem { level: "error", node: "graph".into(), msg: e.to_string() }];
-        return CheckReport { problems, dispatch: None };
+        return CheckReport { problems: vec![verify_problem(g, e)], dispatch: None };
     }
     let mut problems = vec![];
     for (i, n) in g.nodes().iter().enumerate() {
@@ -125,7 +124,6 @@ pub fn check_graph(g: &Graph) -> CheckReport {
             problems.push(Problem { level: "error", node: label(g, id), msg: m.into() });
         }
     }
-    problems.extend(fusion_hints(g));
     let dispatch = Some(rlx_compile::DispatchReport::new(g, &|name| rlx_cpu::native_composites().contains(&name)));
     if let Some(d) = &dispatch {
         for e in d.entries.iter().filter(|e| e.dispatch == rlx_compile::Dispatch::Missing) {
@@ -135,23 +133,23 @@ pub fn check_graph(g: &Graph) -> CheckReport {
     CheckReport { problems, dispatch }
 }
 
-/// An elementwise value read by several elementwise ops ends a fused chain (it is written to
-/// memory and re-read instead of being recomputed).
-fn fusion_hints(g: &Graph) -> Vec<Problem> {
-    let mut readers = vec![0usize; g.nodes().len()];
-    for n in g.nodes() {
-        if n.op.is_elementwise() {
-            for &i in &n.inputs {
-                readers[i.index()] += 1;
-            }
+/// A verifier error as a finding: one that belongs to a node is reported under the node's
+/// label, as the other findings are (`%2 (add)`); the rest under `graph`.
+fn verify_problem(g: &Graph, e: rlx_ir::IrError) -> Problem {
+    use rlx_ir::IrError;
+    // A builder's recorded error may name the node it would have added (past the end).
+    let at = |node: usize, msg: String| {
+        if node < g.nodes().len() {
+            Problem { level: "error", node: label(g, NodeId(node as u32)), msg }
+        } else {
+            Problem { level: "error", node: "graph".into(), msg: e.to_string() }
         }
+    };
+    match &e {
+        IrError::Shape { node, msg, .. } => at(*node, msg.clone()),
+        IrError::DeclaredShape { node, declared, inferred, .. } => {
+            at(*node, format!("declared shape {declared} but the operands give {inferred}"))
+        }
+        _ => Problem { level: "error", node: "graph".into(), msg: e.to_string() },
     }
-    (0..g.nodes().len())
-        .filter(|&i| g.nodes()[i].op.is_elementwise() && readers[i] > 1)
-        .map(|i| Problem {
-            level: "hint",
-            node: label(g, NodeId(i as u32)),
-            msg: format!("read by {} elementwise ops: the elementwise chain will not fuse through it", readers[i]),
-        })
-        .collect()
 }

@@ -119,10 +119,6 @@ pub fn convert(input: &Path, output: &Path, quant: &str) -> Result<ConvertReport
     let expected = "a .safetensors checkpoint or a sharded one's .safetensors.index.json";
     require_format(input, &[Format::Safetensors, Format::ShardIndex], needs, expected)?;
     check_output("OUT", output)?;
-    let out_name = output.file_name().and_then(|s| s.to_str()).unwrap_or("").to_ascii_lowercase();
-    if [".safetensors", ".onnx", ".json", ".npz", ".npy"].iter().any(|e| out_name.ends_with(e)) {
-        return Err(err(format!("OUT {}: rlx convert writes GGUF; name it .gguf", output.display())));
-    }
     let src = Source::open(input)?;
     let mut w = GgufWriter::new();
     w.add_metadata("general.quantization_version", 2u32)?;

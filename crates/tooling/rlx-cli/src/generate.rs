@@ -46,14 +46,14 @@ pub struct GenerateArgs {
     /// Generation stops with a note when it is full
     #[arg(long, value_name = "N", value_parser = crate::parse_count::<usize>)]
     pub ctx_size: Option<usize>,
-    /// Sampling temperature; 0 (or below) = greedy
-    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    /// Sampling temperature, a finite number; 0 (or below) = greedy
+    #[arg(long, default_value_t = 0.0, allow_hyphen_values = true, value_parser = parse_temperature)]
     pub temperature: f32,
     /// Top-k (0 or below disables)
-    #[arg(long, default_value_t = 40, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 40, allow_hyphen_values = true)]
     pub top_k: i32,
     /// Top-p, in (0, 1] (1.0 disables)
-    #[arg(long, default_value_t = 0.95, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 0.95, allow_hyphen_values = true, value_parser = parse_top_p)]
     pub top_p: f32,
     /// RNG seed
     #[arg(long, default_value_t = 0)]
@@ -75,6 +75,23 @@ pub struct GenerateArgs {
     /// op and kernel, to stderr (and as `profile` in the --json object)
     #[arg(long)]
     pub profile: bool,
+}
+
+// The sampler's flags are checked as clap parses them, so a bad value is a usage error (status
+// 2) before any file is read. `allow_hyphen_values` lets a value such as `-nan` reach the check
+// (clap took it for flags, `-n` …, as it knows only digits as negative numbers).
+
+/// `--temperature`: a finite number (`inf` was accepted); at or below 0 it is greedy, as
+/// llama.cpp's.
+fn parse_temperature(s: &str) -> Result<f32, String> {
+    let t: f32 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
+    if t.is_finite() { Ok(t) } else { Err("must be a finite number (0 or below is greedy)".into()) }
+}
+
+/// `--top-p`: in (0, 1] (NaN fails the range test too).
+fn parse_top_p(s: &str) -> Result<f32, String> {
+    let p: f32 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
+    if p > 0.0 && p <= 1.0 { Ok(p) } else { Err("must be in (0, 1]".into()) }
 }
 
 /// `--kv-type` values.
@@ -113,10 +130,10 @@ pub fn model_path(args: &GenerateArgs) -> Result<PathBuf, CliError> {
     }
 }
 
-/// The sampler settings of `args`, checked before any file is read, so a bad flag fails at
-/// once and is named as the user typed it: `--top-p must be in (0, 1], got 1.5` (the sampler's
-/// own error names its field, `top_p`). (`--ctx-size 0` is clap's usage error; a size beyond
-/// the model's context needs the model and is checked in [`generate`].)
+/// The sampler settings of `args`, checked before any file is read (clap's parsers have
+/// refused the bad values the flags can give; this is the sampler's own check of the rest),
+/// naming a field as its flag: `--top-p`, not the sampler's `top_p`. (A `--ctx-size` beyond the
+/// model's context needs the model and is checked in [`generate`].)
 pub fn sampler_config(args: &GenerateArgs) -> Result<SamplerConfig, CliError> {
     let cfg = SamplerConfig {
         temperature: args.temperature,

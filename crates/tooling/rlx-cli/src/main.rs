@@ -5,7 +5,7 @@
 //! rlx convert IN OUT --quant T  safetensors -> GGUF with 2-D tensors quantized to T
 //! rlx train [--dataset digits|mnist5k] [--model mlp|cnn] [--optimizer adam|…] [--out F] [--eval F]
 //! rlx run MODEL.onnx --input NAME=FILE.npy ... [--output OUT.npz] [--json]
-//! rlx check GRAPH.json [--json] static checks: shapes, dispatch, fusion hints, provable NaN
+//! rlx check GRAPH.json [--json] static checks: shapes, dispatch, provable NaN
 //! rlx compile GRAPH.json [--dump] [--json]  pass summary (IR after each pass) and memory plan
 //! rlx embed --model DIR|F.onnx [--tokenizer T] SENTENCE...  sentence embeddings (mean pool + L2)
 //! rlx generate [--model F] --prompt T [--chat] [--max-tokens N] ...   stream generated text
@@ -84,7 +84,8 @@ enum Command {
     Convert {
         /// The .safetensors file (or a sharded checkpoint's .index.json)
         input: PathBuf,
-        /// The .gguf file to write
+        /// The .gguf file to write (the name must end in .gguf)
+        #[arg(value_name = "OUT.gguf", value_parser = parse_gguf)]
         output: PathBuf,
         /// Quantization type of the 2-D+ float tensors
         #[arg(long, value_name = "TYPE")]
@@ -110,7 +111,7 @@ enum Command {
         threads: Option<std::num::NonZeroUsize>,
     },
     /// Check a graph (JSON of `rlx_ir::hir_to_json`): shapes and dtypes, CPU dispatch,
-    /// missed-fusion hints, provable NaN/Inf. Exit status 1 when any error is found.
+    /// provable NaN/Inf. Exit status 1 when any error is found.
     Check {
         /// The graph JSON file
         file: PathBuf,
@@ -151,6 +152,17 @@ fn parse_npz(s: &str) -> Result<PathBuf, String> {
         Ok(PathBuf::from(s))
     } else {
         Err("rlx run writes an .npz archive; name it .npz".into())
+    }
+}
+
+/// `rlx convert OUT`: the file is GGUF whatever its name, so a name not ending in `.gguf` is a
+/// usage error (status 2, before any file is read), as `rlx run --output` must be `.npz`:
+/// `out.txt` held a GGUF file that nothing would look for under that name.
+fn parse_gguf(s: &str) -> Result<PathBuf, String> {
+    if s.to_ascii_lowercase().ends_with(".gguf") {
+        Ok(PathBuf::from(s))
+    } else {
+        Err("rlx convert writes a GGUF file; name it .gguf".into())
     }
 }
 

@@ -11,7 +11,7 @@ use rlx_onnx::ImportOptions;
 use rlx_runtime::{CompileOptions, Device, Session};
 use serde_json::{Value, json};
 
-use crate::error::{CliError, check_output, err, write_error};
+use crate::error::{CliError, Format, check_output, err, write_error};
 
 /// Values printed per output in human output.
 const HEAD: usize = 8;
@@ -194,7 +194,14 @@ pub fn run(
 ) -> Result<String, CliError> {
     // The model first: a file of another format, or of none, is named as such, not through a
     // bad `--output` or input.
-    let needs = "rlx run needs an ONNX model (rlx generate runs GGUF LLMs)";
+    let needs = match crate::error::known_format(model)? {
+        // Weights without a graph: nothing to run, whatever the model.
+        Some(Format::Safetensors | Format::ShardIndex) => {
+            "rlx run needs an ONNX model (.onnx: a graph with its weights); safetensors holds weights only, \
+             no graph to run (rlx inspect lists its tensors)"
+        }
+        _ => "rlx run needs an ONNX model (rlx generate runs GGUF LLMs)",
+    };
     let proto = crate::error::load_onnx(model, needs, "an ONNX model, .onnx")?;
     // Its name ends in .npz (clap's `parse_npz`); its directory must exist.
     if let Some(p) = output {
@@ -239,6 +246,20 @@ pub fn run(
     for name in &im.inputs {
         if !feeds.iter().any(|(n, _)| n == name) {
             return Err(err(format!("no --input for model input {name:?} (inputs: {})", im.inputs.join(", "))));
+        }
+    }
+    // A dtype other than the model's, named as numpy names it (as the outputs are printed),
+    // before compiling (the runtime's error said `declared dtype f32, got i64`).
+    for &id in im.graph.inputs() {
+        let (Some(name), want) = (im.graph.source_name(id), im.graph.shape(id).dtype) else { continue };
+        if let Some((_, t)) = feeds.iter().find(|(n, _)| n == name)
+            && t.dtype() != want
+        {
+            return Err(err(format!(
+                "--input {name:?}: the model declares {}, the .npy file holds {}",
+                want.numpy_name(),
+                t.dtype().numpy_name()
+            )));
         }
     }
     let out_names = im.outputs.clone();

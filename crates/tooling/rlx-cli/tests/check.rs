@@ -57,9 +57,12 @@ fn shape_error_names_the_node_and_fails() {
     let v: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
     assert_eq!(v["errors"], 1, "{out}");
     assert!(v["problems"][0]["message"].as_str().unwrap().contains("f32[3]"), "{out}");
-    // compile verifies and stops.
+    // The node it belongs to, as the text says and other findings are named (it was "graph").
+    assert_eq!(v["problems"][0]["node"], "%2 (add)", "{out}");
+    assert!(text.contains("error: %2 (add): "), "{text}");
+    // compile verifies and stops, in check's words.
     let f = fixture("shape_error.json");
-    assert!(one_error_line(&rlx(&["compile", &f]), &f).contains("add at node %2"));
+    assert!(one_error_line(&rlx(&["compile", &f]), &f).contains(&format!("{f}: %2 (add): ")));
 }
 
 #[test]
@@ -89,7 +92,7 @@ fn files_that_are_not_graphs_are_one_line_errors() {
 }
 
 /// A graph JSON whose `inputs` / `params` name a missing node, a node of another kind, or a
-/// node twice: both subcommands say so in one line (compile panicked on an index past the end,
+/// node twice, or leave out an input node: both subcommands say so in one line (compile panicked on an index past the end,
 /// and check passed such files).
 #[test]
 fn bad_input_and_param_lists_are_errors_not_panics() {
@@ -103,6 +106,8 @@ fn bad_input_and_param_lists_are_errors_not_panics() {
         (r#""inputs":[0,2],"params":[]"#, "inputs list %2, which is `add`, not an input node"),
         (r#""inputs":[0,0,1],"params":[]"#, "input %0 is listed twice"),
         (r#""inputs":[0],"params":[1]"#, "params list %1, which is `input`, not a param node"),
+        // An input node left out of the list could never be fed (check passed such files).
+        (r#""inputs":[0],"params":[]"#, r#"input node %1 ("y") is missing from the graph's inputs list"#),
     ];
     for (k, (with, want)) in cases.iter().enumerate() {
         let f = dir.path().join(format!("bad{k}.json"));
@@ -157,7 +162,7 @@ fn compile_memory_line_is_at_most_the_unplanned_figure() {
 }
 
 #[test]
-fn compile_fails_with_checks_error_but_not_for_a_hint() {
+fn compile_fails_with_checks_error() {
     // nan.json's provable NaN is an error to `rlx check` (exit 1); `rlx compile` exited 0 on it.
     let f = fixture("nan.json");
     let o = rlx(&["check", &f]);
@@ -170,19 +175,26 @@ fn compile_fails_with_checks_error_but_not_for_a_hint() {
         assert_eq!(e.trim_end(), format!("rlx: error: {f}: {finding}"), "{args:?}");
         assert!(o.stdout.is_empty(), "{args:?}");
     }
-    // A value read by two elementwise ops is only a hint: check passes, and so does compile.
-    let mut g = Graph::new("hint");
+}
+
+/// A value read by two elementwise ops fuses (the fusion pass fuses DAGs): `rlx check` said
+/// "the elementwise chain will not fuse through it" while `rlx compile` fused the chain.
+#[test]
+fn check_does_not_claim_a_value_read_twice_breaks_fusion() {
+    let mut g = Graph::new("twice");
     let x = g.input("x", Shape::new(&[4], DType::F32));
     let e = g.exp(x);
     let y = g.mul(e, e);
     let z = g.add(y, e);
     g.set_outputs(vec![z]);
     let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("hint.json");
+    let p = dir.path().join("twice.json");
     std::fs::write(&p, rlx_ir::hir_to_json(&g).unwrap()).unwrap();
     let p = p.to_string_lossy().into_owned();
     let o = rlx(&["check", &p]);
-    assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("hint: "), "{o:?}");
-    let o = rlx(&["compile", &p]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success() && !out.contains("fuse") && out.contains("0 error(s), 0 hint(s)"), "{o:?}");
+    let v = common::last_json(&rlx(&["compile", &p, "--json"]));
+    let fuse = v["passes"].as_array().unwrap().iter().find(|r| r["pass"] == "fuse").expect("a fuse pass");
+    assert_eq!(fuse["changed"], 1, "{v}");
 }

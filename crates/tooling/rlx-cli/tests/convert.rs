@@ -112,7 +112,9 @@ fn bad_inputs_exit_1_with_one_line() {
     let junk = junk.to_str().unwrap();
     let d = dir.path().to_str().unwrap();
     let (missing, not_st, gguf) = (missing.to_str().unwrap(), not_st.to_str().unwrap(), gguf.to_str().unwrap());
-    let st_out = dir.path().join("out.safetensors").to_string_lossy().into_owned();
+    let gguf_dir = dir.path().join("dir.gguf");
+    std::fs::create_dir(&gguf_dir).unwrap();
+    let gguf_dir = gguf_dir.to_string_lossy().into_owned();
     for (args, subject, needle) in [
         (vec!["convert", missing, out, "--quant", "Q4_K"], missing, "No such file or directory"),
         (vec!["convert", src, out, "--quant", "Q9_9"], src, "unknown quant type"),
@@ -131,14 +133,35 @@ fn bad_inputs_exit_1_with_one_line() {
             src,
             "OUT /nonexistent-dir/o.gguf: the directory /nonexistent-dir does not exist",
         ),
-        (vec!["convert", src, d, "--quant", "Q8_0"], src, "is a directory; give a file name"),
-        // A GGUF named .safetensors would be found by content later, but is not what was asked.
-        (vec!["convert", src, &st_out, "--quant", "Q8_0"], src, "rlx convert writes GGUF; name it .gguf"),
+        (vec!["convert", src, &gguf_dir, "--quant", "Q8_0"], src, "is a directory; give a file name"),
     ] {
         let err = one_error_line(&rlx(&args), subject);
         assert!(err.contains(needle) && !err.contains("I/O error on"), "{args:?}: {err}");
     }
-    assert!(!Path::new(&st_out).exists(), "nothing written under a non-GGUF name");
+}
+
+/// OUT must be named `.gguf` (any case), as `rlx run --output` must be `.npz`: another name is a
+/// usage error (status 2) before any file is read (`out.txt` got a GGUF file; only a few model
+/// names such as `.safetensors` were refused, with status 1).
+#[test]
+fn an_out_not_named_gguf_is_a_usage_error_and_nothing_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = write_source(dir.path());
+    let src = src.to_str().unwrap();
+    for name in ["out.txt", "out", "out.safetensors", "out.gguf.bak"] {
+        let out = dir.path().join(name);
+        let o = rlx(&["convert", src, &out.to_string_lossy(), "--quant", "Q4_K"]);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{name}: {e}");
+        assert!(e.contains("for '<OUT.gguf>': rlx convert writes a GGUF file; name it .gguf"), "{name}: {e}");
+        assert!(o.stdout.is_empty() && !e.contains("panicked") && !out.exists(), "{name}");
+    }
+    // Checked before the input: a missing input with a bad OUT is still the usage error.
+    let o = rlx(&["convert", "/nonexistent.safetensors", "o.txt", "--quant", "Q8_0"]);
+    assert_eq!(o.status.code(), Some(2));
+    let out = dir.path().join("OUT.GGUF");
+    let o = rlx(&["convert", src, &out.to_string_lossy(), "--quant", "Q8_0"]);
+    assert!(o.status.success() && out.exists(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
 #[test]

@@ -99,20 +99,29 @@ fn zero_tokens_and_a_full_context_are_reported_as_such() {
 }
 
 #[test]
-fn bad_sampler_flags_are_named_as_typed_before_any_file_is_read() {
-    // The model does not exist: each flag is refused first, under `generate` (it was prefixed
-    // with the model's path, named the sampler's field `top_p`, and came after loading).
-    // A negative --top-p reaches the range check (not clap's "unexpected argument '-1'").
+fn bad_sampler_flags_are_usage_errors_before_any_file_is_read() {
+    // The model does not exist: each flag is refused first, as clap's usage error (status 2)
+    // naming the flag as typed. `--temperature inf` was accepted, and `--top-p -nan` was taken
+    // for flags (clap's "unexpected argument '-n'"); a negative --top-p reaches the range check.
     for (flags, want) in [
-        (&["--top-p", "1.5"][..], "--top-p must be in (0, 1], got 1.5"),
-        (&["--top-p", "-1", "--temperature", "0.5"], "--top-p must be in (0, 1], got -1"),
-        (&["--top-p", "0"], "--top-p must be in (0, 1], got 0"),
-        (&["--top-p", "nan"], "--top-p must be in (0, 1], got NaN"),
-        (&["--temperature", "nan"], "--temperature must be a number, got NaN"),
+        (&["--top-p", "1.5"][..], "invalid value '1.5' for '--top-p <TOP_P>': must be in (0, 1]"),
+        (&["--top-p", "-1", "--temperature", "0.5"], "invalid value '-1' for '--top-p <TOP_P>': must be in (0, 1]"),
+        (&["--top-p", "0"], "invalid value '0' for '--top-p <TOP_P>': must be in (0, 1]"),
+        (&["--top-p", "nan"], "invalid value 'nan' for '--top-p <TOP_P>': must be in (0, 1]"),
+        (&["--top-p", "-nan"], "invalid value '-nan' for '--top-p <TOP_P>': must be in (0, 1]"),
+        (&["--top-p", "inf"], "invalid value 'inf' for '--top-p <TOP_P>': must be in (0, 1]"),
+        (&["--top-p", "x"], "invalid value 'x' for '--top-p <TOP_P>': \"x\" is not a number"),
+        (&["--temperature", "nan"], "invalid value 'nan' for '--temperature <TEMPERATURE>': must be a finite number"),
+        (&["--temperature", "inf"], "invalid value 'inf' for '--temperature <TEMPERATURE>': must be a finite number"),
+        (&["--temperature", "-inf"], "invalid value '-inf' for '--temperature <TEMPERATURE>': must be a finite number"),
+        (&["--temperature", "-nan"], "invalid value '-nan' for '--temperature <TEMPERATURE>': must be a finite number"),
+        (&["--top-k", "-nan"], "invalid value '-nan' for '--top-k <TOP_K>'"),
     ] {
         let out = rlx(&[&["generate", "--model", "/nonexistent/model.gguf"][..], flags].concat());
-        let e = one_error_line(&out, "generate");
-        assert_eq!(e.trim_end(), format!("rlx: error: generate: {want}"), "{flags:?}");
+        let e = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {e}");
+        assert!(e.starts_with(&format!("error: {want}")), "{flags:?}: {e}");
+        assert!(out.stdout.is_empty() && !e.contains("panicked"), "{flags:?}: {e}");
     }
     // A zero count is a usage error (status 2), as `--threads 0` and a negative count are.
     let out = rlx(&["generate", "--model", "/nonexistent/model.gguf", "--ctx-size", "0"]);

@@ -87,6 +87,42 @@ fn run_add_with_npy_inputs_and_name_a_missing_input() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// An input of another dtype than the model's is named with numpy's dtype names, as the
+/// outputs are printed (the runtime's error said `"x": declared dtype f32, got i64`).
+#[test]
+fn a_dtype_mismatch_names_numpy_dtypes() {
+    let Some(node) = or_skip(ONNX_NODE_DIR, "rlx run on test_add with int64 inputs") else { return };
+    let m = node.join("test_add/model.onnx").to_string_lossy().into_owned();
+    let dir = tempfile::tempdir().unwrap();
+    let (x, y) = (dir.path().join("x.npy"), dir.path().join("y.npy"));
+    write_npy_i64(&x, &[3, 4, 5], &[1; 60]);
+    write_npy(&y, &[3, 4, 5], &[1.0; 60]);
+    let (xa, ya) = (format!("x={}", x.display()), format!("y={}", y.display()));
+    let e = stderr_line(&rlx(&["run", &m, "--input", &xa, "--input", &ya]), &m);
+    assert!(e.contains("--input \"x\": the model declares float32, the .npy file holds int64"), "{e}");
+    assert!(!e.contains("f32") && !e.contains("i64"), "{e}");
+}
+
+/// A safetensors file holds weights, not a graph: the hint says what `rlx run` takes and that
+/// `rlx inspect` shows the file (it pointed to `rlx generate`, which runs GGUF files).
+#[test]
+fn a_safetensors_file_is_named_as_weights_without_a_graph() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["model.safetensors", "model.safetensors.index.json"] {
+        let p = dir.path().join(name);
+        std::fs::write(&p, b"{}").unwrap();
+        let p = p.to_string_lossy().into_owned();
+        let e = stderr_line(&rlx(&["run", &p]), &p);
+        assert!(e.contains("but rlx run needs an ONNX model (.onnx: a graph with its weights)"), "{e}");
+        assert!(e.contains("rlx inspect") && !e.contains("rlx generate"), "{e}");
+    }
+    // A GGUF keeps its pointer to `rlx generate`.
+    let g = dir.path().join("m.gguf");
+    std::fs::write(&g, b"GGUF\x03\x00\x00\x00").unwrap();
+    let g = g.to_string_lossy().into_owned();
+    assert!(stderr_line(&rlx(&["run", &g]), &g).contains("(rlx generate runs GGUF LLMs)"));
+}
+
 #[test]
 fn a_file_of_no_known_format_is_an_unknown_model_format() {
     // ONNX has no magic number: a file not named .onnx is tried as ONNX, and one that is not
