@@ -285,8 +285,15 @@ impl Sampler {
             let min_logit = max + cfg.min_p.ln();
             c.retain(|x| x.logit >= min_logit);
         }
-        // temperature
-        c.iter_mut().for_each(|x| x.logit /= cfg.temperature);
+        // temperature (llama.cpp's `logit / t`; where that overflows, as a temperature of
+        // 1e-38 makes every positive logit +inf and every probability NaN, the same
+        // distribution as `(logit - max) / t`, which tends to greedy as `t` goes to 0)
+        let max = c.iter().map(|x| x.logit).fold(f32::NEG_INFINITY, f32::max);
+        if max.is_finite() && !(max / cfg.temperature).is_finite() {
+            c.iter_mut().for_each(|x| x.logit = (x.logit - max) / cfg.temperature);
+        } else {
+            c.iter_mut().for_each(|x| x.logit /= cfg.temperature);
+        }
         sort_desc(&mut c);
         softmax(&mut c);
         c

@@ -91,6 +91,25 @@ fn greedy_with_penalties_is_the_penalized_argmax() {
     assert_eq!(s.sample(&[6.0f32, 5.5, 10.125], &[2]), 0); // 10.125 / 1.5 - 0.75 = 6
 }
 
+/// A temperature so small that `logit / t` overflows (1e-38: every positive logit became +inf,
+/// every probability NaN, and the draw fell through to the least likely token) samples the
+/// most likely token, as the limit t -> 0 does; negative logits, and a tie at the top, too.
+#[test]
+fn a_tiny_temperature_samples_the_argmax() {
+    for t in [1e-38f32, 1e-45, 1e-20] {
+        for seed in 0..20 {
+            let cfg =
+                SamplerConfig { temperature: t, top_k: 0, top_p: 1.0, min_p: 0.0, seed, ..SamplerConfig::default() };
+            let mut s = Sampler::new(cfg);
+            assert_eq!(s.sample(&[3.0, 30.47, 30.33, -2.0, 12.0], &[]), 1, "t {t} seed {seed}");
+            assert_eq!(s.sample(&[-7.5, -3.25, -9.0], &[]), 1, "t {t} seed {seed}");
+            let c = s.candidates(&[1.0, 2.0, 2.0, 0.5], &[]);
+            let p: Vec<(u32, f32)> = c.iter().filter(|x| x.p > 0.0).map(|x| (x.id, x.p)).collect();
+            assert_eq!(p, [(1, 0.5), (2, 0.5)], "t {t}: a tie at the top splits evenly");
+        }
+    }
+}
+
 #[test]
 fn same_seed_same_tokens() {
     let logits: Vec<f32> = (0..100).map(|i| ((i * 37 % 17) as f32) * 0.3).collect();
