@@ -191,6 +191,19 @@ fn write_stdout(text: &str) -> std::io::Result<()> {
     out.flush()
 }
 
+/// Print a subcommand's report: `SUCCESS`, or `FAILURE` with one stderr line when stdout
+/// cannot be written (a closed pipe is not an error: `rlx … | head`).
+fn emit(text: &str) -> ExitCode {
+    match write_stdout(text) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "rlx: error: writing output: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     panic_hook::install();
     let cli = Cli::parse();
@@ -227,8 +240,8 @@ fn main() -> ExitCode {
         }
         Command::Check { file } => match check::check(file) {
             Ok(r) => {
-                let _ = write_stdout(&if json { render(r.json()) } else { r.human() });
-                return if r.errors() > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS };
+                let written = emit(&if json { render(r.json()) } else { r.human() });
+                return if r.errors() > 0 { ExitCode::FAILURE } else { written };
             }
             Err(e) => (file.clone(), Err(e)),
         },
@@ -237,14 +250,7 @@ fn main() -> ExitCode {
         }
     };
     match result {
-        Ok(text) => match write_stdout(&text) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
-            Err(e) => {
-                let _ = writeln!(std::io::stderr(), "rlx: error: writing output: {e}");
-                ExitCode::FAILURE
-            }
-        },
+        Ok(text) => emit(&text),
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "rlx: error: {}: {}", subject.display(), error::reason(&e, &subject));
             ExitCode::FAILURE

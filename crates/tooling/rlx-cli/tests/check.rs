@@ -198,3 +198,27 @@ fn check_does_not_claim_a_value_read_twice_breaks_fusion() {
     let fuse = v["passes"].as_array().unwrap().iter().find(|r| r["pass"] == "fuse").expect("a fuse pass");
     assert_eq!(fuse["changed"], 1, "{v}");
 }
+
+/// A report that cannot be written is an error (`rlx check > /dev/full` exited 0 in silence;
+/// every other subcommand said `writing output: …`), whether the graph is clean or not.
+#[test]
+fn check_reports_an_unwritable_stdout() {
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        eprintln!("SKIP: no /dev/full");
+        return;
+    };
+    for (name, json) in [("clean.json", false), ("clean.json", true), ("nan.json", true)] {
+        let mut args = vec!["check".to_string(), fixture(name)];
+        if json {
+            args.push("--json".into());
+        }
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_rlx"))
+            .args(&args)
+            .stdout(full.try_clone().unwrap())
+            .output()
+            .expect("run rlx");
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(e.starts_with("rlx: error: writing output: "), "{args:?}: {e}");
+    }
+}
