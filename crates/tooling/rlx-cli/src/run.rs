@@ -248,20 +248,6 @@ pub fn run(
             return Err(err(format!("no --input for model input {name:?} (inputs: {})", im.inputs.join(", "))));
         }
     }
-    // A dtype other than the model's, named as numpy names it (as the outputs are printed),
-    // before compiling (the runtime's error said `declared dtype f32, got i64`).
-    for &id in im.graph.inputs() {
-        let (Some(name), want) = (im.graph.source_name(id), im.graph.shape(id).dtype) else { continue };
-        if let Some((_, t)) = feeds.iter().find(|(n, _)| n == name)
-            && t.dtype() != want
-        {
-            return Err(err(format!(
-                "--input {name:?}: the model declares {}, the .npy file holds {}",
-                want.numpy_name(),
-                t.dtype().numpy_name()
-            )));
-        }
-    }
     let out_names = im.outputs.clone();
     let opts = match crate::threads_in_use(threads) {
         Some(t) => CompileOptions::default().with_threads(t),
@@ -269,7 +255,16 @@ pub fn run(
     };
     let mut compiled = Session::try_new(Device::Cpu)?.try_compile_with(im.graph, &opts)?;
     let refs: Vec<(&str, Tensor)> = feeds.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
-    let outs = compiled.run_tensors(&refs)?;
+    // The runtime checks each feed against its declaration; its dtype error is named here as
+    // numpy names dtypes, as the outputs are printed (it reads `declared dtype f32, got i64`).
+    let outs = compiled.run_tensors(&refs).map_err(|e| match e {
+        rlx_runtime::Error::DTypeMismatch { name, expected, got } => err(format!(
+            "--input {name:?}: the model declares {}, the .npy file holds {}",
+            expected.numpy_name(),
+            got.numpy_name()
+        )),
+        e => e.into(),
+    })?;
     let named: Vec<(String, Tensor)> = out_names.into_iter().zip(outs).collect();
     if let Some(p) = output {
         write_npz(p, &named)?;
