@@ -84,14 +84,26 @@ pub struct GenerateArgs {
 /// `--temperature`: a finite number (`inf` was accepted); at or below 0 it is greedy, as
 /// llama.cpp's.
 fn parse_temperature(s: &str) -> Result<f32, String> {
-    let t: f32 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
-    if t.is_finite() { Ok(t) } else { Err("must be a finite number (0 or below is greedy)".into()) }
+    let t: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
+    if !t.is_finite() {
+        Err("must be a finite number (0 or below is greedy)".into())
+    } else if !(t as f32).is_finite() {
+        Err(format!("{s} is beyond f32's range (the sampler's type)"))
+    } else {
+        Ok(t as f32)
+    }
 }
 
-/// `--top-p`: in (0, 1] (NaN fails the range test too).
+/// `--top-p`: in (0, 1] (NaN fails the range test too), and not 0 once rounded to f32.
 fn parse_top_p(s: &str) -> Result<f32, String> {
-    let p: f32 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
-    if p > 0.0 && p <= 1.0 { Ok(p) } else { Err("must be in (0, 1]".into()) }
+    let p: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
+    if !(p > 0.0 && p <= 1.0) {
+        Err("must be in (0, 1]".into())
+    } else if p as f32 == 0.0 {
+        Err(format!("{s} rounds to 0 in f32 (the sampler's type)"))
+    } else {
+        Ok(p as f32)
+    }
 }
 
 /// `--kv-type` values.

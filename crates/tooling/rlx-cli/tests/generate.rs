@@ -116,6 +116,13 @@ fn bad_sampler_flags_are_usage_errors_before_any_file_is_read() {
         (&["--temperature", "-inf"], "invalid value '-inf' for '--temperature <TEMPERATURE>': must be a finite number"),
         (&["--temperature", "-nan"], "invalid value '-nan' for '--temperature <TEMPERATURE>': must be a finite number"),
         (&["--top-k", "-nan"], "invalid value '-nan' for '--top-k <TOP_K>'"),
+        // In range as written, not as the sampler's f32 (the messages said "must be in (0, 1]"
+        // and "must be a finite number").
+        (&["--top-p", "1e-50"], "invalid value '1e-50' for '--top-p <TOP_P>': 1e-50 rounds to 0 in f32"),
+        (
+            &["--temperature", "1e39"],
+            "invalid value '1e39' for '--temperature <TEMPERATURE>': 1e39 is beyond f32's range",
+        ),
     ] {
         let out = rlx(&[&["generate", "--model", "/nonexistent/model.gguf"][..], flags].concat());
         let e = stderr(&out);
