@@ -480,3 +480,38 @@ fn streamed_chain_is_bit_identical_to_unfused_kernels() {
     feeds[0].1 = with_specials(&dims, 5);
     assert_fused_bit_identical(&g, &feeds, true, "16 MiB chain");
 }
+
+/// Every op the tiles cover, in one region that must fuse (the proptest above also meets
+/// graphs the pass leaves unfused, which compare unfused with unfused): bit-identical.
+#[test]
+fn every_tile_op_in_one_fused_region_is_bit_identical() {
+    use rlx_ir::ops::{BinaryOp, UnaryOp};
+    let dims = [3usize, 1000];
+    let mut g = Graph::new("all ops");
+    let (x, y) = (g.input("x", f32s(&dims)), g.input("y", f32s(&dims)));
+    // One output per op (a NaN from one op would otherwise hide the others' lanes).
+    let mut outs = vec![];
+    for u in [
+        UnaryOp::Neg,
+        UnaryOp::Abs,
+        UnaryOp::Sqrt,
+        UnaryOp::Square,
+        UnaryOp::Reciprocal,
+        UnaryOp::Rsqrt,
+        UnaryOp::Exp,
+        UnaryOp::Erf,
+        UnaryOp::Erfc,
+        UnaryOp::Tanh,
+        UnaryOp::Logistic,
+    ] {
+        let t = g.unary(u, x);
+        outs.push(g.mul(t, y));
+    }
+    for b in [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Max, BinaryOp::Min] {
+        let t = g.binary(b, y, x);
+        outs.push(g.binary(b, t, x));
+    }
+    g.set_outputs(outs);
+    let feeds = vec![("x", with_specials(&dims, 7)), ("y", with_specials(&dims, 8))];
+    assert_fused_bit_identical(&g, &feeds, true, "every tile op");
+}
