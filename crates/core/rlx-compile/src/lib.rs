@@ -26,6 +26,7 @@ pub mod passes;
 mod rebuild;
 
 pub use dispatch::{Dispatch, DispatchEntry, DispatchReport};
+pub use passes::fuse::{MissReason, MissedFusion, missed_fusions};
 use rlx_ir::{Graph, IrError};
 use std::collections::BTreeSet;
 use std::fmt;

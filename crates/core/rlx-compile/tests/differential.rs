@@ -148,4 +148,22 @@ proptest! {
         prop_assert_eq!(h.params().len(), g.params().len());
         common::assert_same_numerics(&g, &h);
     }
+
+    /// Every `rlx check` fusion hint names two adjacent nodes that the fusion plan really
+    /// keeps in different loops, and prints without panicking.
+    #[test]
+    fn fusion_hints_name_adjacent_ops_the_plan_keeps_apart(
+        steps in steps(),
+        outs in prop::collection::vec(0usize..64, 0..4),
+    ) {
+        let g = build(&steps, &outs);
+        let region = rlx_compile::passes::fuse::plan(&g, &mut vec![]);
+        for m in rlx_compile::missed_fusions(&g) {
+            let reads = |a: NodeId, b: NodeId| g.node(a).inputs.contains(&b);
+            prop_assert!(reads(m.node, m.next_to) || reads(m.next_to, m.node), "{:?}", m);
+            let (a, b) = (region[m.node.index()], region[m.next_to.index()]);
+            prop_assert!(a.is_none() || a != b, "{:?} in one region", m);
+            prop_assert!(!m.message(&g).is_empty());
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! `rlx check GRAPH.json`: static checks of a serialized graph — shapes and dtypes (the
 //! verifier), the CPU dispatch report, and provable NaN/Inf (log, sqrt, rsqrt of a constant out
-//! of domain, division by a constant zero).
+//! of domain, division by a constant zero) as errors; ops that a limitation of the fusion rules
+//! keeps out of a neighbour's fused loop ([`rlx_compile::missed_fusions`]) as hints.
 
 use rlx_ir::ops::{BinaryOp, UnaryOp};
 use rlx_ir::{Graph, NodeId, Op};
@@ -129,6 +130,9 @@ pub fn check_graph(g: &Graph) -> CheckReport {
         for e in d.entries.iter().filter(|e| e.dispatch == rlx_compile::Dispatch::Missing) {
             problems.push(Problem { level: "error", node: e.kind.clone(), msg: "no backend can run it".into() });
         }
+    }
+    for m in rlx_compile::missed_fusions(g) {
+        problems.push(Problem { level: "hint", node: label(g, m.node), msg: m.message(g) });
     }
     CheckReport { problems, dispatch }
 }

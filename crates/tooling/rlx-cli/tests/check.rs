@@ -22,6 +22,16 @@ fn clean() -> Graph {
     g
 }
 
+/// An elementwise op whose reduction over a leading axis cannot join its loop.
+fn hints() -> Graph {
+    let mut g = Graph::new("hints");
+    let x = g.input("x", Shape::new(&[8, 16], DType::F32));
+    let e = g.exp(x);
+    let s = g.sum(e, &[0], false);
+    g.set_outputs(vec![s]);
+    g
+}
+
 /// Regenerate the committed fixtures (run with `RLX_WRITE_FIXTURES=1`); otherwise check that
 /// they match what the builder produces today.
 #[test]
@@ -36,7 +46,8 @@ fn fixtures_are_current() {
     let y = g.add(x, l);
     g.set_outputs(vec![y]);
     let nan = rlx_ir::hir_to_json(&g).unwrap();
-    for (name, text) in [("clean.json", ok), ("shape_error.json", bad), ("nan.json", nan)] {
+    let hints = rlx_ir::hir_to_json(&hints()).unwrap();
+    for (name, text) in [("clean.json", ok), ("shape_error.json", bad), ("nan.json", nan), ("hints.json", hints)] {
         if std::env::var_os("RLX_WRITE_FIXTURES").is_some() {
             std::fs::write(fixture(name), &text).unwrap();
         }
@@ -221,4 +232,21 @@ fn check_reports_an_unwritable_stdout() {
         let e = String::from_utf8_lossy(&o.stderr);
         assert!(e.starts_with("rlx: error: writing output: "), "{args:?}: {e}");
     }
+}
+
+/// A reduction over a leading axis cannot join its producer's loop: `rlx check` says so as a
+/// hint (exit 0), under the reduction's node, in text and in `--json`.
+#[test]
+fn check_hints_at_a_reduction_that_makes_its_own_pass() {
+    let p = fixture("hints.json");
+    let o = rlx(&["check", &p]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{o:?}");
+    let hint = out.lines().find(|l| l.starts_with("hint: ")).expect("a hint");
+    assert!(hint.starts_with("hint: %2 (reduce_sum): reduces axes [0] in its own pass over %1 (exp)"), "{hint}");
+    assert!(out.contains("0 error(s), 1 hint(s)"), "{out}");
+    let v = common::last_json(&rlx(&["check", &p, "--json"]));
+    assert_eq!(v["errors"], 0, "{v}");
+    let h = &v["problems"][0];
+    assert_eq!((h["level"].as_str(), h["node"].as_str()), (Some("hint"), Some("%2 (reduce_sum)")), "{v}");
 }

@@ -9,7 +9,7 @@
 //! by that region and not a graph output (a product that is also an output or read elsewhere
 //! stays materialized, unfused).
 
-use super::fuse::FUSED_ELEMENTWISE;
+use super::fuse::{FUSED_ELEMENTWISE, MissReason, MissedFusion};
 use crate::rebuild::{Rebuild, stats};
 use crate::{CompileError, PassOptions, PassStats};
 use rlx_ir::{DType, Graph, Node, NodeId, Op};
@@ -76,6 +76,40 @@ pub fn run(g: &mut Graph, opts: &PassOptions) -> Result<PassStats, CompileError>
     *g = rb.finish(g);
     crate::passes::dce::run(g, opts)?;
     Ok(stats(before, g, changed))
+}
+
+/// Add to `missed` each f32 `dot_general` of `g` with an elementwise consumer over its dims
+/// that is not applied as its epilogue because the product is also a graph output or read by
+/// another op (the rule in the module docs). `region`: the fused region of each node
+/// ([`super::fuse::plan`]); `consumers`: the distinct readers of each node.
+pub(crate) fn missed(g: &Graph, region: &[Option<usize>], consumers: &[Vec<usize>], missed: &mut Vec<MissedFusion>) {
+    let nodes = g.nodes();
+    // After fusion, a consumer in a region is that region's composite.
+    let unit = |c: usize| region[c].map_or((false, c), |r| (true, r));
+    for (d, n) in nodes.iter().enumerate() {
+        let Op::DotGeneral(_) = n.op else { continue };
+        let f32s = n.inputs.iter().all(|&x| g.shape(x).dtype == DType::F32) && n.ty().dtype == DType::F32;
+        if !f32s || n.is_tuple() {
+            continue;
+        }
+        let candidate = consumers[d].iter().copied().find(|&c| {
+            let m = &nodes[c];
+            m.ty().dims == n.ty().dims
+                && m.ty().dtype == DType::F32
+                && (region[c].is_some() || matches!(m.op, Op::Unary(_) | Op::Binary(_)))
+        });
+        let Some(c) = candidate else { continue };
+        let other = consumers[d].iter().copied().find(|&o| unit(o) != unit(c));
+        let output = g.outputs().iter().any(|o| o.index() == d);
+        if output || other.is_some() {
+            let reader = if output { None } else { other.map(|o| NodeId(o as u32)) };
+            missed.push(MissedFusion {
+                node: NodeId(d as u32),
+                next_to: NodeId(c as u32),
+                reason: MissReason::ProductShared { reader },
+            });
+        }
+    }
 }
 
 /// Node `c` as an elementwise region: its body and operands (a `fused_elementwise` composite

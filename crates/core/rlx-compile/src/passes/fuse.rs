@@ -108,6 +108,142 @@ impl Regions<'_> {
     }
 }
 
+/// Why an op runs as its own pass over memory instead of inside a neighbour's fused loop: a
+/// limitation of the fusion rules, not a dependence (an op that needs a whole reduction or a
+/// matmul of the loop's values cannot join it in any compiler, and is not reported).
+#[derive(Clone, Debug, PartialEq)]
+pub enum MissReason {
+    /// The op's values (result or operands) are of this floating dtype (f16, bf16, f64); fused
+    /// loops hold f32 and bool. (Integer ops, mostly shape arithmetic, are not reported.)
+    DType(DType),
+    /// Only `reduce_sum` and `reduce_max` join the loop that produces their operand.
+    ReduceKind(ReduceOp),
+    /// Only a reduction over the last axis or over all axes joins its producer's loop.
+    ReduceAxes(Vec<usize>),
+    /// The producer's loop already ends in a reduction over other axes.
+    ReduceAxesTaken {
+        /// The axes the loop reduces.
+        taken: Vec<usize>,
+        /// The axes this reduction reduces.
+        axes: Vec<usize>,
+    },
+    /// A `reshape` / `transpose` between two elementwise ops: each side is its own loop.
+    Layout {
+        /// The elementwise consumer on the other side.
+        consumer: NodeId,
+    },
+    /// A `dot_general` whose elementwise consumer is not applied as its epilogue because the
+    /// product is also read by this node (`None`: it is a graph output).
+    ProductShared {
+        /// The other reader.
+        reader: Option<NodeId>,
+    },
+}
+
+/// One op kept out of a fused loop ([`missed_fusions`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct MissedFusion {
+    /// The op that runs on its own (for [`MissReason::ProductShared`]: the `dot_general`).
+    pub node: NodeId,
+    /// The neighbour whose loop it would have joined.
+    pub next_to: NodeId,
+    /// Why it did not.
+    pub reason: MissReason,
+}
+
+impl MissedFusion {
+    /// One line for `rlx check`, naming nodes as `%3 (exp)`.
+    pub fn message(&self, g: &Graph) -> String {
+        let at = |id: NodeId| format!("{id} ({})", g.node(id).op.name());
+        let next = at(self.next_to);
+        match &self.reason {
+            MissReason::DType(d) => format!(
+                "runs as its own pass instead of in one loop with {next}: its values are {d}, fused loops hold f32 and bool only"
+            ),
+            MissReason::ReduceKind(op) => format!(
+                "reduce_{} makes its own pass over {next}: only reduce_sum and reduce_max join the loop that produces their operand",
+                op.name()
+            ),
+            MissReason::ReduceAxes(axes) => format!(
+                "reduces axes {axes:?} in its own pass over {next}: only a reduction over the last axis or over all axes joins the loop that produces its operand"
+            ),
+            MissReason::ReduceAxesTaken { taken, axes } => format!(
+                "reduces axes {axes:?} in its own pass over {next}: that loop already ends in a reduction over axes {taken:?}"
+            ),
+            MissReason::Layout { consumer } => format!(
+                "splits the elementwise ops {next} and {} into two passes over memory (fused loops do not reach through a reshape or transpose)",
+                at(*consumer)
+            ),
+            MissReason::ProductShared { reader } => {
+                let why = match reader {
+                    Some(r) => format!("also read by {}", at(*r)),
+                    None => "also a graph output".into(),
+                };
+                format!(
+                    "the product is {why}, so it is written to memory and {next} runs as its own pass instead of as this matmul's epilogue"
+                )
+            }
+        }
+    }
+}
+
+/// Ops of `g` that a limitation of the fusion rules keeps out of a neighbour's fused loop (or
+/// a matmul's epilogue), in node order per kind: what `rlx check` reports as hints. `g` is the
+/// graph as written (before the compile pipeline): node ids are the caller's.
+pub fn missed_fusions(g: &Graph) -> Vec<MissedFusion> {
+    let mut missed = vec![];
+    let region = plan(g, &mut missed);
+    let nodes = g.nodes();
+    // Dead nodes never run (DCE removes them): they neither get nor cause a hint.
+    let mut live = vec![false; nodes.len()];
+    let mut stack: Vec<usize> = g.outputs().iter().map(|o| o.index()).collect();
+    while let Some(i) = stack.pop() {
+        if !std::mem::replace(&mut live[i], true) {
+            stack.extend(nodes[i].inputs.iter().map(|x| x.index()));
+        }
+    }
+    let mut consumers: Vec<Vec<usize>> = vec![vec![]; nodes.len()];
+    for (i, n) in nodes.iter().enumerate().filter(|&(i, _)| live[i]) {
+        for x in &n.inputs {
+            if !consumers[x.index()].contains(&i) {
+                consumers[x.index()].push(i);
+            }
+        }
+    }
+    let ew = |i: usize| {
+        let n = &nodes[i];
+        !n.is_tuple() && (n.op.is_elementwise() || matches!(n.op, Op::BroadcastInDim { .. }))
+    };
+    let fusible = |i: usize| {
+        ew(i)
+            && fusible_dtype(nodes[i].ty().dtype)
+            && nodes[i].inputs.iter().all(|&x| !g.node(x).is_tuple() && fusible_dtype(g.shape(x).dtype))
+    };
+    for (i, n) in nodes.iter().enumerate() {
+        let id = NodeId(i as u32);
+        if ew(i) && !fusible(i) && !matches!(n.op, Op::ConvertElementType(_)) {
+            // A neighbour over the same dims that is elementwise too.
+            let dims = &n.ty().dims;
+            let next = n.inputs.iter().map(|x| x.index()).chain(consumers[i].iter().copied());
+            let d = std::iter::once(n.ty().dtype).chain(n.inputs.iter().map(|&x| g.shape(x).dtype));
+            // Integer ops are mostly shape arithmetic on a few elements: only floats are hints.
+            let d = d.filter(|&d| !fusible_dtype(d)).find(|d| d.is_float());
+            let mut next = next.filter(|&j| ew(j) && &nodes[j].ty().dims == dims);
+            if let (Some(d), Some(j)) = (d, next.next()) {
+                missed.push(MissedFusion { node: id, next_to: NodeId(j as u32), reason: MissReason::DType(d) });
+            }
+        }
+        let layout = matches!(n.op, Op::Reshape { .. } | Op::Transpose { .. }) && fusible(n.inputs[0].index());
+        if let Some(&c) = consumers[i].iter().find(|&&c| layout && fusible(c)) {
+            let reason = MissReason::Layout { consumer: NodeId(c as u32) };
+            missed.push(MissedFusion { node: id, next_to: n.inputs[0], reason });
+        }
+    }
+    super::epilogue::missed(g, &region, &consumers, &mut missed);
+    missed.retain(|m| live[m.node.index()]);
+    missed
+}
+
 fn fusible_dtype(d: DType) -> bool {
     matches!(d, DType::F32 | DType::Bool)
 }
@@ -118,7 +254,21 @@ pub fn run(g: &mut Graph, opts: &PassOptions) -> Result<PassStats, CompileError>
     if !opts.fuse {
         return Ok(crate::rebuild::stats(before, g, 0));
     }
-    let n = before;
+    let root = plan(g, &mut vec![]);
+    let regions: BTreeSet<usize> = root.iter().flatten().copied().collect();
+    if regions.is_empty() {
+        return Ok(crate::rebuild::stats(before, g, 0));
+    }
+    *g = emit(g, &root);
+    crate::passes::dce::run(g, opts)?;
+    Ok(crate::rebuild::stats(before, g, regions.len()))
+}
+
+/// The fused region of each node of `g` (`None`: the node runs as its own kernel; regions of
+/// one member are `None` too), by the rules in the module docs; `missed` gets the ops a
+/// limitation of those rules keeps out of a neighbour's region (see [`MissReason`]).
+pub fn plan(g: &Graph, missed: &mut Vec<MissedFusion>) -> Vec<Option<usize>> {
+    let n = g.nodes().len();
     let mut rs = Regions {
         g,
         parent: vec![],
@@ -136,16 +286,26 @@ pub fn run(g: &mut Graph, opts: &PassOptions) -> Result<PassStats, CompileError>
         if !all_ok {
             continue;
         }
-        if let Op::Reduce { op: ReduceOp::Sum | ReduceOp::Max, axes } = &node.op {
+        if let Op::Reduce { op, axes } = &node.op {
             // A reduction joins its operand's region when it reduces the last axis or all axes.
             let x = node.inputs[0].index();
             let rank = g.shape(node.inputs[0]).rank();
             let trailing = rank > 0 && (axes.as_slice() == [rank - 1] || axes.len() == rank);
             let Some(r) = rs.root_of(x) else { continue };
-            if rs.terminal[x] || !trailing || node.ty().dtype != DType::F32 {
+            if rs.terminal[x] || node.ty().dtype != DType::F32 {
                 continue;
             }
-            if rs.red_axes[r].as_ref().is_some_and(|a| a != axes) {
+            let miss = |reason| MissedFusion { node: NodeId(i as u32), next_to: NodeId(x as u32), reason };
+            if !matches!(op, ReduceOp::Sum | ReduceOp::Max) {
+                missed.push(miss(MissReason::ReduceKind(*op)));
+                continue;
+            }
+            if !trailing {
+                missed.push(miss(MissReason::ReduceAxes(axes.clone())));
+                continue;
+            }
+            if let Some(taken) = rs.red_axes[r].as_ref().filter(|a| *a != axes) {
+                missed.push(miss(MissReason::ReduceAxesTaken { taken: taken.clone(), axes: axes.clone() }));
                 continue;
             }
             rs.red_axes[r] = Some(axes.clone());
@@ -202,14 +362,7 @@ pub fn run(g: &mut Graph, opts: &PassOptions) -> Result<PassStats, CompileError>
     }
     // Resolve regions; drop those with one member.
     let roots: Vec<Option<usize>> = (0..n).map(|i| rs.root_of(i)).collect();
-    let root: Vec<Option<usize>> = roots.into_iter().map(|r| r.filter(|&r| rs.members[r].len() >= 2)).collect();
-    let regions: BTreeSet<usize> = root.iter().flatten().copied().collect();
-    if regions.is_empty() {
-        return Ok(crate::rebuild::stats(before, g, 0));
-    }
-    *g = emit(g, &root);
-    crate::passes::dce::run(g, opts)?;
-    Ok(crate::rebuild::stats(before, g, regions.len()))
+    roots.into_iter().map(|r| r.filter(|&r| rs.members[r].len() >= 2)).collect()
 }
 
 /// Rebuild `g` with each region replaced by one composite, in an order where every value is
