@@ -71,12 +71,16 @@ fn label(g: &Graph, id: NodeId) -> String {
     }
 }
 
-/// Read a graph saved with `rlx_ir::hir_to_json`, for `rlx check` and `rlx compile`. It is
-/// not verified here: `check` reports a verifier error as a finding; `compile` verifies.
-/// Errors: unreadable file, not UTF-8, not a graph's JSON.
+/// Read a graph saved with `rlx_ir::hir_to_json`, or import an ONNX model (see
+/// [`import_onnx`]), for `rlx check` and `rlx compile`. It is not verified here: `check`
+/// reports a verifier error as a finding; `compile` verifies.
+/// Errors: unreadable file, not UTF-8, not a graph's JSON, an ONNX model that does not import.
 pub fn read_graph(path: &Path) -> Result<Graph, CliError> {
-    let what = "a graph's JSON (written by rlx_ir::hir_to_json)";
+    let what = "a graph's JSON (written by rlx_ir::hir_to_json) or an ONNX model";
     crate::error::not_a_directory(path)?;
+    if crate::error::known_format(path)? == Some(crate::error::Format::Onnx) {
+        return import_onnx(path);
+    }
     let text = String::from_utf8(std::fs::read(path)?).map_err(|_| {
         // A model file given by mistake is named as such, as the other subcommands do.
         match crate::error::known_format(path) {
@@ -85,6 +89,33 @@ pub fn read_graph(path: &Path) -> Result<Graph, CliError> {
         }
     })?;
     serde_json::from_str(&text).map_err(|e| err(format!("not {what}: {e}")))
+}
+
+/// Import the ONNX model at `path` with each graph input's dynamic dims (named or unknown)
+/// taken as 1, as the graph `rlx check` / `rlx compile` examine (a dim that only some sizes
+/// would break is not found; everything the checks report holds at any size of a named dim
+/// unless the model branches on it).
+fn import_onnx(path: &Path) -> Result<Graph, CliError> {
+    use rlx_onnx::proto::tensor_shape_proto::dimension::Value as D;
+    use rlx_onnx::proto::type_proto::Value as T;
+    let needs = "rlx check and rlx compile read a graph's JSON or an ONNX model";
+    let proto = crate::error::load_onnx(path, needs, "an ONNX model, .onnx")?;
+    let mut input_shapes = std::collections::HashMap::new();
+    if let Some(g) = &proto.graph {
+        let inits: Vec<&str> = g.initializer.iter().filter_map(|t| t.name.as_deref()).collect();
+        for vi in g.input.iter().filter(|vi| !inits.contains(&vi.name.as_deref().unwrap_or_default())) {
+            let Some(T::TensorType(tt)) = vi.r#type.as_ref().and_then(|t| t.value.as_ref()) else { continue };
+            let Some(shape) = &tt.shape else { continue };
+            let dims = shape.dim.iter().map(|d| match d.value {
+                Some(D::DimValue(v)) if v > 0 => v as usize,
+                _ => 1,
+            });
+            input_shapes.insert(vi.name.clone().unwrap_or_default(), dims.collect());
+        }
+    }
+    let base_dir = path.parent().map(Path::to_path_buf);
+    let opts = rlx_onnx::ImportOptions { input_shapes, base_dir, ..Default::default() };
+    Ok(rlx_onnx::import(&proto, &opts)?.graph)
 }
 
 /// Check the graph in `path`. Errors: as [`read_graph`]; the graph's own problems (a verifier

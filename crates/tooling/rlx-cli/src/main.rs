@@ -110,16 +110,18 @@ enum Command {
         #[arg(long, value_parser = parse_threads)]
         threads: Option<std::num::NonZeroUsize>,
     },
-    /// Check a graph (JSON of `rlx_ir::hir_to_json`): shapes and dtypes, CPU dispatch,
-    /// provable NaN/Inf. Exit status 1 when any error is found.
+    /// Check a graph (JSON of `rlx_ir::hir_to_json`, or an ONNX model with its dynamic dims
+    /// taken as 1): shapes and dtypes, CPU dispatch, provable NaN/Inf (errors), ops the
+    /// fusion rules keep out of a neighbour's loop (hints). Exit status 1 when any error is found.
     Check {
-        /// The graph JSON file
+        /// The graph JSON file or .onnx model
         file: PathBuf,
     },
-    /// Compile a graph (JSON, static shapes) for the CPU: pass summary and memory plan. Exit
-    /// status 1 on an error `rlx check` finds (not on its hints).
+    /// Compile a graph (JSON, static shapes, or an ONNX model with its dynamic dims taken as
+    /// 1) for the CPU: pass summary and memory plan. Exit status 1 on an error `rlx check`
+    /// finds (not on its hints).
     Compile {
-        /// The graph JSON file
+        /// The graph JSON file or .onnx model
         file: PathBuf,
         /// Print the IR after every pass
         #[arg(long)]

@@ -250,3 +250,21 @@ fn check_hints_at_a_reduction_that_makes_its_own_pass() {
     let h = &v["problems"][0];
     assert_eq!((h["level"].as_str(), h["node"].as_str()), (Some("hint"), Some("%2 (reduce_sum)")), "{v}");
 }
+
+/// `rlx check` imports an ONNX model (dynamic dims as 1): MiniLM-L3's mean pooling sums the
+/// masked hidden states over the sequence axis, a reduction its producer's loop cannot take.
+#[test]
+fn check_imports_an_onnx_model_and_hints_at_its_pooling() {
+    let Some(model) = rlx_fetched::or_skip(rlx_fetched::MINILM_L3_ONNX, "rlx check on MiniLM-L3") else { return };
+    let m = model.to_string_lossy();
+    let o = rlx(&["check", &m]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{o:?}");
+    let hints: Vec<&str> = out.lines().filter(|l| l.starts_with("hint: ")).collect();
+    assert_eq!(hints.len(), 1, "{out}");
+    assert!(hints[0].contains("(reduce_sum): reduces axes [1] in its own pass over %"), "{out}");
+    assert!(out.contains("0 error(s), 1 hint(s)"), "{out}");
+    let v = common::last_json(&rlx(&["compile", &m, "--json"]));
+    let fuse = v["passes"].as_array().unwrap().iter().find(|r| r["pass"] == "fuse").expect("a fuse pass");
+    assert!(fuse["changed"].as_u64().unwrap() > 0, "{v}");
+}
