@@ -145,6 +145,16 @@ fn a_product_read_twice_keeps_its_epilogue_out() {
     h.set_outputs(vec![z]);
     assert!(missed_fusions(&h).is_empty());
     assert_eq!(count(&compiled_ops(&h), "dot_epilogue"), 1);
+    // A consumer loop that ends in a reduction is no epilogue even when the product is not
+    // shared: sharing is not the reason, so it is no hint.
+    let mut k = Graph::new("reduces");
+    let a = k.input("a", Shape::new(&[4, 8], DType::F32));
+    let w = k.param("w", Shape::new(&[8, 8], DType::F32));
+    let p = k.mm(a, w);
+    let e = k.exp(p);
+    let s = k.sum(e, &[1], false);
+    k.set_outputs(vec![s, p]);
+    assert!(missed_fusions(&k).is_empty(), "{:?}", missed_fusions(&k));
 }
 
 /// Dependences, not limitations: softmax's division needs the whole row's sum, and an add of

@@ -86,6 +86,8 @@ pub(crate) fn missed(g: &Graph, region: &[Option<usize>], consumers: &[Vec<usize
     let nodes = g.nodes();
     // After fusion, a consumer in a region is that region's composite.
     let unit = |c: usize| region[c].map_or((false, c), |r| (true, r));
+    // A region that ends in a reduction is no epilogue, shared product or not.
+    let reduces = |r: usize| (0..nodes.len()).any(|m| region[m] == Some(r) && matches!(nodes[m].op, Op::Reduce { .. }));
     for (d, n) in nodes.iter().enumerate() {
         let Op::DotGeneral(_) = n.op else { continue };
         let f32s = n.inputs.iter().all(|&x| g.shape(x).dtype == DType::F32) && n.ty().dtype == DType::F32;
@@ -96,7 +98,10 @@ pub(crate) fn missed(g: &Graph, region: &[Option<usize>], consumers: &[Vec<usize
             let m = &nodes[c];
             m.ty().dims == n.ty().dims
                 && m.ty().dtype == DType::F32
-                && (region[c].is_some() || matches!(m.op, Op::Unary(_) | Op::Binary(_)))
+                && match region[c] {
+                    Some(r) => !reduces(r),
+                    None => matches!(m.op, Op::Unary(_) | Op::Binary(_)),
+                }
         });
         let Some(c) = candidate else { continue };
         let other = consumers[d].iter().copied().find(|&o| unit(o) != unit(c));
