@@ -21,8 +21,15 @@ weight bytes / time; this machine's DRAM streams 14-19 GB/s on one core, see
 /work/shared/notes/perf-anchors.md), and one `RATIO <workload> <x>` line per workload with
 x = llama.cpp time / RLX time (> 1: RLX faster). Never run in CI.
 
+With `--copies C` both sides hold the weights in C copies and each run reads the next one:
+with more copies than fit the last-level cache (`--copies 64`: 0.6-1.1 GB per type against the
+480 MiB L3 this host reports) every run reads its weights from DRAM, as a model's decode step
+does, and the decode shares are of DRAM read bandwidth; by default (1 copy) the weights stay
+in cache between runs and the shares are of cache read bandwidth.
+
     python3 bench/compare_qmatmul.py [--rounds 3] [--types Q4_0,Q8_0,Q4_1,Q4_K,Q5_K,Q6_K]
-        [--llama-build /work/llama-build] [--llama-src ~/.cache/rlx/llama-cpp-src/vendor/llama.cpp]
+        [--copies 1] [--llama-build /work/llama-build]
+        [--llama-src ~/.cache/rlx/llama-cpp-src/vendor/llama.cpp]
 """
 import argparse
 import os
@@ -49,6 +56,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--types", default="Q4_0,Q8_0,Q4_1,Q4_K,Q5_K,Q6_K")
+    ap.add_argument("--copies", type=int, default=1, help="weight copies, one per run in turn (64: from DRAM)")
     ap.add_argument("--llama-build", default="/work/llama-build")
     ap.add_argument("--llama-src", default=os.path.join(CACHE, "llama-cpp-src", "vendor", "llama.cpp"))
     a = ap.parse_args()
@@ -57,14 +65,14 @@ def main():
     lib = os.path.join(a.llama_build, "bin")
     if not os.path.exists(os.path.join(lib, "libggml-cpu.so")):
         sys.exit(f"no llama.cpp build at {a.llama_build}: run tools/build-llama.sh")
-    print("uptime:", load(), flush=True)
+    print("uptime:", load(), f"weights: {a.copies} cop{'y' if a.copies == 1 else 'ies'}", flush=True)
     rlx_bin = build("rlx-cpu", "qmatmul_bench")
     peer = os.path.join(tempfile.mkdtemp(), "ggml_qmatmul_bench")
     run(["cc", "-O2", os.path.join(ROOT, "bench", "ggml_qmatmul_bench.c"), "-I", os.path.join(a.llama_src, "ggml", "include"),
         "-L", lib, "-lggml", "-lggml-base", "-lggml-cpu", "-lm", f"-Wl,-rpath,{lib}", "-o", peer])
     rlx_t, peer_t, info, stream = {}, {}, {}, {}
     for r in range(a.rounds):
-        out = results(run(pin() + [rlx_bin, "1", "10", ",".join(types), "1,64", "exact,fast"], {"RAYON_NUM_THREADS": "1"}))
+        out = results(run(pin() + [rlx_bin, "1", "10", ",".join(types), "1,64", "exact,fast", str(a.copies)], {"RAYON_NUM_THREADS": "1"}))
         for key, v in out.items():
             if key[1] == "stream":
                 stream.setdefault(key[0], []).append(float(v))
@@ -73,7 +81,7 @@ def main():
             info[key] = v
         for ty in types:
             for m in ms:
-                out = results(run(pin() + [peer, ty, str(m), "10"]))
+                out = results(run(pin() + [peer, ty, str(m), "10", str(a.copies)]))
                 for (t, mm, _), v in out.items():
                     peer_t.setdefault((t, mm), []).append(float(v[0]))
                     info[(t, mm, "bytes")] = int(v[1])

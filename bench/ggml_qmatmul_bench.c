@@ -5,7 +5,9 @@
 // 1 thread: the plain (not repacked) ggml CPU path, i.e. ggml_vec_dot_<type>_q8_<0|K> against
 // activations quantized by ggml, plus its f32 result write. Weights are the same LCG values
 // as the Rust bench, quantized by ggml_quantize_chunk (no importance matrix).
-// Usage: ggml_qmatmul_bench TYPE M MIN_REPS  -> "RESULT TYPE M llama <median ms>"
+// Usage: ggml_qmatmul_bench TYPE M MIN_REPS [COPIES]  -> "RESULT TYPE M llama <median ms> <bytes>"
+// COPIES (default 1): the weights in that many copies, each run on the next (as the Rust bench:
+// enough copies put every run's weights in DRAM).
 #include "ggml.h"
 #include "ggml-cpu.h"
 #include <stdio.h>
@@ -23,7 +25,7 @@ static void fill(float *v, size_t n, unsigned long long s) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 4) { fprintf(stderr, "usage: %s TYPE M MIN_REPS\n", argv[0]); return 2; }
+    if (argc < 4) { fprintf(stderr, "usage: %s TYPE M MIN_REPS [COPIES]\n", argv[0]); return 2; }
     enum ggml_type ty = GGML_TYPE_COUNT;
     for (int t = 0; t < GGML_TYPE_COUNT; t++) {
         const char *name = ggml_type_name((enum ggml_type)t);
@@ -31,25 +33,33 @@ int main(int argc, char **argv) {
     }
     if (ty == GGML_TYPE_COUNT) { fprintf(stderr, "unknown type %s\n", argv[1]); return 2; }
     const int K = 4096, N = 4096, M = atoi(argv[2]), reps = atoi(argv[3]);
+    const int copies = argc > 4 && atoi(argv[4]) > 1 ? atoi(argv[4]) : 1;
     ggml_cpu_init();
-    struct ggml_init_params ip = { .mem_size = (size_t)1 << 30, .mem_buffer = NULL, .no_alloc = false };
+    size_t wbytes = ggml_row_size(ty, K) * N;
+    size_t mem = (size_t)copies * (wbytes + 2 * sizeof(float) * (size_t)K * M + ggml_graph_overhead() + 4096) + ((size_t)1 << 30);  // each compute call takes its work buffer from ctx
+    struct ggml_init_params ip = { .mem_size = mem, .mem_buffer = NULL, .no_alloc = false };
     struct ggml_context *ctx = ggml_init(ip);
-    struct ggml_tensor *w = ggml_new_tensor_2d(ctx, ty, K, N);
     struct ggml_tensor *x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, M);
     float *wf = malloc(sizeof(float) * (size_t)K * N);
     fill(wf, (size_t)K * N, 7);
-    ggml_quantize_chunk(ty, wf, w->data, 0, N, K, NULL);
     fill((float *)x->data, (size_t)K * M, 3);
-    struct ggml_tensor *y = ggml_mul_mat(ctx, w, x);
-    struct ggml_cgraph *gf = ggml_new_graph(ctx);
-    ggml_build_forward_expand(gf, y);
-    ggml_graph_compute_with_ctx(ctx, gf, 1);  // warm-up
+    struct ggml_cgraph **gf = malloc(sizeof(*gf) * copies);
+    struct ggml_tensor *w = NULL, *w0 = NULL;
+    for (int c = 0; c < copies; c++) {
+        w = ggml_new_tensor_2d(ctx, ty, K, N);
+        if (c == 0) ggml_quantize_chunk(ty, wf, w->data, 0, N, K, NULL), w0 = w;
+        else memcpy(w->data, w0->data, wbytes);
+        gf[c] = ggml_new_graph(ctx);
+        ggml_build_forward_expand(gf[c], ggml_mul_mat(ctx, w, x));
+    }
+    ggml_graph_compute_with_ctx(ctx, gf[0], 1);  // warm-up
     double *times = malloc(sizeof(double) * 100000);
     int n = 0;
     double start = now();
     while ((n < reps || now() - start < 1.0) && n < 100000) {
+        struct ggml_cgraph *g = gf[(n + 1) % copies];
         double t = now();
-        ggml_graph_compute_with_ctx(ctx, gf, 1);
+        ggml_graph_compute_with_ctx(ctx, g, 1);
         times[n++] = now() - t;
     }
     qsort(times, n, sizeof(double), cmp);

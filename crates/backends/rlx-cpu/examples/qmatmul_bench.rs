@@ -2,9 +2,12 @@
 //! `CpuExecutable` and prints the median time and the effective weight-streaming bandwidth
 //! (packed weight bytes / median time). Driven by `bench/compare_qmatmul.py`.
 //!
-//! `cargo run --release -p rlx-cpu --example qmatmul_bench -- [THREADS] [MIN_REPS] [TYPES] [MS] [MODES]`
+//! `cargo run --release -p rlx-cpu --example qmatmul_bench -- [THREADS] [MIN_REPS] [TYPES] [MS] [MODES] [COPIES]`
 //!
-//! Defaults: rayon's threads, 10 reps, `Q4_0,Q8_0,Q4_1,Q4_K,Q5_K,Q6_K`, `1,64`, `exact,fast`
+//! Defaults: rayon's threads, 10 reps, `Q4_0,Q8_0,Q4_1,Q4_K,Q5_K,Q6_K`, `1,64`, `exact,fast`, 1.
+//! With COPIES > 1 the weights are held in that many copies and each run reads the next one,
+//! so with enough copies (more bytes than the last-level cache) every run reads its weights
+//! from DRAM, as a model's decode step does; with 1 they stay in cache between runs
 //! (`fast` = `CpuOptions::quantized_activations`). K = N = 4096 (`RLX_QMM_K`/`RLX_QMM_N` are not
 //! read: the shapes are the issue's). One warm-up run, then at least MIN_REPS runs and 1 s per
 //! case. One line per case:
@@ -30,6 +33,7 @@ fn main() {
         .collect();
     let ms: Vec<usize> = arg(3).map_or("1,64", |s| s.as_str()).split(',').map(|v| v.parse().expect("M")).collect();
     let modes: Vec<String> = arg(4).map_or("exact,fast", |s| s.as_str()).split(',').map(String::from).collect();
+    let copies: usize = arg(5).map_or(1, |s| s.parse().expect("COPIES")).max(1);
     rlx_gguf::register_ops();
     let (k, n) = (4096, 4096);
     let fill = |len: usize, seed: u64| -> Vec<f32> {
@@ -44,11 +48,22 @@ fn main() {
     let wf = fill(n * k, 7);
     for ty in types {
         let packed = rlx_gguf::quants::quantize(ty, &wf).expect("quantize");
-        let mut w = Tensor::zeros(&[packed.len()], DType::U8);
-        rlx_cpu::advise_huge_pages(&w);
-        w.as_mut_slice::<u8>().unwrap().copy_from_slice(&packed);
-        let wb = w.as_slice::<u8>().unwrap();
+        let ws: Vec<Tensor> = (0..copies)
+            .map(|_| {
+                let mut w = Tensor::zeros(&[packed.len()], DType::U8);
+                rlx_cpu::advise_huge_pages(&w);
+                w.as_mut_slice::<u8>().unwrap().copy_from_slice(&packed);
+                w
+            })
+            .collect();
+        // The copy each run reads: the next one.
+        let mut turn = 0usize;
+        let mut next = || {
+            turn += 1;
+            &ws[turn % copies]
+        };
         let med = median_secs(min_reps, || {
+            let wb = next().as_slice::<u8>().unwrap();
             let sum = wb.chunks_exact(8).fold(0u64, |a, c| a.wrapping_add(u64::from_le_bytes(c.try_into().unwrap())));
             std::hint::black_box(sum);
         });
@@ -64,9 +79,9 @@ fn main() {
                 let mut exe = CpuExecutable::compile(&g, &opts).expect("compile");
                 let kernel = exe.steps().iter().find(|s| s.op.contains("dequant_matmul")).map_or("?", |s| s.kernel);
                 let xt = Tensor::from_vec(fill(m * k, 3), &[m, k]).unwrap();
-                exe.run(&[&xt], &[&w]).expect("run");
+                exe.run(&[&xt], &[next()]).expect("run");
                 let med = median_secs(min_reps, || {
-                    std::hint::black_box(exe.run(&[&xt], &[&w]).expect("run"));
+                    std::hint::black_box(exe.run(&[&xt], &[next()]).expect("run"));
                 });
                 println!(
                     "RESULT {} {m} {mode} {:.4} {:.2} {:.1} {kernel}",
