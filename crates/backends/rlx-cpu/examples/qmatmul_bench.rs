@@ -67,7 +67,7 @@ fn main() {
             let sum = wb.chunks_exact(8).fold(0u64, |a, c| a.wrapping_add(u64::from_le_bytes(c.try_into().unwrap())));
             std::hint::black_box(sum);
         });
-        println!("STREAM {} {:.4} {:.2}", ty.name(), med * 1e3, wb.len() as f64 / med / 1e9);
+        println!("STREAM {} {:.4} {:.2}", ty.name(), med * 1e3, packed.len() as f64 / med / 1e9);
         for &m in &ms {
             for mode in &modes {
                 let mut g = Graph::new("qmm");
