@@ -24,6 +24,8 @@ pub struct Problem {
 pub struct CheckReport {
     pub problems: Vec<Problem>,
     pub dispatch: Option<rlx_compile::DispatchReport>,
+    /// What was assumed to read the graph (an ONNX model's dynamic dims taken as 1).
+    pub notes: Vec<String>,
 }
 
 impl CheckReport {
@@ -44,6 +46,9 @@ impl CheckReport {
     }
     pub fn human(&self) -> String {
         let mut s = String::new();
+        for n in &self.notes {
+            s += &format!("note: {n}\n");
+        }
         for p in &self.problems {
             s += &format!("{}: {}: {}\n", p.level, p.node, p.msg);
         }
@@ -60,7 +65,9 @@ impl CheckReport {
             .dispatch
             .as_ref()
             .map_or(serde_json::Value::Null, |d| serde_json::from_str(&d.to_json()).unwrap_or_default());
-        json!({"errors": self.errors(), "problems": problems, "dispatch": dispatch}).to_string()
+        let hints = self.problems.len() - self.errors();
+        json!({"errors": self.errors(), "hints": hints, "problems": problems, "dispatch": dispatch, "notes": self.notes})
+            .to_string()
     }
 }
 
@@ -75,60 +82,150 @@ fn label(g: &Graph, id: NodeId) -> String {
 /// [`import_onnx`]), for `rlx check` and `rlx compile`. It is not verified here: `check`
 /// reports a verifier error as a finding; `compile` verifies.
 /// Errors: unreadable file, not UTF-8, not a graph's JSON, an ONNX model that does not import.
-pub fn read_graph(path: &Path) -> Result<Graph, CliError> {
+/// Besides the graph: notes on what was assumed to read it (an ONNX model's dynamic dims).
+pub fn read_graph(path: &Path) -> Result<(Graph, Vec<String>), CliError> {
     let what = "a graph's JSON (written by rlx_ir::hir_to_json) or an ONNX model";
+    let needs = "rlx check and rlx compile read a graph's JSON or an ONNX model";
     crate::error::not_a_directory(path)?;
     if crate::error::known_format(path)? == Some(crate::error::Format::Onnx) {
-        return import_onnx(path);
+        return import_onnx(path, crate::error::load_onnx(path, needs, "an ONNX model, .onnx")?);
     }
-    let text = String::from_utf8(std::fs::read(path)?).map_err(|_| {
-        // A model file given by mistake is named as such, as the other subcommands do.
-        match crate::error::known_format(path) {
-            Ok(Some(f)) => err(format!("is {}, but rlx check and rlx compile read {what}", f.describe())),
-            _ => err(format!("binary data, not {what}")),
+    let bytes = std::fs::read(path)?;
+    // An ONNX model under another name: protobuf, not JSON, and it holds a graph.
+    let onnx = |bytes: &[u8]| rlx_onnx::parse(bytes).ok().filter(|m| m.graph.is_some());
+    let text = match String::from_utf8(bytes) {
+        Ok(t) => t,
+        Err(e) => {
+            if let Some(m) = onnx(e.as_bytes()) {
+                return import_onnx(path, m);
+            }
+            // A model file given by mistake is named as such, as the other subcommands do.
+            return Err(match crate::error::known_format(path) {
+                Ok(Some(f)) => err(format!("is {}, but {needs}", f.describe())),
+                _ => err(format!("binary data, not {what}")),
+            });
         }
-    })?;
-    serde_json::from_str(&text).map_err(|e| err(format!("not {what}: {e}")))
+    };
+    match serde_json::from_str(&text) {
+        Ok(g) => Ok((g, vec![])),
+        Err(e) => match onnx(text.as_bytes()) {
+            Some(m) => import_onnx(path, m),
+            None => Err(err(format!("not {what}: {e}"))),
+        },
+    }
 }
 
-/// Import the ONNX model at `path` with each graph input's dynamic dims (named or unknown)
-/// taken as 1, as the graph `rlx check` / `rlx compile` examine (a dim that only some sizes
-/// would break is not found; everything the checks report holds at any size of a named dim
-/// unless the model branches on it).
-fn import_onnx(path: &Path) -> Result<Graph, CliError> {
+/// Import the ONNX model `proto` (read from `path`) with each graph input's dynamic dims
+/// (named or unknown) taken as 1, as the graph `rlx check` / `rlx compile` examine; the note
+/// names them (`dynamic dims taken as 1: input_ids [batch_size, sequence_length], …`).
+fn import_onnx(path: &Path, proto: rlx_onnx::proto::ModelProto) -> Result<(Graph, Vec<String>), CliError> {
     use rlx_onnx::proto::tensor_shape_proto::dimension::Value as D;
     use rlx_onnx::proto::type_proto::Value as T;
-    let needs = "rlx check and rlx compile read a graph's JSON or an ONNX model";
-    let proto = crate::error::load_onnx(path, needs, "an ONNX model, .onnx")?;
     let mut input_shapes = std::collections::HashMap::new();
+    let mut assumed = vec![];
     if let Some(g) = &proto.graph {
         let inits: Vec<&str> = g.initializer.iter().filter_map(|t| t.name.as_deref()).collect();
         for vi in g.input.iter().filter(|vi| !inits.contains(&vi.name.as_deref().unwrap_or_default())) {
             let Some(T::TensorType(tt)) = vi.r#type.as_ref().and_then(|t| t.value.as_ref()) else { continue };
             let Some(shape) = &tt.shape else { continue };
-            let dims = shape.dim.iter().map(|d| match d.value {
-                Some(D::DimValue(v)) if v > 0 => v as usize,
-                _ => 1,
+            let name = vi.name.clone().unwrap_or_default();
+            let mut dynamic = vec![];
+            let dims = shape.dim.iter().map(|d| match &d.value {
+                Some(D::DimValue(v)) if *v >= 0 => *v as usize,
+                Some(D::DimParam(p)) if !p.is_empty() => {
+                    dynamic.push(p.clone());
+                    1
+                }
+                _ => {
+                    dynamic.push("?".into());
+                    1
+                }
             });
-            input_shapes.insert(vi.name.clone().unwrap_or_default(), dims.collect());
+            input_shapes.insert(name.clone(), dims.collect());
+            if !dynamic.is_empty() {
+                assumed.push(format!("{name} [{}]", dynamic.join(", ")));
+            }
         }
     }
     let base_dir = path.parent().map(Path::to_path_buf);
     let opts = rlx_onnx::ImportOptions { input_shapes, base_dir, ..Default::default() };
-    Ok(rlx_onnx::import(&proto, &opts)?.graph)
+    let g = rlx_onnx::import(&proto, &opts)?.graph;
+    let notes =
+        if assumed.is_empty() { vec![] } else { vec![format!("dynamic dims taken as 1: {}", assumed.join(", "))] };
+    Ok((g, notes))
 }
 
 /// Check the graph in `path`. Errors: as [`read_graph`]; the graph's own problems (a verifier
 /// error included) are findings in the report, not errors.
 pub fn check(path: &Path) -> Result<CheckReport, CliError> {
-    Ok(check_graph(&read_graph(path)?))
+    let (g, notes) = read_graph(path)?;
+    Ok(CheckReport { notes, ..check_graph(&g) })
+}
+
+/// The compiler's options for the CPU backend, as `rlx compile` and the runtime use them.
+pub fn cpu_pass_options() -> rlx_compile::PassOptions {
+    rlx_compile::PassOptions {
+        native_composites: rlx_cpu::native_composites().iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+/// `g` as the fusion pass sees it: after the HIR stage and the MIR passes before `fuse`, for
+/// the CPU backend (node ids as `rlx compile --dump` prints them after `mir.attention`).
+fn before_fusion(g: &Graph) -> Result<Graph, rlx_compile::CompileError> {
+    let opts = cpu_pass_options();
+    let mut h = g.clone();
+    let mut report = rlx_compile::CompileReport::default();
+    rlx_compile::run_stage(&mut h, &opts, "hir", &rlx_compile::hir_stage(), &mut report)?;
+    let mir: Vec<_> = rlx_compile::mir_stage().into_iter().take_while(|p| p.name != "fuse").collect();
+    rlx_compile::run_stage(&mut h, &opts, "mir", &mir, &mut report)?;
+    Ok(h)
+}
+
+/// The fusion hints of `g` (computed on [`before_fusion`]'s graph, so ops that folding or
+/// simplification remove get none and composites the CPU inlines are seen as their parts).
+/// Elementwise ops on one non-f32 dtype are one hint, not one per op.
+fn fusion_hints(g: &Graph, problems: &mut Vec<Problem>) {
+    let h = match before_fusion(g) {
+        Ok(h) => h,
+        Err(e) => {
+            problems.push(Problem { level: "error", node: "graph".into(), msg: format!("the compiler failed: {e}") });
+            return;
+        }
+    };
+    let missed = rlx_compile::missed_fusions(&h);
+    let mut by_dtype: Vec<(rlx_ir::DType, Vec<&rlx_compile::MissedFusion>)> = vec![];
+    for m in &missed {
+        match m.reason {
+            rlx_compile::MissReason::DType(d) => match by_dtype.iter_mut().find(|(e, _)| *e == d) {
+                Some((_, v)) => v.push(m),
+                None => by_dtype.push((d, vec![m])),
+            },
+            _ => problems.push(Problem { level: "hint", node: label(&h, m.node), msg: m.message(&h) }),
+        }
+    }
+    for (d, ms) in by_dtype {
+        let msg = match ms.len() {
+            1 => ms[0].message(&h),
+            n => {
+                let more: Vec<String> = ms[1..].iter().take(4).map(|m| label(&h, m.node)).collect();
+                let etc = if n > 5 { ", …" } else { "" };
+                format!(
+                    "it and {} more elementwise ops on {d} values ({}{etc}) run one pass each: fused loops hold f32 and bool only",
+                    n - 1,
+                    more.join(", ")
+                )
+            }
+        };
+        problems.push(Problem { level: "hint", node: label(&h, ms[0].node), msg });
+    }
 }
 
 /// The findings of `rlx check` on `g` (`rlx compile` stops on its errors).
 pub fn check_graph(g: &Graph) -> CheckReport {
     // The checks below index nodes by their inputs: only a verified graph is safe to walk.
     if let Err(e) = rlx_ir::verify(g) {
-        return CheckReport { problems: vec![verify_problem(g, e)], dispatch: None };
+        return CheckReport { problems: vec![verify_problem(g, e)], dispatch: None, notes: vec![] };
     }
     let mut problems = vec![];
     for (i, n) in g.nodes().iter().enumerate() {
@@ -162,10 +259,8 @@ pub fn check_graph(g: &Graph) -> CheckReport {
             problems.push(Problem { level: "error", node: e.kind.clone(), msg: "no backend can run it".into() });
         }
     }
-    for m in rlx_compile::missed_fusions(g) {
-        problems.push(Problem { level: "hint", node: label(g, m.node), msg: m.message(g) });
-    }
-    CheckReport { problems, dispatch }
+    fusion_hints(g, &mut problems);
+    CheckReport { problems, dispatch, notes: vec![] }
 }
 
 /// A verifier error as a finding: one that belongs to a node is reported under the node's

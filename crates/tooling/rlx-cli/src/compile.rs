@@ -10,11 +10,16 @@ use crate::error::{CliError, err};
 pub struct CompileOut {
     report: rlx_compile::CompileReport,
     lir: rlx_compile::lir::LirModule,
+    /// What was assumed to read the graph (an ONNX model's dynamic dims taken as 1).
+    notes: Vec<String>,
 }
 
 impl CompileOut {
     pub fn human(&self, dump: bool) -> String {
         let mut s = String::new();
+        for n in &self.notes {
+            s += &format!("// note: {n}\n");
+        }
         for r in &self.report.passes {
             s += &format!(
                 "// {}.{}: {} changes, {} -> {} nodes\n",
@@ -38,7 +43,7 @@ impl CompileOut {
             })
             .collect();
         let lir: serde_json::Value = serde_json::from_str(&self.lir.summary_json()).unwrap_or_default();
-        json!({"passes": passes, "lir": lir}).to_string()
+        json!({"passes": passes, "lir": lir, "notes": self.notes}).to_string()
     }
 }
 
@@ -46,17 +51,12 @@ impl CompileOut {
 /// [`crate::check::read_graph`], and the first of the errors `rlx check` finds (a verifier error,
 /// a provable NaN, an op no backend runs) in its words; its hints do not stop the compile.
 pub fn compile(path: &Path) -> Result<CompileOut, CliError> {
-    let mut g = crate::check::read_graph(path)?;
+    let (mut g, notes) = crate::check::read_graph(path)?;
     if let Some(e) = crate::check::check_graph(&g).first_error() {
         return Err(err(e));
     }
-    let opts = rlx_compile::PassOptions {
-        dump_ir: true,
-        verify_each: true,
-        native_composites: rlx_cpu::native_composites().iter().map(|s| s.to_string()).collect(),
-        ..Default::default()
-    };
+    let opts = rlx_compile::PassOptions { dump_ir: true, verify_each: true, ..crate::check::cpu_pass_options() };
     let report = rlx_compile::compile(&mut g, &opts)?;
     let exe = rlx_cpu::CpuExecutable::compile(&g, &rlx_cpu::CpuOptions::default())?;
-    Ok(CompileOut { report, lir: exe.lir().clone() })
+    Ok(CompileOut { report, lir: exe.lir().clone(), notes })
 }

@@ -117,8 +117,8 @@ enum Command {
         /// The graph JSON file or .onnx model
         file: PathBuf,
     },
-    /// Compile a graph (JSON, static shapes, or an ONNX model with its dynamic dims taken as one)
-    /// for the CPU: pass summary and memory plan. Exit status 1 on an error `rlx check` finds
+    /// Compile a graph for the CPU (JSON, static shapes, or an ONNX model with its dynamic
+    /// dims taken as 1): pass summary and memory plan. Exit status 1 on an error `rlx check` finds
     /// (not on its hints).
     Compile {
         /// The graph JSON file or .onnx model

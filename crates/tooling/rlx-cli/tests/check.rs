@@ -268,3 +268,63 @@ fn check_imports_an_onnx_model_and_hints_at_its_pooling() {
     let fuse = v["passes"].as_array().unwrap().iter().find(|r| r["pass"] == "fuse").expect("a fuse pass");
     assert!(fuse["changed"].as_u64().unwrap() > 0, "{v}");
 }
+
+fn check_text(g: &Graph) -> (std::process::Output, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("g.json");
+    std::fs::write(&p, rlx_ir::hir_to_json(g).unwrap()).unwrap();
+    let o = rlx(&["check", &p.to_string_lossy()]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    (o, out)
+}
+
+/// Hints come from the graph the fusion pass sees: an identity transpose that simplification
+/// removes splits nothing (it was "splits the elementwise ops … into two passes" while
+/// `rlx compile` fused one loop), and an f16 chain is one hint, not one per op.
+#[test]
+fn check_hints_follow_the_compiler_and_group_one_dtype() {
+    let mut g = Graph::new("identity");
+    let x = g.input("x", Shape::new(&[4, 8], DType::F32));
+    let e = g.exp(x);
+    let t = g.transpose(e, &[0, 1]);
+    let n = g.tanh(t);
+    g.set_outputs(vec![n]);
+    let (o, out) = check_text(&g);
+    assert!(o.status.success() && out.contains("0 error(s), 0 hint(s)"), "{out}");
+
+    let mut g = Graph::new("half");
+    let x = g.input("x", Shape::new(&[64], DType::F16));
+    let a = g.add(x, x);
+    let e = g.exp(a);
+    let t = g.tanh(e);
+    g.set_outputs(vec![t]);
+    let (o, out) = check_text(&g);
+    assert!(o.status.success() && out.contains("0 error(s), 1 hint(s)"), "{out}");
+    let hint = out.lines().find(|l| l.starts_with("hint: ")).unwrap();
+    assert!(
+        hint.starts_with(
+            "hint: %1 (add): it and 2 more elementwise ops on f16 values (%2 (exp), %3 (tanh)) run one pass each"
+        ),
+        "{hint}"
+    );
+}
+
+/// An ONNX model's dynamic dims are taken as 1 and the report says so (text and `--json`); a
+/// model under another name is still read as ONNX (it was "binary data, not … an ONNX model").
+#[test]
+fn check_names_the_dims_it_assumed_for_an_onnx_model() {
+    let Some(model) = rlx_fetched::or_skip(rlx_fetched::MINILM_L3_ONNX, "rlx check on MiniLM-L3") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let renamed = dir.path().join("model.bin");
+    std::fs::copy(&model, &renamed).unwrap();
+    let m = renamed.to_string_lossy();
+    let o = rlx(&["check", &m]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{o:?}");
+    let note = "dynamic dims taken as 1: input_ids [batch_size, sequence_length], attention_mask [batch_size, sequence_length]";
+    assert_eq!(out.lines().next(), Some(format!("note: {note}").as_str()), "{out}");
+    let v = common::last_json(&rlx(&["check", &m, "--json"]));
+    assert_eq!((v["notes"][0].as_str(), v["hints"].as_u64()), (Some(note), Some(1)), "{v}");
+    let v = common::last_json(&rlx(&["compile", &m, "--json"]));
+    assert_eq!(v["notes"][0].as_str(), Some(note), "{v}");
+}
