@@ -182,6 +182,51 @@ fn before_fusion(g: &Graph) -> Result<Graph, rlx_compile::CompileError> {
     Ok(h)
 }
 
+/// One hint for the steps of `h` (the graph before fusion) that the CPU runs on the reference
+/// evaluator (much slower than a kernel) because it has no kernel for their op and dtype
+/// (`reduce_prod`, f16 arithmetic, …): the rest of the compile (fusion, epilogues) is run on
+/// `h` first, so a fused op is not counted. Graphs with symbolic dims are skipped (kernels are
+/// picked for static shapes).
+fn reference_steps(h: &Graph, problems: &mut Vec<Problem>) {
+    let mut g = h.clone();
+    let opts = cpu_pass_options();
+    let rest: Vec<_> = rlx_compile::mir_stage().into_iter().skip_while(|p| p.name != "fuse").collect();
+    if rlx_compile::run_stage(&mut g, &opts, "mir", &rest, &mut Default::default()).is_err() {
+        return;
+    }
+    let cpu = rlx_cpu::CpuOptions::default();
+    let mut kinds: Vec<(String, usize)> = vec![];
+    let mut first = None;
+    for (i, n) in g.nodes().iter().enumerate() {
+        let runs = !matches!(
+            n.op,
+            Op::Input { .. } | Op::Param { .. } | Op::Constant(_) | Op::GetTupleElement { .. } | Op::Reshape { .. }
+        );
+        if !runs || n.outputs.iter().any(|t| t.static_dims().is_none()) {
+            continue;
+        }
+        let id = NodeId(i as u32);
+        if !matches!(rlx_cpu::kernels::select(&g, id, &cpu), rlx_cpu::kernels::Kernel::Reference) {
+            continue;
+        }
+        first.get_or_insert(id);
+        let kind = format!("{} {}", n.op.name(), n.ty().dtype);
+        match kinds.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, c)) => *c += 1,
+            None => kinds.push((kind, 1)),
+        }
+    }
+    if let Some(id) = first {
+        let list: Vec<String> = kinds.iter().map(|(k, c)| format!("{k} x{c}")).collect();
+        let n: usize = kinds.iter().map(|(_, c)| c).sum();
+        let msg = format!(
+            "{n} step(s) run on the reference evaluator, much slower than a kernel: the CPU has no kernel for {} (node ids of `rlx compile`'s step list)",
+            list.join(", ")
+        );
+        problems.push(Problem { level: "hint", node: label(&g, id), msg });
+    }
+}
+
 /// The fusion hints of `g` (computed on [`before_fusion`]'s graph, so ops that folding or
 /// simplification remove get none and composites the CPU inlines are seen as their parts).
 /// Elementwise ops on one non-f32 dtype are one hint, not one per op.
@@ -193,6 +238,7 @@ fn fusion_hints(g: &Graph, problems: &mut Vec<Problem>) {
             return;
         }
     };
+    reference_steps(&h, problems);
     let missed = rlx_compile::missed_fusions(&h);
     let mut by_dtype: Vec<(rlx_ir::DType, Vec<&rlx_compile::MissedFusion>)> = vec![];
     for m in &missed {
