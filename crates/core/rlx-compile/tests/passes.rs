@@ -432,3 +432,46 @@ graph t(x: f32[4,3], r: f32[4,5]) params(w: f32[5,3], b: f32[5]) {
     assert_eq!(s.changed, 0);
     assert_eq!(h.to_string(), g.to_string());
 }
+
+/// A row lookup in a table dequantized per row (`(convert(q) - zero_point) * scale + bias`,
+/// ONNX `DequantizeLinear` then an add) sinks below the dequantization: only the looked-up
+/// rows of `q`, the zero points and the scales are read and converted. A value that is also
+/// read elsewhere stays whole and is gathered from.
+#[test]
+fn simplify_sinks_a_row_gather_below_the_dequantization() {
+    let mut g = Graph::new("embed");
+    let idx = g.input("idx", Shape::new(&[2, 3], DType::I64));
+    let q = g.param("q", Shape::new(&[10, 4], DType::I8));
+    let zp = g.param("zp", f32s(&[10, 1]));
+    let s = g.param("s", f32s(&[10, 1]));
+    let b = g.param("b", f32s(&[4]));
+    let qf = g.convert(q, DType::F32);
+    let d = g.sub(qf, zp);
+    let m = g.mul(d, s);
+    let t = g.add(m, b);
+    let y = g.take(t, idx, 0);
+    g.set_outputs(vec![y]);
+    let mut h = g.clone();
+    let stats = passes::simplify::run(&mut h, &PassOptions::default()).unwrap();
+    passes::dce::run(&mut h, &PassOptions::default()).unwrap();
+    rlx_ir::verify(&h).unwrap();
+    assert_same_numerics(&g, &h);
+    assert_eq!(stats.changed, 1);
+    let ir = h.to_string();
+    // Three gathers (q, zp, s), each of [2, 3] rows; every elementwise op is over them.
+    assert_eq!(ir.matches("gather[").count(), 3, "{ir}");
+    assert!(ir.contains("convert_element_type[new_dtype=f32](%") && ir.contains(") : f32[2,3,4]"), "{ir}");
+    assert!(!ir.contains("f32[10,4]"), "the whole table is still dequantized:\n{ir}");
+
+    // The dequantized table is also an output: it is computed whole anyway, and the lookup
+    // sinks below the bias add only (one gather, of the table).
+    g.set_outputs(vec![y, m]);
+    let mut h = g.clone();
+    assert_eq!(passes::simplify::run(&mut h, &PassOptions::default()).unwrap().changed, 1);
+    passes::dce::run(&mut h, &PassOptions::default()).unwrap();
+    rlx_ir::verify(&h).unwrap();
+    assert_same_numerics(&g, &h);
+    let ir = h.to_string();
+    assert_eq!(ir.matches("gather[").count(), 1, "{ir}");
+    assert!(ir.contains("mul(%") && ir.contains(") : f32[10,4]"), "{ir}");
+}

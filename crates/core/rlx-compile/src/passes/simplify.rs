@@ -13,6 +13,13 @@
 //! | `reshape(x)` to `x`'s shape | `x` |
 //! | `convert_element_type(x)` to `x`'s dtype | `x` |
 //! | `broadcast_in_dim(x)` to `x`'s shape with identity dimensions | `x` |
+//! | `gather(f(a, s), i)` of whole rows (`take` along axis 0), `f` unary / binary / convert read by the gather alone | `f(gather(a, i), gather(s, i))` (operands with one row or fewer dims are not gathered) |
+//!
+//! The last sinks a row lookup below the elementwise ops that produce the table, so an
+//! embedding table dequantized per row (ONNX `DequantizeLinear`: `convert(q) * scale[N, 1]`)
+//! is dequantized for the looked-up rows only, not whole on every run (int8 MiniLM: 30522 x
+//! 384 floats, 47 MB written per run). It adds a gather per table operand, so the node count
+//! may grow by the operands' number while the work shrinks to the rows read.
 //!
 //! "1" and "0" are constants whose every element is that value (any shape, any dtype).
 //! Operands are looked up in the rewritten graph, so chains collapse in one pass. A rewritten
@@ -27,17 +34,33 @@ use rlx_ir::{Graph, Node, NodeId, Op};
 /// Apply the rewrites above to `g`; `changed` counts rewritten nodes.
 pub fn run(g: &mut Graph, _opts: &PassOptions) -> Result<PassStats, CompileError> {
     let before = g.nodes().len();
-    let mut rb = Rebuild::new(g);
-    let mut changed = 0;
+    // Readers of each node (outputs count as one), for the gather rule.
+    let mut uses = vec![0usize; before];
     for n in g.nodes() {
+        for x in &n.inputs {
+            uses[x.index()] += 1;
+        }
+    }
+    for o in g.outputs() {
+        uses[o.index()] += 1;
+    }
+    let mut rb = Rebuild::new(g);
+    // New id -> uses of the old node it copies (absent: not a plain copy).
+    let mut single: std::collections::HashSet<NodeId> = Default::default();
+    let mut changed = 0;
+    for (i, n) in g.nodes().iter().enumerate() {
         let ins = rb.inputs(n);
-        match rewrite(&mut rb.out, n, &ins) {
+        let found = rewrite(&mut rb.out, n, &ins).or_else(|| sink_gather(&mut rb.out, n, &ins, &single));
+        match found {
             Some(id) => {
                 rb.alias(id);
                 changed += 1;
             }
             None => {
-                rb.copy(n);
+                let id = rb.copy(n);
+                if uses[i] == 1 {
+                    single.insert(id);
+                }
             }
         }
     }
@@ -135,6 +158,75 @@ fn rewrite(out: &mut Graph, n: &Node, ins: &[NodeId]) -> Option<NodeId> {
         }
         _ => None,
     }
+}
+
+/// The gather rule: `n` is a gather of whole rows of an elementwise value read only by it
+/// (`single`: ids of such values in `out`); returns the elementwise ops rebuilt over gathered
+/// operands, when that has `n`'s exact type.
+fn sink_gather(
+    out: &mut Graph,
+    n: &Node,
+    ins: &[NodeId],
+    single: &std::collections::HashSet<NodeId>,
+) -> Option<NodeId> {
+    let Op::Gather { dims, slice_sizes, mode } = &n.op else { return None };
+    let table = out.shape(ins[0]).static_dims()?;
+    let r = table.len();
+    let out_rank = n.ty().rank();
+    // Whole rows: index axis 0 only, collapse it, keep every other dim whole, at the end.
+    let rows = r >= 1
+        && dims.collapsed_slice_dims == [0]
+        && dims.start_index_map == [0]
+        && slice_sizes[0] == 1
+        && slice_sizes[1..] == table[1..]
+        && out_rank + 1 >= r
+        && dims.offset_dims == ((out_rank + 1 - r)..out_rank).collect::<Vec<_>>();
+    if !rows || table[0] < 2 || !sinkable(out, ins[0], single) {
+        return None;
+    }
+    let id = gathered(out, ins[0], ins[1], table[0], dims, mode, single);
+    (out.shape(id) == n.ty()).then_some(id)
+}
+
+/// True when `x` is a unary / binary / convert node read only by the gather being sunk.
+fn sinkable(out: &Graph, x: NodeId, single: &std::collections::HashSet<NodeId>) -> bool {
+    let n = out.node(x);
+    single.contains(&x)
+        && !n.is_tuple()
+        && matches!(n.op, Op::Unary(_) | Op::Binary(_) | Op::ConvertElementType(_))
+        && n.inputs.iter().all(|&i| out.shape(i).static_dims().is_some())
+}
+
+/// `gather(x, idx)` of whole rows (`x` has `rows` rows), sunk below `x`'s elementwise ops.
+fn gathered(
+    out: &mut Graph,
+    x: NodeId,
+    idx: NodeId,
+    rows: usize,
+    dims: &rlx_ir::ops::GatherDims,
+    mode: &rlx_ir::ops::GatherMode,
+    single: &std::collections::HashSet<NodeId>,
+) -> NodeId {
+    let xd = out.shape(x).static_dims().unwrap_or_default();
+    let r = out.shape(x).rank();
+    // An operand with the table's rank and its rows is gathered; one with fewer dims or a
+    // single row broadcasts over the rows and stays as is.
+    let spans_rows =
+        |out: &Graph, v: NodeId| out.shape(v).rank() == r && out.shape(v).static_dims().unwrap()[0] == rows;
+    if rows > 1 && xd.first() == Some(&rows) && sinkable(out, x, single) {
+        let n = out.node(x).clone();
+        let ins: Vec<NodeId> = n
+            .inputs
+            .iter()
+            .map(|&v| if spans_rows(out, v) { gathered(out, v, idx, rows, dims, mode, single) } else { v })
+            .collect();
+        return out.push(n.op.clone(), &ins);
+    }
+    let mut sizes = xd;
+    if let Some(s) = sizes.first_mut() {
+        *s = 1;
+    }
+    out.push(Op::Gather { dims: dims.clone(), slice_sizes: sizes, mode: mode.clone() }, &[x, idx])
 }
 
 fn push(out: &mut Graph, op: Op, x: NodeId, ty: &rlx_ir::Shape) -> NodeId {
