@@ -226,7 +226,7 @@ fn gathered(
     if let Some(s) = sizes.first_mut() {
         *s = 1;
     }
-    out.push(Op::Gather { dims: dims.clone(), slice_sizes: sizes, mode: mode.clone() }, &[x, idx])
+    out.push(Op::Gather { dims: dims.clone(), slice_sizes: sizes, mode: *mode }, &[x, idx])
 }
 
 fn push(out: &mut Graph, op: Op, x: NodeId, ty: &rlx_ir::Shape) -> NodeId {
