@@ -2,31 +2,45 @@
 //!
 //! Every failure ends as one stderr line, `rlx: error: <subject>: <reason>` (the subject is the
 //! file the subcommand was given, or the subcommand's name), with exit status 1. [`CliError`]
-//! is the reason; `main` adds the prefix. The readers' own I/O errors name the path too
-//! ("I/O error on <path>: …"); [`reason`] drops that so the path is printed once.
+//! is the reason; [`line`] adds the prefix. The readers' own I/O errors name the path too
+//! ("I/O error on <path>: …"); [`line`] drops that so the path is printed once.
 
 use std::path::Path;
 
 /// Why a subcommand failed: the text after `rlx: error: <subject>: ` (one line; newlines are
 /// folded by `main`).
 #[derive(Debug)]
-pub struct CliError(pub String);
+pub struct CliError {
+    msg: String,
+    /// Writing stdout failed: no file is at fault, so `main` prints no subject
+    /// (`rlx: error: writing output: …`, as for a report that cannot be printed).
+    stdout: bool,
+}
 
 impl<E: std::error::Error> From<E> for CliError {
     fn from(e: E) -> Self {
-        CliError(e.to_string())
+        err(e.to_string())
     }
 }
 
 /// A [`CliError`] from text.
 pub fn err(msg: impl Into<String>) -> CliError {
-    CliError(msg.into())
+    CliError { msg: msg.into(), stdout: false }
 }
 
-/// The one-line reason printed after `rlx: error: <subject>: `: newlines folded, and a
-/// reader's leading `I/O error on <subject>: ` dropped (the subject is already printed).
-pub fn reason(e: &CliError, subject: &Path) -> String {
-    without_path(&e.0, subject).replace('\n', " ")
+/// Writing stdout failed with `e` (`rlx generate` streams its tokens there itself).
+pub fn stdout_error(e: std::io::Error) -> CliError {
+    CliError { msg: format!("writing output: {e}"), stdout: true }
+}
+
+/// The one stderr line for `e`: `rlx: error: <subject>: <reason>`, newlines folded, a reader's
+/// leading `I/O error on <subject>: ` dropped (the subject is already printed); a failed write
+/// to stdout is `rlx: error: writing output: <why>`, without the subject, which is not at fault.
+pub fn line(e: &CliError, subject: &Path) -> String {
+    if e.stdout {
+        return format!("rlx: error: {}", e.msg.replace('\n', " "));
+    }
+    format!("rlx: error: {}: {}", subject.display(), without_path(&e.msg, subject).replace('\n', " "))
 }
 
 /// `msg` without a reader's leading `I/O error on <path>: `, for a message that names `path`

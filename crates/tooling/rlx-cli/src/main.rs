@@ -30,7 +30,7 @@ mod run;
 mod train;
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -197,11 +197,14 @@ fn emit(text: &str) -> ExitCode {
     match write_stdout(text) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
-        Err(e) => {
-            let _ = writeln!(std::io::stderr(), "rlx: error: writing output: {e}");
-            ExitCode::FAILURE
-        }
+        Err(e) => fail(Path::new(""), &error::stdout_error(e)),
     }
+}
+
+/// Print `e` as its one stderr line (see [`error::line`]); status 1.
+fn fail(subject: &Path, e: &error::CliError) -> ExitCode {
+    let _ = writeln!(std::io::stderr(), "{}", error::line(e, subject));
+    ExitCode::FAILURE
 }
 
 fn main() -> ExitCode {
@@ -251,9 +254,6 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(text) => emit(&text),
-        Err(e) => {
-            let _ = writeln!(std::io::stderr(), "rlx: error: {}: {}", subject.display(), error::reason(&e, &subject));
-            ExitCode::FAILURE
-        }
+        Err(e) => fail(&subject, &e),
     }
 }
