@@ -55,12 +55,15 @@ pub fn write_error(path: &Path, e: impl std::fmt::Display) -> CliError {
 }
 
 /// Check an output path before the work that fills it (training, quantizing, running) rather
-/// than after: its directory exists and it is not itself a directory. `what` names it in the
-/// message (`--out`, `OUT`, `--output`).
+/// than after: its directory exists (and is a directory: `/dev/full/o.npz` is not "missing")
+/// and it is not itself a directory. `what` names it in the message (`--out`, `OUT`,
+/// `--output`).
 pub fn check_output(what: &str, out: &Path) -> Result<(), CliError> {
     let dir = out.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     if out.is_dir() {
         Err(err(format!("{what} {} is a directory; give a file name", out.display())))
+    } else if dir.exists() && !dir.is_dir() {
+        Err(err(format!("{what} {}: {} is not a directory", out.display(), dir.display())))
     } else if !dir.is_dir() {
         Err(err(format!("{what} {}: the directory {} does not exist", out.display(), dir.display())))
     } else {

@@ -441,3 +441,26 @@ fn an_unparsable_rlx_num_threads_is_a_note_not_silence() {
     common::last_json(&o);
     assert_eq!(stderr(&o), "rlx: note: RLX_FLUSH_DENORMALS=\"yes\" is not 0 or 1; ignored (docs/env.md)\n");
 }
+
+#[test]
+fn an_output_under_a_file_is_named_as_not_a_directory() {
+    // `--output /dev/full/o.npz` said "the directory /dev/full does not exist": it exists, but
+    // is not a directory.
+    let m: std::path::PathBuf =
+        [env!("CARGO_MANIFEST_DIR"), "tests", "fixtures", "colliding_output_names.onnx"].iter().collect();
+    let m = m.to_string_lossy();
+    let dir = tempfile::tempdir().unwrap();
+    write_npy(&dir.path().join("x.npy"), &[2], &[1.0, -2.0]);
+    let xa = format!("x={}", dir.path().join("x.npy").display());
+    let file = dir.path().join("x.npy");
+    let mut parents = vec![file.to_string_lossy().into_owned()];
+    if Path::new("/dev/full").exists() {
+        parents.push("/dev/full".into());
+    }
+    for parent in parents {
+        let out = format!("{parent}/o.npz");
+        let e = stderr_line(&rlx(&["run", &m, "--input", &xa, "--output", &out]), &m);
+        assert!(e.contains(&format!("--output {out}: {parent} is not a directory")), "{e}");
+        assert!(!e.contains("does not exist"), "{e}");
+    }
+}
