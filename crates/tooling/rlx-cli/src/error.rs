@@ -72,7 +72,8 @@ pub fn check_output(what: &str, out: &Path) -> Result<(), CliError> {
 }
 
 /// A model file's format, by content first (GGUF magic, protobuf is not self-describing so
-/// ONNX goes by name), then by name.
+/// ONNX goes by name), then by name. A `.gguf` name without the magic counts as GGUF only for
+/// the subcommands that read GGUF (see [`sniff`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
     /// GGUF (magic `GGUF`, or a `.gguf` name).
@@ -100,7 +101,7 @@ impl Format {
 /// Detect the format of the model file at `path` (see [`Format`]). Errors: missing file, a
 /// directory, unreadable, or none of the formats.
 pub fn detect(path: &Path) -> Result<Format, CliError> {
-    let (format, head) = sniff(path)?;
+    let (format, head) = sniff(path, true)?;
     format.ok_or_else(|| unknown_format("a .gguf, .safetensors, .safetensors.index.json or .onnx file", &head))
 }
 
@@ -127,7 +128,7 @@ fn wrong_format(f: Format, needs: &str) -> CliError {
 /// magic", "declared header length …"). For readers whose format shows in the file (GGUF's
 /// magic, safetensors' `{` at byte 8) or its name; ONNX shows in neither, see [`load_onnx`].
 pub fn require_format(path: &Path, want: &[Format], needs: &str, expected: &str) -> Result<Format, CliError> {
-    match sniff(path)? {
+    match sniff(path, want.contains(&Format::Gguf))? {
         (Some(f), _) if want.contains(&f) => Ok(f),
         (Some(f), _) => Err(wrong_format(f, needs)),
         (None, head) => Err(unknown_format(expected, &head)),
@@ -160,10 +161,11 @@ pub fn load_onnx(path: &Path, needs: &str, expected: &str) -> Result<rlx_onnx::p
     }
 }
 
-/// The format of `path` when [`detect`] knows it, `None` when not. Errors: missing file, a
-/// directory, unreadable.
+/// The format of `path`, `None` when of no known format, for a subcommand that does not read
+/// GGUF: a GGUF file is one with the magic (a safetensors file renamed `x.gguf` is a
+/// safetensors file). Errors: missing file, a directory, unreadable.
 pub fn known_format(path: &Path) -> Result<Option<Format>, CliError> {
-    Ok(sniff(path)?.0)
+    Ok(sniff(path, false)?.0)
 }
 
 /// The one error for a directory given where a file is wanted (io's own is "Is a directory
@@ -175,8 +177,11 @@ pub fn not_a_directory(path: &Path) -> Result<(), CliError> {
     Ok(())
 }
 
-/// The format of `path` if known, and its first (up to 4) bytes.
-fn sniff(path: &Path) -> Result<(Option<Format>, Vec<u8>), CliError> {
+/// The format of `path` if known, and its first (up to 4) bytes. With `gguf_by_name` (for the
+/// subcommands that read GGUF) a `.gguf` name is GGUF without the magic, so that their reader
+/// says `bad magic`; without it only the magic makes a GGUF, so that a message calling the file
+/// "a GGUF file" is true of its content.
+fn sniff(path: &Path, gguf_by_name: bool) -> Result<(Option<Format>, Vec<u8>), CliError> {
     use std::io::Read;
     not_a_directory(path)?;
     let mut head = [0u8; 9];
@@ -190,7 +195,7 @@ fn sniff(path: &Path) -> Result<(Option<Format>, Vec<u8>), CliError> {
     }
     let head = &head[..n];
     let name = path.file_name().and_then(|s| s.to_str()).unwrap_or("").to_ascii_lowercase();
-    let format = if head.starts_with(b"GGUF") || name.ends_with(".gguf") {
+    let format = if head.starts_with(b"GGUF") || (gguf_by_name && name.ends_with(".gguf")) {
         Some(Format::Gguf)
     } else if name.ends_with(".index.json") {
         Some(Format::ShardIndex)

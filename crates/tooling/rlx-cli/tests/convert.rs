@@ -185,3 +185,26 @@ fn the_human_report_aligns_the_dtype_column_for_long_names() {
     // 32 bytes of tensors make a larger GGUF (header, alignment): not "0.06x smaller".
     assert!(text.trim_end().ends_with("x larger)") && !text.contains("x smaller"), "{text}");
 }
+
+/// The input's format is read from its content: a safetensors checkpoint renamed `in.gguf`
+/// converts (it was refused as "a GGUF file"), and a text file named `notes.gguf` is of no
+/// known format; a file with the GGUF magic is still named a GGUF file.
+#[test]
+fn a_safetensors_input_named_gguf_is_a_safetensors_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let renamed = dir.path().join("in.gguf");
+    std::fs::rename(write_source(dir.path()), &renamed).unwrap();
+    let out = dir.path().join("out.gguf");
+    let o = rlx(&["convert", &renamed.to_string_lossy(), &out.to_string_lossy(), "--quant", "Q8_0"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(GgufFile::open(&out).unwrap().tensors().len(), 5);
+    let text = dir.path().join("notes.gguf");
+    std::fs::write(&text, b"hello world\n").unwrap();
+    let text = text.to_string_lossy().into_owned();
+    let e = one_error_line(&rlx(&["convert", &text, &out.to_string_lossy(), "--quant", "Q8_0"]), &text);
+    assert!(
+        e.contains("unknown model format (expected a .safetensors checkpoint") && e.contains("no GGUF magic"),
+        "{e}"
+    );
+    assert!(!e.contains("is a GGUF file"), "{e}");
+}

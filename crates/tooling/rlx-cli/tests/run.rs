@@ -464,3 +464,23 @@ fn an_output_under_a_file_is_named_as_not_a_directory() {
         assert!(!e.contains("does not exist"), "{e}");
     }
 }
+
+#[test]
+fn a_safetensors_file_named_gguf_is_named_by_its_content() {
+    // A safetensors file renamed `x.gguf` was "a GGUF file" (by its name), and a text file
+    // named `x.gguf` too: only the GGUF magic makes a GGUF file.
+    let dir = tempfile::tempdir().unwrap();
+    let t = rlx_ir::Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap();
+    let st = dir.path().join("x.gguf");
+    std::fs::write(&st, rlx_safetensors::serialize([("w", &t)], None).unwrap()).unwrap();
+    let st = st.to_string_lossy().into_owned();
+    let e = stderr_line(&rlx(&["run", &st]), &st);
+    assert!(e.contains("is a safetensors file, but rlx run needs an ONNX model"), "{e}");
+    assert!(!e.contains("GGUF file") && !e.contains("rlx generate"), "{e}");
+    let text = dir.path().join("notes.gguf");
+    std::fs::write(&text, b"hello world\n").unwrap();
+    let text = text.to_string_lossy().into_owned();
+    let e = stderr_line(&rlx(&["run", &text]), &text);
+    assert!(e.contains("unknown model format (expected an ONNX model, .onnx)"), "{e}");
+    assert!(!e.contains("GGUF file"), "{e}");
+}
