@@ -87,9 +87,9 @@ enum Command {
         /// The .gguf file to write (the name must end in .gguf)
         #[arg(value_name = "OUT.gguf", value_parser = parse_gguf)]
         output: PathBuf,
-        /// Quantization type of the 2-D+ float tensors
-        #[arg(long, value_name = "TYPE")]
-        quant: String,
+        /// Quantization type of the 2-D+ float tensors (any case)
+        #[arg(long, value_name = "TYPE", value_parser = convert::parse_quant)]
+        quant: rlx_gguf::GgmlType,
     },
     /// Train an MLP or small CNN on UCI digits / MNIST-5k (embedded), report test accuracy,
     /// save the weights (`--out`) or evaluate saved ones (`--eval`).
@@ -227,7 +227,7 @@ fn main() -> ExitCode {
         },
         Command::Convert { input, output, quant } => (
             input.clone(),
-            convert::convert(input, output, quant).map(|r| if json { render(r.json()) } else { r.human() }),
+            convert::convert(input, output, *quant).map(|r| if json { render(r.json()) } else { r.human() }),
         ),
         Command::Run { model, inputs, output, threads } => {
             (model.clone(), run::run(model, inputs, output.as_ref(), *threads, json))
