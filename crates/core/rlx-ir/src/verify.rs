@@ -18,10 +18,23 @@ pub fn verify(g: &Graph) -> Result<(), IrError> {
                 return Err(IrError::Invalid(format!("node %{i} ({}) uses {inp}, not defined before it", n.op.name())));
             }
         }
-        if let Op::Input { name } | Op::Param { name } = &n.op
-            && !names.insert(name.clone())
-        {
-            return Err(IrError::Invalid(format!("the name {name:?} is declared twice")));
+        // A source op's operands would be ignored by every evaluator: a graph read from JSON
+        // that gives it some is broken, not fed.
+        if n.op.is_source() && !n.inputs.is_empty() {
+            let ids: Vec<String> = n.inputs.iter().map(|x| x.to_string()).collect();
+            let msg = format!("takes no operands, but has {} ({})", ids.len(), ids.join(", "));
+            return Err(IrError::Node { node: i, op: n.op.name(), msg });
+        }
+        if let Op::Input { name } | Op::Param { name } = &n.op {
+            // Inputs are fed and params set by name: "" cannot be given on a command line or in
+            // a JSON feed (`--input =x.npy` names nothing).
+            if name.is_empty() {
+                let msg = "has an empty name; inputs and params are fed by name".into();
+                return Err(IrError::Node { node: i, op: n.op.name(), msg });
+            }
+            if !names.insert(name.clone()) {
+                return Err(IrError::Invalid(format!("the name {name:?} is declared twice")));
+            }
         }
         let expected = infer_node(g, i, n, &Bindings::new())?;
         if expected != n.outputs {
@@ -223,5 +236,37 @@ mod tests {
         no_param.params.clear();
         let e = verify(&no_param).unwrap_err().to_string();
         assert!(e.contains(r#"param node %1 ("w") is missing from the graph's params list"#), "{e}");
+    }
+
+    /// An `Input` node with operands, or named "" (both possible in a graph read from JSON), is
+    /// a typed error naming the node; `verify` passed both.
+    #[test]
+    fn an_input_with_operands_or_an_empty_name_is_an_error_naming_it() {
+        use crate::{IrError, NodeId};
+        let mut g = Graph::new("g");
+        let x = g.input("x", Shape::new(&[2], DType::F32));
+        let y = g.input("y", Shape::new(&[2], DType::F32));
+        let s = g.add(x, y);
+        g.set_outputs(vec![s]);
+        verify(&g).unwrap();
+        let mut operands = g.clone();
+        operands.nodes[1].inputs = vec![NodeId(0)];
+        let e = verify(&operands).unwrap_err();
+        assert_eq!(
+            e,
+            IrError::Node { node: 1, op: "input".into(), msg: "takes no operands, but has 1 (%0)".into() },
+            "{e}"
+        );
+        assert_eq!(e.to_string(), "invalid graph: input at node %1: takes no operands, but has 1 (%0)");
+        let mut unnamed = g.clone();
+        unnamed.nodes[1].op = crate::Op::Input { name: String::new() };
+        let e = verify(&unnamed).unwrap_err();
+        assert!(matches!(&e, IrError::Node { node: 1, op, msg } if op == "input" && msg.contains("empty name")), "{e}");
+        // A param too: both are looked up by name.
+        let mut p = Graph::new("p");
+        let w = p.param("", Shape::new(&[2], DType::F32));
+        let n = p.add(w, w);
+        p.set_outputs(vec![n]);
+        assert!(matches!(verify(&p), Err(IrError::Node { node: 0, .. })), "{:?}", verify(&p));
     }
 }
