@@ -15,7 +15,8 @@ pub fn verify(g: &Graph) -> Result<(), IrError> {
     for (i, n) in g.nodes.iter().enumerate() {
         for inp in &n.inputs {
             if inp.index() >= i {
-                return Err(IrError::Invalid(format!("node %{i} ({}) uses {inp}, not defined before it", n.op.name())));
+                let msg = format!("uses {inp}, which is not defined before it");
+                return Err(IrError::Node { node: i, op: n.op.name(), msg });
             }
         }
         // A source op's operands would be ignored by every evaluator: a graph read from JSON
@@ -33,7 +34,8 @@ pub fn verify(g: &Graph) -> Result<(), IrError> {
                 return Err(IrError::Node { node: i, op: n.op.name(), msg });
             }
             if !names.insert(name.clone()) {
-                return Err(IrError::Invalid(format!("the name {name:?} is declared twice")));
+                let msg = format!("the name {name:?} is declared twice");
+                return Err(IrError::Node { node: i, op: n.op.name(), msg });
             }
         }
         let expected = infer_node(g, i, n, &Bindings::new())?;
@@ -45,7 +47,11 @@ pub fn verify(g: &Graph) -> Result<(), IrError> {
             });
         }
         for sub in n.op.subgraphs() {
-            verify(sub).map_err(|e| IrError::Invalid(format!("in a sub-graph of %{i} ({}): {e}", n.op.name())))?;
+            verify(sub).map_err(|e| IrError::Node {
+                node: i,
+                op: n.op.name(),
+                msg: format!("in its sub-graph: {e}"),
+            })?;
         }
     }
     // The declared inputs and params: existing nodes of that kind, each listed once (a graph
@@ -59,14 +65,12 @@ pub fn verify(g: &Graph) -> Result<(), IrError> {
                 Op::Param { .. } => what == "param",
                 _ => false,
             };
+            let at = |msg: String| IrError::Node { node: id.index(), op: n.op.name(), msg };
             if !kind_ok {
-                return Err(IrError::Invalid(format!(
-                    "{what}s list {id}, which is `{}`, not {a_what} node",
-                    n.op.name()
-                )));
+                return Err(at(format!("in the {what}s list, but not {a_what} node")));
             }
             if !seen.insert(id.index()) {
-                return Err(IrError::Invalid(format!("{what} {id} is listed twice")));
+                return Err(at(format!("listed twice in the {what}s list")));
             }
         }
     }
@@ -81,9 +85,8 @@ pub fn verify(g: &Graph) -> Result<(), IrError> {
             _ => continue,
         };
         if !listed.contains(&i) {
-            return Err(IrError::Invalid(format!(
-                "{what} node %{i} ({name:?}) is missing from the graph's {what}s list"
-            )));
+            let msg = format!("{name:?} is missing from the graph's {what}s list");
+            return Err(IrError::Node { node: i, op: n.op.name(), msg });
         }
     }
     if g.outputs.is_empty() {
@@ -93,8 +96,10 @@ pub fn verify(g: &Graph) -> Result<(), IrError> {
         if o.index() >= g.nodes.len() {
             return Err(IrError::Invalid(format!("output {o} does not exist")));
         }
-        if g.nodes[o.index()].is_tuple() {
-            return Err(IrError::Invalid(format!("output {o} is a tuple; output its get_tuple_element nodes")));
+        let n = &g.nodes[o.index()];
+        if n.is_tuple() {
+            let msg = "a graph output, but a tuple; output its get_tuple_element nodes".into();
+            return Err(IrError::Node { node: o.index(), op: n.op.name(), msg });
         }
     }
     Ok(())
@@ -107,8 +112,11 @@ fn fmt(s: &[Shape]) -> String {
 /// The types node `i` should have, given its operands' recorded types (bound by `b`).
 fn infer_node(g: &Graph, i: usize, n: &Node, b: &Bindings) -> Result<Vec<Shape>, IrError> {
     if let Op::GetTupleElement { index } = n.op {
-        let src =
-            n.inputs.first().ok_or_else(|| IrError::Invalid(format!("%{i}: get_tuple_element without operand")))?;
+        let src = n.inputs.first().ok_or_else(|| IrError::Node {
+            node: i,
+            op: "get_tuple_element".into(),
+            msg: "has no operand".into(),
+        })?;
         let outs = &g.nodes[src.index()].outputs;
         return outs.get(index).map(|s| vec![s.clone()]).ok_or_else(|| IrError::Shape {
             node: i,
@@ -231,11 +239,11 @@ mod tests {
         let mut no_input = g.clone();
         no_input.inputs.clear();
         let e = verify(&no_input).unwrap_err().to_string();
-        assert!(e.contains(r#"input node %0 ("x") is missing from the graph's inputs list"#), "{e}");
+        assert_eq!(e, r#"invalid graph: input at node %0: "x" is missing from the graph's inputs list"#);
         let mut no_param = g.clone();
         no_param.params.clear();
         let e = verify(&no_param).unwrap_err().to_string();
-        assert!(e.contains(r#"param node %1 ("w") is missing from the graph's params list"#), "{e}");
+        assert_eq!(e, r#"invalid graph: param at node %1: "w" is missing from the graph's params list"#);
     }
 
     /// An `Input` node with operands, or named "" (both possible in a graph read from JSON), is
