@@ -105,7 +105,12 @@ pub fn verify(g: &Graph) -> Result<(), IrError> {
     Ok(())
 }
 
+/// Types as a list, `()` for none (a node read from JSON with `"outputs": []`: the message said
+/// `recorded type  but the rule gives …`).
 fn fmt(s: &[Shape]) -> String {
+    if s.is_empty() {
+        return "()".into();
+    }
     s.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ")
 }
 
@@ -244,6 +249,18 @@ mod tests {
         no_param.params.clear();
         let e = verify(&no_param).unwrap_err().to_string();
         assert_eq!(e, r#"invalid graph: param at node %1: "w" is missing from the graph's params list"#);
+    }
+
+    /// A node with no recorded type reads `()`, not an empty string.
+    #[test]
+    fn an_empty_recorded_type_reads_as_unit() {
+        let mut g = Graph::new("g");
+        let x = g.input("x", Shape::new(&[4], DType::F32));
+        let y = g.exp(x);
+        g.set_outputs(vec![y]);
+        g.nodes[1].outputs.clear();
+        let e = verify(&g).unwrap_err().to_string();
+        assert!(e.contains("recorded type () but the rule gives f32[4]"), "{e}");
     }
 
     /// An `Input` node with operands, or named "" (both possible in a graph read from JSON), is
