@@ -28,6 +28,12 @@ pub fn read_npy(path: &Path) -> Result<Tensor, CliError> {
             err(format!("{}: {e}", path.display()))
         }
     };
+    if let Some(dims) = overflowing_shape(&bytes) {
+        return Err(err(format!(
+            "{}: corrupt .npy header: shape {dims:?} has more elements than 64 bits can count",
+            path.display()
+        )));
+    }
     let npy = npyz::NpyFile::new(&bytes[..]).map_err(bad)?;
     if npy.order() != npyz::Order::C {
         return Err(err(format!("{}: Fortran-order arrays are not supported", path.display())));
@@ -52,6 +58,25 @@ pub fn read_npy(path: &Path) -> Result<Tensor, CliError> {
         t => return Err(err(format!("{}: unsupported npy dtype {t}", path.display()))),
     };
     Ok(t?)
+}
+
+/// The dims of an `.npy` header's `shape` when their product (taken left to right, as npyz
+/// takes it) overflows u64; `None` for any other header, which npyz then judges. Read before
+/// npyz parses the header: it multiplies the dims unchecked, a panic (status 101) in a debug
+/// build and a wrapped element count in a release one, where every other bad file is status 1.
+fn overflowing_shape(bytes: &[u8]) -> Option<Vec<u64>> {
+    // Magic, version (major, minor), header length (u16 in version 1, u32 after), header.
+    let rest = bytes.strip_prefix(b"\x93NUMPY")?;
+    let (len, start) = match rest.first()? {
+        1 => (u16::from_le_bytes(rest.get(2..4)?.try_into().ok()?) as usize, 4),
+        _ => (u32::from_le_bytes(rest.get(2..6)?.try_into().ok()?) as usize, 6),
+    };
+    let header = std::str::from_utf8(rest.get(start..)?.get(..len)?).ok()?;
+    let shape = &header[header.find("shape")?..];
+    let dims = shape.get(shape.find('(')? + 1..shape.find(')')?)?;
+    let dims: Vec<u64> =
+        dims.split(',').map(str::trim).filter(|d| !d.is_empty()).map(|d| d.parse().ok()).collect::<Option<_>>()?;
+    dims.iter().try_fold(1u64, |n, &d| n.checked_mul(d)).is_none().then_some(dims)
 }
 
 fn npy_bytes(t: &Tensor) -> Result<Vec<u8>, CliError> {

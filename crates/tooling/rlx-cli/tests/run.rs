@@ -484,3 +484,35 @@ fn a_safetensors_file_named_gguf_is_named_by_its_content() {
     assert!(e.contains("unknown model format (expected an ONNX model, .onnx)"), "{e}");
     assert!(!e.contains("GGUF file"), "{e}");
 }
+
+/// A malformed `.npy` is an error of the data given, status 1 with one line naming the `.npy`,
+/// as an unknown input name and a shape the model contradicts are; a header whose dims multiply
+/// past 64 bits was a panic (status 101, "attempt to multiply with overflow" inside npyz).
+#[test]
+fn malformed_npy_files_exit_1_like_the_other_input_errors() {
+    let m: std::path::PathBuf =
+        [env!("CARGO_MANIFEST_DIR"), "tests", "fixtures", "colliding_output_names.onnx"].iter().collect();
+    let m = m.to_string_lossy();
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name);
+    write_npy(&p("good.npy"), &[2], &[1.0, -2.0]);
+    write_npy(&p("three.npy"), &[3], &[1.0, -2.0, 3.0]);
+    write_npy_bytes(&p("overflow.npy"), "<f4", &[1 << 32, 1 << 32, 16], &[]);
+    write_npy_bytes(&p("overflow_to_0.npy"), "<f4", &[1 << 32, 1 << 32, 0], &[]);
+    write_npy_bytes(&p("descr.npy"), "zz", &[2], &[0; 8]);
+    std::fs::write(p("text.npy"), b"hello world\n").unwrap();
+    let input = |name: &str, file: &str| format!("{name}={}", p(file).display());
+    let cases = [
+        (input("x", "overflow.npy"), "overflow.npy: corrupt .npy header: shape [4294967296, 4294967296, 16] has more"),
+        (input("x", "overflow_to_0.npy"), "overflow_to_0.npy: corrupt .npy header: shape [4294967296, 4294967296, 0]"),
+        (input("x", "descr.npy"), "descr.npy: invalid type string"),
+        (input("x", "text.npy"), "text.npy: magic not found for NPY file"),
+        // The other input errors, for comparison: the same status and form.
+        (input("y", "good.npy"), "--input \"y\": the model has no such input (inputs: x)"),
+        (input("x", "three.npy"), "input \"x\": given shape [3] contradicts the model's declared shape [2]"),
+    ];
+    for (spec, want) in cases {
+        let e = stderr_line(&rlx(&["run", &m, "--input", &spec]), &m);
+        assert!(e.contains(want), "{spec}: {e}");
+    }
+}
