@@ -33,7 +33,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(name = "rlx", version, about = "RLX: ML compiler and runtime", propagate_version = true)]
@@ -100,8 +100,8 @@ enum Command {
         /// The .onnx file
         model: PathBuf,
         /// An input as NAME=FILE.npy (repeat for each model input)
-        #[arg(long = "input", value_name = "NAME=FILE.npy")]
-        inputs: Vec<String>,
+        #[arg(long = "input", value_name = "NAME=FILE.npy", value_parser = run::parse_input)]
+        inputs: Vec<(String, PathBuf)>,
         /// Save every output into this .npz (members named after the outputs; the name must
         /// end in .npz)
         #[arg(long, value_name = "OUT.npz", value_parser = parse_npz)]
@@ -230,6 +230,14 @@ fn main() -> ExitCode {
             convert::convert(input, output, *quant).map(|r| if json { render(r.json()) } else { r.human() }),
         ),
         Command::Run { model, inputs, output, threads } => {
+            if let Some(name) = run::repeated_input(inputs) {
+                let msg = format!("--input {name:?} is given twice (one file per model input)");
+                // A usage error in clap's form, with `rlx run`'s usage line.
+                let mut cli = Cli::command();
+                cli.build();
+                let run = cli.find_subcommand_mut("run").expect("the run subcommand");
+                run.error(clap::error::ErrorKind::ArgumentConflict, msg).exit();
+            }
             (model.clone(), run::run(model, inputs, output.as_ref(), *threads, json))
         }
         Command::Embed { model, tokenizer, threads, sentences } => {

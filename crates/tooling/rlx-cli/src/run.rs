@@ -208,11 +208,28 @@ fn head_json(t: &Tensor) -> Vec<Value> {
     t.to_f64_vec().into_iter().take(HEAD).map(num).collect()
 }
 
-/// Run `model` on `inputs` (`name=FILE.npy`) on `threads` worker threads (`None`: all cores);
-/// returns the text to print.
+/// `rlx run --input`: `NAME=FILE.npy`, both parts non-empty. A value of another form is a
+/// usage error (status 2, before any file is read), as a bad `--output` name is; it was status
+/// 1, as if a file were at fault.
+pub fn parse_input(spec: &str) -> Result<(String, PathBuf), String> {
+    match spec.split_once('=') {
+        None => Err("not NAME=FILE.npy (name the model input the file feeds)".into()),
+        Some(("", _)) => Err("names no input before '=' (NAME=FILE.npy)".into()),
+        Some((_, "")) => Err("names no file after '=' (NAME=FILE.npy)".into()),
+        Some((name, file)) => Ok((name.to_string(), PathBuf::from(file))),
+    }
+}
+
+/// The first input name given twice among `inputs`, for `main` to report as a usage error.
+pub fn repeated_input(inputs: &[(String, PathBuf)]) -> Option<&str> {
+    inputs.iter().enumerate().find(|(k, (n, _))| inputs[..*k].iter().any(|(m, _)| m == n)).map(|(_, (n, _))| n.as_str())
+}
+
+/// Run `model` on `inputs` (name and `.npy` file) on `threads` worker threads (`None`: all
+/// cores); returns the text to print.
 pub fn run(
     model: &Path,
-    inputs: &[String],
+    inputs: &[(String, PathBuf)],
     output: Option<&PathBuf>,
     threads: Option<std::num::NonZeroUsize>,
     json_out: bool,
@@ -232,19 +249,10 @@ pub fn run(
     if let Some(p) = output {
         check_output("--output", p)?;
     }
+    // Each is NAME=FILE.npy (clap's `parse_input`), each name once (`repeated_input`).
     let mut feeds: Vec<(String, Tensor)> = vec![];
-    for spec in inputs {
-        let (name, file) = spec.split_once('=').ok_or_else(|| err(format!("--input {spec:?} is not NAME=FILE.npy")))?;
-        if name.is_empty() {
-            return Err(err(format!("--input {spec:?} names no input before '=' (NAME=FILE.npy)")));
-        }
-        if file.is_empty() {
-            return Err(err(format!("--input {spec:?} names no file after '=' (NAME=FILE.npy)")));
-        }
-        if feeds.iter().any(|(n, _)| n == name) {
-            return Err(err(format!("--input {name:?} is given twice")));
-        }
-        feeds.push((name.to_string(), read_npy(Path::new(file))?));
+    for (name, file) in inputs {
+        feeds.push((name.clone(), read_npy(file)?));
     }
     // Name a missing input before importing: shape inference of a dynamic model needs every
     // input's value, and would otherwise fail on some Shape node far from the cause.

@@ -77,11 +77,14 @@ fn run_add_with_npy_inputs_and_name_a_missing_input() {
 
     let e = stderr_line(&rlx(&["run", &m, "--input", &xa]), &m);
     assert!(e.contains("no --input for model input \"y\""), "{e}");
-    let e = stderr_line(&rlx(&["run", &m, "--input", &xa, "--input", &ya, "--input", &ya]), &m);
-    assert!(e.contains("--input \"y\" is given twice"), "{e}");
+    // Usage errors (status 2, see `input_values_not_name_eq_file_are_usage_errors`).
+    let o = rlx(&["run", &m, "--input", &xa, "--input", &ya, "--input", &ya]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--input \"y\" is given twice"), "{}", stderr(&o));
     // `y=` with no file was ": No such file or directory" (an empty path).
-    let e = stderr_line(&rlx(&["run", &m, "--input", &xa, "--input", "y="]), &m);
-    assert!(e.contains("--input \"y=\" names no file after '='"), "{e}");
+    let o = rlx(&["run", &m, "--input", &xa, "--input", "y="]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("names no file after '='"), "{}", stderr(&o));
     let o = rlx(&["run", &m, "--input", &xa, "--input", &ya, "--output", &dir.join("out.npz").to_string_lossy()]);
     assert!(String::from_utf8_lossy(&o.stdout).contains("saved 1 output to"), "{}", stderr(&o));
     std::fs::remove_dir_all(&dir).ok();
@@ -373,18 +376,38 @@ fn an_output_not_named_npz_is_a_usage_error_and_nothing_is_written() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("saved 2 outputs to"), "{}", stderr(&o));
 }
 
+/// An `--input` value that is not `NAME=FILE.npy`, or a name given twice, is a usage error
+/// (status 2, clap's message, before any file is read), as a bad `--output` name is; it was
+/// status 1, as if a file were at fault. (`--input =x.npy` was once taken as an input named ""
+/// and blamed on the model.)
 #[test]
-fn an_input_without_a_name_is_named_as_such() {
-    // `--input =x.npy` was taken as an input named "" and blamed on the model ("the model has no
-    // such input").
+fn input_values_not_name_eq_file_are_usage_errors() {
     let m: std::path::PathBuf =
         [env!("CARGO_MANIFEST_DIR"), "tests", "fixtures", "colliding_output_names.onnx"].iter().collect();
     let m = m.to_string_lossy();
     let dir = tempfile::tempdir().unwrap();
-    write_npy(&dir.path().join("x.npy"), &[2], &[1.0, -2.0]);
-    let spec = format!("={}", dir.path().join("x.npy").display());
-    let e = stderr_line(&rlx(&["run", &m, "--input", &spec]), &m);
-    assert!(e.contains(&format!("--input {spec:?} names no input before '=' (NAME=FILE.npy)")), "{e}");
+    let x = dir.path().join("x.npy");
+    write_npy(&x, &[2], &[1.0, -2.0]);
+    let (bare, unnamed, named) = (x.display().to_string(), format!("={}", x.display()), format!("x={}", x.display()));
+    let cases = [
+        (vec![bare.as_str()], format!("invalid value '{bare}' for '--input <NAME=FILE.npy>': not NAME=FILE.npy")),
+        (vec![&unnamed], format!("invalid value '{unnamed}' for '--input <NAME=FILE.npy>': names no input before '='")),
+        (vec!["x="], "invalid value 'x=' for '--input <NAME=FILE.npy>': names no file after '='".into()),
+        (vec![&named, &named], "--input \"x\" is given twice".into()),
+    ];
+    for (inputs, want) in cases {
+        let mut args = vec!["run", "/nonexistent/model.onnx"];
+        for i in &inputs {
+            args.extend(["--input", i]);
+        }
+        let o = rlx(&args);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{inputs:?}: {e}");
+        assert!(e.contains(&want) && !e.contains("nonexistent"), "{inputs:?}: {e}");
+        assert!(o.stdout.is_empty(), "{inputs:?}");
+    }
+    let o = rlx(&["run", &m, "--input", &named]);
+    assert!(o.status.success(), "{}", stderr(&o));
 }
 
 #[test]
