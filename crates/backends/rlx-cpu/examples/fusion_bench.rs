@@ -19,24 +19,64 @@ use rlx_cpu::{CpuExecutable, CpuOptions};
 use rlx_ir::{DType, Graph, Shape, Tensor};
 use std::time::Instant;
 
+const USAGE: &str =
+    "usage: fusion_bench chain|chain-l2|softmax|layer_norm|encoder THREADS [MIN_REPS] [MIN_SECS] [profile]";
+
+/// The command line, checked.
+#[derive(Debug, PartialEq)]
+struct Args {
+    workload: String,
+    threads: usize,
+    min_reps: usize,
+    min_secs: f64,
+    profile: bool,
+}
+
+/// Parse the arguments after the program name; `Err` says what is wrong (the caller prints it
+/// with [`USAGE`] and exits 2: a bad value such as `THREADS abc` panicked in `parse().expect`).
+fn parse_args(a: &[String]) -> Result<Args, String> {
+    let (workload, threads) = match a {
+        [w, t, ..] if a.len() <= 5 => (w.as_str(), t.as_str()),
+        _ => return Err(format!("expected 2 to 5 arguments, got {}", a.len())),
+    };
+    if !["chain", "chain-l2", "softmax", "layer_norm", "encoder"].contains(&workload) {
+        return Err(format!("unknown workload {workload:?}"));
+    }
+    let count = |what: &str, s: &str| match s.parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("{what} must be a whole number of at least 1, got {s:?}")),
+    };
+    let min_secs = match a.get(3).map(|s| (s, s.parse::<f64>())) {
+        None => 1.0,
+        Some((_, Ok(x))) if x.is_finite() && x >= 0.0 => x,
+        Some((s, _)) => return Err(format!("MIN_SECS must be a number of seconds >= 0, got {s:?}")),
+    };
+    let profile = match a.get(4).map(String::as_str) {
+        None => false,
+        Some("profile") => true,
+        Some(other) => return Err(format!("the fifth argument can only be `profile`, got {other:?}")),
+    };
+    Ok(Args {
+        workload: workload.to_string(),
+        threads: count("THREADS", threads)?,
+        min_reps: a.get(2).map_or(Ok(5), |s| count("MIN_REPS", s))?,
+        min_secs,
+        profile,
+    })
+}
+
 fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();
-    if a.len() < 2 {
-        eprintln!(
-            "usage: fusion_bench chain|chain-l2|softmax|layer_norm|encoder THREADS [MIN_REPS] [MIN_SECS] [profile]"
-        );
+    let Args { workload, threads: t, min_reps, min_secs, profile } = parse_args(&a).unwrap_or_else(|e| {
+        eprintln!("fusion_bench: {e}\n{USAGE}");
         std::process::exit(2);
-    }
-    let t: usize = a[1].parse().expect("threads");
-    let min_reps = a.get(2).map_or(5, |s| s.parse().unwrap());
-    let min_secs: f64 = a.get(3).map_or(1.0, |s| s.parse().unwrap());
-    let profile = a.get(4).is_some_and(|s| s == "profile");
+    });
     let f32s = |d: &[usize]| Shape::new(d, DType::F32);
-    let mut g = Graph::new(a[0].as_str());
-    let dims: Vec<usize> = match a[0].as_str() {
+    let mut g = Graph::new(workload.as_str());
+    let dims: Vec<usize> = match workload.as_str() {
         "chain" | "chain-l2" => {
             // `chain-l2`: 256K elements, in and out fit the L2 cache (the compute alone).
-            let d = vec![if a[0] == "chain" { 1usize << 24 } else { 1 << 18 }];
+            let d = vec![if workload == "chain" { 1usize << 24 } else { 1 << 18 }];
             let x = g.input("x", f32s(&d));
             let (ca, cb, cc) = (g.scalar(1.25, DType::F32), g.scalar(0.5, DType::F32), g.scalar(0.25, DType::F32));
             let xa = g.mul(x, ca);
@@ -51,7 +91,7 @@ fn main() {
         "softmax" | "layer_norm" => {
             let d = vec![4096usize, 4096];
             let x = g.input("x", f32s(&d));
-            let y = if a[0] == "softmax" { g.softmax(x, -1) } else { g.layer_norm(x, None, None, -1, 1e-5) };
+            let y = if workload == "softmax" { g.softmax(x, -1) } else { g.layer_norm(x, None, None, -1, 1e-5) };
             g.set_outputs(vec![y]);
             d
         }
@@ -62,10 +102,7 @@ fn main() {
             g.set_outputs(vec![y]);
             d
         }
-        w => {
-            eprintln!("unknown workload {w}");
-            std::process::exit(2);
-        }
+        w => unreachable!("parse_args accepts no workload {w:?}"),
     };
     // The encoder's weights: small deterministic values, frozen into constants (as ONNX
     // initializers are for ONNX Runtime), so the backend packs them once at compile time.
@@ -121,9 +158,41 @@ fn main() {
     }
     println!(
         "rlx {} threads={t}: median {:.4} ms steps={} kernels={kernels:?} checksum={checksum:.6e} reps={}",
-        a[0],
+        workload,
         ts[ts.len() / 2] * 1e3,
         steps.len(),
         ts.len()
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Args, parse_args};
+
+    fn parse(a: &[&str]) -> Result<Args, String> {
+        parse_args(&a.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    }
+
+    /// A bad argument is an `Err` for `main` to print with the usage line (status 2); `THREADS
+    /// abc` panicked in `parse().expect("threads")`.
+    #[test]
+    fn bad_arguments_are_errors_not_panics() {
+        let e = parse(&["chain-l2", "abc"]).unwrap_err();
+        assert_eq!(e, r#"THREADS must be a whole number of at least 1, got "abc""#);
+        for bad in [
+            &["chain-l2"][..],
+            &["chain-l2", "0"],
+            &["chain-l2", "1", "x"],
+            &["chain-l2", "1", "5", "soon"],
+            &["chain-l2", "1", "5", "1", "prof"],
+            &["chain-l2", "1", "5", "1", "profile", "extra"],
+            &["chain-l3", "1"],
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
+        let ok = parse(&["chain-l2", "2", "7", "0.5", "profile"]).unwrap();
+        let want = Args { workload: "chain-l2".into(), threads: 2, min_reps: 7, min_secs: 0.5, profile: true };
+        assert_eq!(ok, want);
+        assert_eq!(parse(&["encoder", "1"]).unwrap().min_reps, 5);
+    }
 }

@@ -40,6 +40,17 @@ pub enum IrError {
         /// The shape.
         shape: Vec<usize>,
     },
+    /// The graph's structure is broken at one node (an `input` with operands, an empty
+    /// name, ...).
+    #[error("invalid graph: {op} at node %{node}: {msg}")]
+    Node {
+        /// Node index.
+        node: usize,
+        /// Op name.
+        op: String,
+        /// What is wrong.
+        msg: String,
+    },
     /// The graph's structure is broken (bad node id, duplicate name, no outputs, ...).
     #[error("invalid graph: {0}")]
     Invalid(String),

@@ -15,13 +15,28 @@ pub fn verify(g: &Graph) -> Result<(), IrError> {
     for (i, n) in g.nodes.iter().enumerate() {
         for inp in &n.inputs {
             if inp.index() >= i {
-                return Err(IrError::Invalid(format!("node %{i} ({}) uses {inp}, not defined before it", n.op.name())));
+                let msg = format!("uses {inp}, which is not defined before it");
+                return Err(IrError::Node { node: i, op: n.op.name(), msg });
             }
         }
-        if let Op::Input { name } | Op::Param { name } = &n.op
-            && !names.insert(name.clone())
-        {
-            return Err(IrError::Invalid(format!("the name {name:?} is declared twice")));
+        // A source op's operands would be ignored by every evaluator: a graph read from JSON
+        // that gives it some is broken, not fed.
+        if n.op.is_source() && !n.inputs.is_empty() {
+            let ids: Vec<String> = n.inputs.iter().map(|x| x.to_string()).collect();
+            let msg = format!("takes no operands, but has {} ({})", ids.len(), ids.join(", "));
+            return Err(IrError::Node { node: i, op: n.op.name(), msg });
+        }
+        if let Op::Input { name } | Op::Param { name } = &n.op {
+            // Inputs are fed and params set by name: "" cannot be given on a command line or in
+            // a JSON feed (`--input =x.npy` names nothing).
+            if name.is_empty() {
+                let msg = "has an empty name; inputs and params are fed by name".into();
+                return Err(IrError::Node { node: i, op: n.op.name(), msg });
+            }
+            if !names.insert(name.clone()) {
+                let msg = format!("the name {name:?} is declared twice");
+                return Err(IrError::Node { node: i, op: n.op.name(), msg });
+            }
         }
         let expected = infer_node(g, i, n, &Bindings::new())?;
         if expected != n.outputs {
@@ -32,7 +47,11 @@ pub fn verify(g: &Graph) -> Result<(), IrError> {
             });
         }
         for sub in n.op.subgraphs() {
-            verify(sub).map_err(|e| IrError::Invalid(format!("in a sub-graph of %{i} ({}): {e}", n.op.name())))?;
+            verify(sub).map_err(|e| IrError::Node {
+                node: i,
+                op: n.op.name(),
+                msg: format!("in its sub-graph: {e}"),
+            })?;
         }
     }
     // The declared inputs and params: existing nodes of that kind, each listed once (a graph
@@ -46,14 +65,12 @@ pub fn verify(g: &Graph) -> Result<(), IrError> {
                 Op::Param { .. } => what == "param",
                 _ => false,
             };
+            let at = |msg: String| IrError::Node { node: id.index(), op: n.op.name(), msg };
             if !kind_ok {
-                return Err(IrError::Invalid(format!(
-                    "{what}s list {id}, which is `{}`, not {a_what} node",
-                    n.op.name()
-                )));
+                return Err(at(format!("in the {what}s list, but not {a_what} node")));
             }
             if !seen.insert(id.index()) {
-                return Err(IrError::Invalid(format!("{what} {id} is listed twice")));
+                return Err(at(format!("listed twice in the {what}s list")));
             }
         }
     }
@@ -68,9 +85,8 @@ pub fn verify(g: &Graph) -> Result<(), IrError> {
             _ => continue,
         };
         if !listed.contains(&i) {
-            return Err(IrError::Invalid(format!(
-                "{what} node %{i} ({name:?}) is missing from the graph's {what}s list"
-            )));
+            let msg = format!("{name:?} is missing from the graph's {what}s list");
+            return Err(IrError::Node { node: i, op: n.op.name(), msg });
         }
     }
     if g.outputs.is_empty() {
@@ -80,22 +96,32 @@ pub fn verify(g: &Graph) -> Result<(), IrError> {
         if o.index() >= g.nodes.len() {
             return Err(IrError::Invalid(format!("output {o} does not exist")));
         }
-        if g.nodes[o.index()].is_tuple() {
-            return Err(IrError::Invalid(format!("output {o} is a tuple; output its get_tuple_element nodes")));
+        let n = &g.nodes[o.index()];
+        if n.is_tuple() {
+            let msg = "a graph output, but a tuple; output its get_tuple_element nodes".into();
+            return Err(IrError::Node { node: o.index(), op: n.op.name(), msg });
         }
     }
     Ok(())
 }
 
+/// Types as a list, `()` for none (a node read from JSON with `"outputs": []`: the message said
+/// `recorded type  but the rule gives …`).
 fn fmt(s: &[Shape]) -> String {
+    if s.is_empty() {
+        return "()".into();
+    }
     s.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ")
 }
 
 /// The types node `i` should have, given its operands' recorded types (bound by `b`).
 fn infer_node(g: &Graph, i: usize, n: &Node, b: &Bindings) -> Result<Vec<Shape>, IrError> {
     if let Op::GetTupleElement { index } = n.op {
-        let src =
-            n.inputs.first().ok_or_else(|| IrError::Invalid(format!("%{i}: get_tuple_element without operand")))?;
+        let src = n.inputs.first().ok_or_else(|| IrError::Node {
+            node: i,
+            op: "get_tuple_element".into(),
+            msg: "has no operand".into(),
+        })?;
         let outs = &g.nodes[src.index()].outputs;
         return outs.get(index).map(|s| vec![s.clone()]).ok_or_else(|| IrError::Shape {
             node: i,
@@ -218,10 +244,54 @@ mod tests {
         let mut no_input = g.clone();
         no_input.inputs.clear();
         let e = verify(&no_input).unwrap_err().to_string();
-        assert!(e.contains(r#"input node %0 ("x") is missing from the graph's inputs list"#), "{e}");
+        assert_eq!(e, r#"invalid graph: input at node %0: "x" is missing from the graph's inputs list"#);
         let mut no_param = g.clone();
         no_param.params.clear();
         let e = verify(&no_param).unwrap_err().to_string();
-        assert!(e.contains(r#"param node %1 ("w") is missing from the graph's params list"#), "{e}");
+        assert_eq!(e, r#"invalid graph: param at node %1: "w" is missing from the graph's params list"#);
+    }
+
+    /// A node with no recorded type reads `()`, not an empty string.
+    #[test]
+    fn an_empty_recorded_type_reads_as_unit() {
+        let mut g = Graph::new("g");
+        let x = g.input("x", Shape::new(&[4], DType::F32));
+        let y = g.exp(x);
+        g.set_outputs(vec![y]);
+        g.nodes[1].outputs.clear();
+        let e = verify(&g).unwrap_err().to_string();
+        assert!(e.contains("recorded type () but the rule gives f32[4]"), "{e}");
+    }
+
+    /// An `Input` node with operands, or named "" (both possible in a graph read from JSON), is
+    /// a typed error naming the node; `verify` passed both.
+    #[test]
+    fn an_input_with_operands_or_an_empty_name_is_an_error_naming_it() {
+        use crate::{IrError, NodeId};
+        let mut g = Graph::new("g");
+        let x = g.input("x", Shape::new(&[2], DType::F32));
+        let y = g.input("y", Shape::new(&[2], DType::F32));
+        let s = g.add(x, y);
+        g.set_outputs(vec![s]);
+        verify(&g).unwrap();
+        let mut operands = g.clone();
+        operands.nodes[1].inputs = vec![NodeId(0)];
+        let e = verify(&operands).unwrap_err();
+        assert_eq!(
+            e,
+            IrError::Node { node: 1, op: "input".into(), msg: "takes no operands, but has 1 (%0)".into() },
+            "{e}"
+        );
+        assert_eq!(e.to_string(), "invalid graph: input at node %1: takes no operands, but has 1 (%0)");
+        let mut unnamed = g.clone();
+        unnamed.nodes[1].op = crate::Op::Input { name: String::new() };
+        let e = verify(&unnamed).unwrap_err();
+        assert!(matches!(&e, IrError::Node { node: 1, op, msg } if op == "input" && msg.contains("empty name")), "{e}");
+        // A param too: both are looked up by name.
+        let mut p = Graph::new("p");
+        let w = p.param("", Shape::new(&[2], DType::F32));
+        let n = p.add(w, w);
+        p.set_outputs(vec![n]);
+        assert!(matches!(verify(&p), Err(IrError::Node { node: 0, .. })), "{:?}", verify(&p));
     }
 }

@@ -309,7 +309,8 @@ pub fn check_graph(g: &Graph) -> CheckReport {
     CheckReport { problems, dispatch, notes: vec![] }
 }
 
-/// A verifier error as a finding: one that belongs to a node is reported under the node's
+/// A verifier error as a finding: every variant that carries a node index (a shape error, a
+/// structural error such as an operand defined after its use) is reported under the node's
 /// label, as the other findings are (`%2 (add)`); the rest under `graph`.
 fn verify_problem(g: &Graph, e: rlx_ir::IrError) -> Problem {
     use rlx_ir::IrError;
@@ -322,7 +323,7 @@ fn verify_problem(g: &Graph, e: rlx_ir::IrError) -> Problem {
         }
     };
     match &e {
-        IrError::Shape { node, msg, .. } => at(*node, msg.clone()),
+        IrError::Shape { node, msg, .. } | IrError::Node { node, msg, .. } => at(*node, msg.clone()),
         IrError::DeclaredShape { node, declared, inferred, .. } => {
             at(*node, format!("declared shape {declared} but the operands give {inferred}"))
         }

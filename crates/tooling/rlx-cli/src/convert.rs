@@ -102,19 +102,19 @@ impl Source {
     }
 }
 
-/// Parse a `--quant` value (case-insensitive).
-pub fn parse_quant(s: &str) -> Result<GgmlType, CliError> {
+/// Parse a `--quant` value (case-insensitive): clap's value parser, so that an unknown scheme
+/// is a usage error (status 2) before any file is read, as other bad flag values are.
+pub fn parse_quant(s: &str) -> Result<GgmlType, String> {
     let up = s.to_ascii_uppercase();
     match GgmlType::from_name(&up) {
         Some(t) if QUANT_TYPES.contains(&up.as_str()) => Ok(t),
-        _ => Err(err(format!("unknown quant type {s:?} (one of {})", QUANT_TYPES.join(", ")))),
+        _ => Err(format!("unknown quant type (one of {})", QUANT_TYPES.join(", "))),
     }
 }
 
 /// Convert `input` (safetensors, or a sharded checkpoint's `.index.json`) to the GGUF file
-/// `output` with 2-D+ float tensors quantized to `quant` (see the module docs).
-pub fn convert(input: &Path, output: &Path, quant: &str) -> Result<ConvertReport, CliError> {
-    let qt = parse_quant(quant)?;
+/// `output` with 2-D+ float tensors quantized to `qt` (see the module docs).
+pub fn convert(input: &Path, output: &Path, qt: GgmlType) -> Result<ConvertReport, CliError> {
     let needs = "rlx convert reads a safetensors checkpoint (or a sharded one's .index.json)";
     let expected = "a .safetensors checkpoint or a sharded one's .safetensors.index.json";
     require_format(input, &[Format::Safetensors, Format::ShardIndex], needs, expected)?;

@@ -237,9 +237,34 @@ pub fn embed(a: &EmbedArgs, json_out: bool) -> Result<String, CliError> {
     }
     let mut out = String::new();
     for v in &vectors {
-        let row: Vec<String> = v.iter().map(|x| format!("{x:.6}")).collect();
+        let row: Vec<String> = v.iter().map(|&x| fixed6(x)).collect();
         out += &row.join(" ");
         out.push('\n');
     }
     Ok(out)
+}
+
+/// `x` with 6 decimals, as printed by `rlx embed`; a value that rounds to zero prints as
+/// `0.000000` whatever its sign (`-0.0`, or `-1e-9`, printed `-0.000000`).
+fn fixed6(x: f32) -> String {
+    let s = format!("{x:.6}");
+    match s.strip_prefix('-') {
+        Some(rest) if rest == "0.000000" => rest.to_string(),
+        _ => s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixed6;
+
+    #[test]
+    fn zero_prints_without_a_sign() {
+        assert_eq!(fixed6(-0.0), "0.000000");
+        assert_eq!(fixed6(-1e-9), "0.000000");
+        assert_eq!(fixed6(0.0), "0.000000");
+        assert_eq!(fixed6(-0.000002), "-0.000002");
+        assert_eq!(fixed6(-0.25), "-0.250000");
+        assert_eq!(fixed6(0.125), "0.125000");
+    }
 }

@@ -2,31 +2,45 @@
 //!
 //! Every failure ends as one stderr line, `rlx: error: <subject>: <reason>` (the subject is the
 //! file the subcommand was given, or the subcommand's name), with exit status 1. [`CliError`]
-//! is the reason; `main` adds the prefix. The readers' own I/O errors name the path too
-//! ("I/O error on <path>: …"); [`reason`] drops that so the path is printed once.
+//! is the reason; [`line`] adds the prefix. The readers' own I/O errors name the path too
+//! ("I/O error on <path>: …"); [`line`] drops that so the path is printed once.
 
 use std::path::Path;
 
 /// Why a subcommand failed: the text after `rlx: error: <subject>: ` (one line; newlines are
 /// folded by `main`).
 #[derive(Debug)]
-pub struct CliError(pub String);
+pub struct CliError {
+    msg: String,
+    /// Writing stdout failed: no file is at fault, so `main` prints no subject
+    /// (`rlx: error: writing output: …`, as for a report that cannot be printed).
+    stdout: bool,
+}
 
 impl<E: std::error::Error> From<E> for CliError {
     fn from(e: E) -> Self {
-        CliError(e.to_string())
+        err(e.to_string())
     }
 }
 
 /// A [`CliError`] from text.
 pub fn err(msg: impl Into<String>) -> CliError {
-    CliError(msg.into())
+    CliError { msg: msg.into(), stdout: false }
 }
 
-/// The one-line reason printed after `rlx: error: <subject>: `: newlines folded, and a
-/// reader's leading `I/O error on <subject>: ` dropped (the subject is already printed).
-pub fn reason(e: &CliError, subject: &Path) -> String {
-    without_path(&e.0, subject).replace('\n', " ")
+/// Writing stdout failed with `e` (`rlx generate` streams its tokens there itself).
+pub fn stdout_error(e: std::io::Error) -> CliError {
+    CliError { msg: format!("writing output: {e}"), stdout: true }
+}
+
+/// The one stderr line for `e`: `rlx: error: <subject>: <reason>`, newlines folded, a reader's
+/// leading `I/O error on <subject>: ` dropped (the subject is already printed); a failed write
+/// to stdout is `rlx: error: writing output: <why>`, without the subject, which is not at fault.
+pub fn line(e: &CliError, subject: &Path) -> String {
+    if e.stdout {
+        return format!("rlx: error: {}", e.msg.replace('\n', " "));
+    }
+    format!("rlx: error: {}: {}", subject.display(), without_path(&e.msg, subject).replace('\n', " "))
 }
 
 /// `msg` without a reader's leading `I/O error on <path>: `, for a message that names `path`
@@ -41,12 +55,15 @@ pub fn write_error(path: &Path, e: impl std::fmt::Display) -> CliError {
 }
 
 /// Check an output path before the work that fills it (training, quantizing, running) rather
-/// than after: its directory exists and it is not itself a directory. `what` names it in the
-/// message (`--out`, `OUT`, `--output`).
+/// than after: its directory exists (and is a directory: `/dev/full/o.npz` is not "missing")
+/// and it is not itself a directory. `what` names it in the message (`--out`, `OUT`,
+/// `--output`).
 pub fn check_output(what: &str, out: &Path) -> Result<(), CliError> {
     let dir = out.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     if out.is_dir() {
         Err(err(format!("{what} {} is a directory; give a file name", out.display())))
+    } else if dir.exists() && !dir.is_dir() {
+        Err(err(format!("{what} {}: {} is not a directory", out.display(), dir.display())))
     } else if !dir.is_dir() {
         Err(err(format!("{what} {}: the directory {} does not exist", out.display(), dir.display())))
     } else {
@@ -55,7 +72,8 @@ pub fn check_output(what: &str, out: &Path) -> Result<(), CliError> {
 }
 
 /// A model file's format, by content first (GGUF magic, protobuf is not self-describing so
-/// ONNX goes by name), then by name.
+/// ONNX goes by name), then by name. A `.gguf` name without the magic counts as GGUF only for
+/// the subcommands that read GGUF (see [`sniff`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
     /// GGUF (magic `GGUF`, or a `.gguf` name).
@@ -83,7 +101,7 @@ impl Format {
 /// Detect the format of the model file at `path` (see [`Format`]). Errors: missing file, a
 /// directory, unreadable, or none of the formats.
 pub fn detect(path: &Path) -> Result<Format, CliError> {
-    let (format, head) = sniff(path)?;
+    let (format, head) = sniff(path, true)?;
     format.ok_or_else(|| unknown_format("a .gguf, .safetensors, .safetensors.index.json or .onnx file", &head))
 }
 
@@ -110,7 +128,7 @@ fn wrong_format(f: Format, needs: &str) -> CliError {
 /// magic", "declared header length …"). For readers whose format shows in the file (GGUF's
 /// magic, safetensors' `{` at byte 8) or its name; ONNX shows in neither, see [`load_onnx`].
 pub fn require_format(path: &Path, want: &[Format], needs: &str, expected: &str) -> Result<Format, CliError> {
-    match sniff(path)? {
+    match sniff(path, want.contains(&Format::Gguf))? {
         (Some(f), _) if want.contains(&f) => Ok(f),
         (Some(f), _) => Err(wrong_format(f, needs)),
         (None, head) => Err(unknown_format(expected, &head)),
@@ -143,10 +161,11 @@ pub fn load_onnx(path: &Path, needs: &str, expected: &str) -> Result<rlx_onnx::p
     }
 }
 
-/// The format of `path` when [`detect`] knows it, `None` when not. Errors: missing file, a
-/// directory, unreadable.
+/// The format of `path`, `None` when of no known format, for a subcommand that does not read
+/// GGUF: a GGUF file is one with the magic (a safetensors file renamed `x.gguf` is a
+/// safetensors file). Errors: missing file, a directory, unreadable.
 pub fn known_format(path: &Path) -> Result<Option<Format>, CliError> {
-    Ok(sniff(path)?.0)
+    Ok(sniff(path, false)?.0)
 }
 
 /// The one error for a directory given where a file is wanted (io's own is "Is a directory
@@ -158,8 +177,11 @@ pub fn not_a_directory(path: &Path) -> Result<(), CliError> {
     Ok(())
 }
 
-/// The format of `path` if known, and its first (up to 4) bytes.
-fn sniff(path: &Path) -> Result<(Option<Format>, Vec<u8>), CliError> {
+/// The format of `path` if known, and its first (up to 4) bytes. With `gguf_by_name` (for the
+/// subcommands that read GGUF) a `.gguf` name is GGUF without the magic, so that their reader
+/// says `bad magic`; without it only the magic makes a GGUF, so that a message calling the file
+/// "a GGUF file" is true of its content.
+fn sniff(path: &Path, gguf_by_name: bool) -> Result<(Option<Format>, Vec<u8>), CliError> {
     use std::io::Read;
     not_a_directory(path)?;
     let mut head = [0u8; 9];
@@ -173,7 +195,7 @@ fn sniff(path: &Path) -> Result<(Option<Format>, Vec<u8>), CliError> {
     }
     let head = &head[..n];
     let name = path.file_name().and_then(|s| s.to_str()).unwrap_or("").to_ascii_lowercase();
-    let format = if head.starts_with(b"GGUF") || name.ends_with(".gguf") {
+    let format = if head.starts_with(b"GGUF") || (gguf_by_name && name.ends_with(".gguf")) {
         Some(Format::Gguf)
     } else if name.ends_with(".index.json") {
         Some(Format::ShardIndex)

@@ -22,7 +22,7 @@ use std::io::Write;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 
-use crate::error::{CliError, Format, err, require_format};
+use crate::error::{CliError, Format, err, require_format, stdout_error};
 
 /// Options of `rlx generate`.
 #[derive(Args, Clone, Debug)]
@@ -256,17 +256,20 @@ pub fn generate(args: &GenerateArgs, path: &Path, json: bool) -> Result<String, 
     )?;
     if let Some(rest) = stream.finish() {
         text.push_str(&rest);
-        let _ = out.write_all(rest.as_bytes());
+        if io_err.is_none() {
+            io_err = out.write_all(rest.as_bytes()).err();
+        }
+    }
+    if io_err.is_none() && !text.is_empty() {
+        io_err = writeln!(out).and_then(|_| out.flush()).err();
     }
     if let Some(e) = io_err {
-        // A closed stdout (`rlx generate | head`) ends quietly, as every other subcommand.
+        // A closed stdout (`rlx generate | head`) ends quietly, as every other subcommand; any
+        // other failed write is said as such (it was printed as an error of the model file).
         if e.kind() == std::io::ErrorKind::BrokenPipe {
             return Ok(String::new());
         }
-        return Err(e.into());
-    }
-    if !text.is_empty() {
-        let _ = writeln!(out);
+        return Err(stdout_error(e));
     }
     let stop = Stop::of(&stats.tokens, args.max_tokens, &stop_tokens);
     eprintln!("{}", stats_line(&stats, stop, ctx, bos_only));

@@ -30,10 +30,10 @@ mod run;
 mod train;
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(name = "rlx", version, about = "RLX: ML compiler and runtime", propagate_version = true)]
@@ -87,9 +87,9 @@ enum Command {
         /// The .gguf file to write (the name must end in .gguf)
         #[arg(value_name = "OUT.gguf", value_parser = parse_gguf)]
         output: PathBuf,
-        /// Quantization type of the 2-D+ float tensors
-        #[arg(long, value_name = "TYPE")]
-        quant: String,
+        /// Quantization type of the 2-D+ float tensors (any case)
+        #[arg(long, value_name = "TYPE", value_parser = convert::parse_quant)]
+        quant: rlx_gguf::GgmlType,
     },
     /// Train an MLP or small CNN on UCI digits / MNIST-5k (embedded), report test accuracy,
     /// save the weights (`--out`) or evaluate saved ones (`--eval`).
@@ -100,8 +100,8 @@ enum Command {
         /// The .onnx file
         model: PathBuf,
         /// An input as NAME=FILE.npy (repeat for each model input)
-        #[arg(long = "input", value_name = "NAME=FILE.npy")]
-        inputs: Vec<String>,
+        #[arg(long = "input", value_name = "NAME=FILE.npy", value_parser = run::parse_input)]
+        inputs: Vec<(String, PathBuf)>,
         /// Save every output into this .npz (members named after the outputs; the name must
         /// end in .npz)
         #[arg(long, value_name = "OUT.npz", value_parser = parse_npz)]
@@ -199,11 +199,14 @@ fn emit(text: &str) -> ExitCode {
     match write_stdout(text) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
-        Err(e) => {
-            let _ = writeln!(std::io::stderr(), "rlx: error: writing output: {e}");
-            ExitCode::FAILURE
-        }
+        Err(e) => fail(Path::new(""), &error::stdout_error(e)),
     }
+}
+
+/// Print `e` as its one stderr line (see [`error::line`]); status 1.
+fn fail(subject: &Path, e: &error::CliError) -> ExitCode {
+    let _ = writeln!(std::io::stderr(), "{}", error::line(e, subject));
+    ExitCode::FAILURE
 }
 
 fn main() -> ExitCode {
@@ -226,9 +229,17 @@ fn main() -> ExitCode {
         },
         Command::Convert { input, output, quant } => (
             input.clone(),
-            convert::convert(input, output, quant).map(|r| if json { render(r.json()) } else { r.human() }),
+            convert::convert(input, output, *quant).map(|r| if json { render(r.json()) } else { r.human() }),
         ),
         Command::Run { model, inputs, output, threads } => {
+            if let Some(name) = run::repeated_input(inputs) {
+                let msg = format!("--input {name:?} is given twice (one file per model input)");
+                // A usage error in clap's form, with `rlx run`'s usage line.
+                let mut cli = Cli::command();
+                cli.build();
+                let run = cli.find_subcommand_mut("run").expect("the run subcommand");
+                run.error(clap::error::ErrorKind::ArgumentConflict, msg).exit();
+            }
             (model.clone(), run::run(model, inputs, output.as_ref(), *threads, json))
         }
         Command::Embed { model, tokenizer, threads, sentences } => {
@@ -253,9 +264,6 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(text) => emit(&text),
-        Err(e) => {
-            let _ = writeln!(std::io::stderr(), "rlx: error: {}: {}", subject.display(), error::reason(&e, &subject));
-            ExitCode::FAILURE
-        }
+        Err(e) => fail(&subject, &e),
     }
 }

@@ -28,6 +28,12 @@ pub fn read_npy(path: &Path) -> Result<Tensor, CliError> {
             err(format!("{}: {e}", path.display()))
         }
     };
+    if let Some(dims) = overflowing_shape(&bytes) {
+        return Err(err(format!(
+            "{}: corrupt .npy header: shape {dims:?} has more elements than 64 bits can count",
+            path.display()
+        )));
+    }
     let npy = npyz::NpyFile::new(&bytes[..]).map_err(bad)?;
     if npy.order() != npyz::Order::C {
         return Err(err(format!("{}: Fortran-order arrays are not supported", path.display())));
@@ -52,6 +58,25 @@ pub fn read_npy(path: &Path) -> Result<Tensor, CliError> {
         t => return Err(err(format!("{}: unsupported npy dtype {t}", path.display()))),
     };
     Ok(t?)
+}
+
+/// The dims of an `.npy` header's `shape` when their product (taken left to right, as npyz
+/// takes it) overflows u64; `None` for any other header, which npyz then judges. Read before
+/// npyz parses the header: it multiplies the dims unchecked, a panic (status 101) in a debug
+/// build and a wrapped element count in a release one, where every other bad file is status 1.
+fn overflowing_shape(bytes: &[u8]) -> Option<Vec<u64>> {
+    // Magic, version (major, minor), header length (u16 in version 1, u32 after), header.
+    let rest = bytes.strip_prefix(b"\x93NUMPY")?;
+    let (len, start) = match rest.first()? {
+        1 => (u16::from_le_bytes(rest.get(2..4)?.try_into().ok()?) as usize, 4),
+        _ => (u32::from_le_bytes(rest.get(2..6)?.try_into().ok()?) as usize, 6),
+    };
+    let header = std::str::from_utf8(rest.get(start..)?.get(..len)?).ok()?;
+    let shape = &header[header.find("shape")?..];
+    let dims = shape.get(shape.find('(')? + 1..shape.find(')')?)?;
+    let dims: Vec<u64> =
+        dims.split(',').map(str::trim).filter(|d| !d.is_empty()).map(|d| d.parse().ok()).collect::<Option<_>>()?;
+    dims.iter().try_fold(1u64, |n, &d| n.checked_mul(d)).is_none().then_some(dims)
 }
 
 fn npy_bytes(t: &Tensor) -> Result<Vec<u8>, CliError> {
@@ -183,11 +208,28 @@ fn head_json(t: &Tensor) -> Vec<Value> {
     t.to_f64_vec().into_iter().take(HEAD).map(num).collect()
 }
 
-/// Run `model` on `inputs` (`name=FILE.npy`) on `threads` worker threads (`None`: all cores);
-/// returns the text to print.
+/// `rlx run --input`: `NAME=FILE.npy`, both parts non-empty. A value of another form is a
+/// usage error (status 2, before any file is read), as a bad `--output` name is; it was status
+/// 1, as if a file were at fault.
+pub fn parse_input(spec: &str) -> Result<(String, PathBuf), String> {
+    match spec.split_once('=') {
+        None => Err("not NAME=FILE.npy (name the model input the file feeds)".into()),
+        Some(("", _)) => Err("names no input before '=' (NAME=FILE.npy)".into()),
+        Some((_, "")) => Err("names no file after '=' (NAME=FILE.npy)".into()),
+        Some((name, file)) => Ok((name.to_string(), PathBuf::from(file))),
+    }
+}
+
+/// The first input name given twice among `inputs`, for `main` to report as a usage error.
+pub fn repeated_input(inputs: &[(String, PathBuf)]) -> Option<&str> {
+    inputs.iter().enumerate().find(|(k, (n, _))| inputs[..*k].iter().any(|(m, _)| m == n)).map(|(_, (n, _))| n.as_str())
+}
+
+/// Run `model` on `inputs` (name and `.npy` file) on `threads` worker threads (`None`: all
+/// cores); returns the text to print.
 pub fn run(
     model: &Path,
-    inputs: &[String],
+    inputs: &[(String, PathBuf)],
     output: Option<&PathBuf>,
     threads: Option<std::num::NonZeroUsize>,
     json_out: bool,
@@ -207,19 +249,10 @@ pub fn run(
     if let Some(p) = output {
         check_output("--output", p)?;
     }
+    // Each is NAME=FILE.npy (clap's `parse_input`), each name once (`repeated_input`).
     let mut feeds: Vec<(String, Tensor)> = vec![];
-    for spec in inputs {
-        let (name, file) = spec.split_once('=').ok_or_else(|| err(format!("--input {spec:?} is not NAME=FILE.npy")))?;
-        if name.is_empty() {
-            return Err(err(format!("--input {spec:?} names no input before '=' (NAME=FILE.npy)")));
-        }
-        if file.is_empty() {
-            return Err(err(format!("--input {spec:?} names no file after '=' (NAME=FILE.npy)")));
-        }
-        if feeds.iter().any(|(n, _)| n == name) {
-            return Err(err(format!("--input {name:?} is given twice")));
-        }
-        feeds.push((name.to_string(), read_npy(Path::new(file))?));
+    for (name, file) in inputs {
+        feeds.push((name.clone(), read_npy(file)?));
     }
     // Name a missing input before importing: shape inference of a dynamic model needs every
     // input's value, and would otherwise fail on some Shape node far from the cause.

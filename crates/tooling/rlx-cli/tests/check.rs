@@ -114,11 +114,11 @@ fn bad_input_and_param_lists_are_errors_not_panics() {
     let cases = [
         (r#""inputs":[0,7],"params":[]"#, "input %7 does not exist"),
         (r#""inputs":[0,1],"params":[9]"#, "param %9 does not exist"),
-        (r#""inputs":[0,2],"params":[]"#, "inputs list %2, which is `add`, not an input node"),
-        (r#""inputs":[0,0,1],"params":[]"#, "input %0 is listed twice"),
-        (r#""inputs":[0],"params":[1]"#, "params list %1, which is `input`, not a param node"),
+        (r#""inputs":[0,2],"params":[]"#, "%2 (add): in the inputs list, but not an input node"),
+        (r#""inputs":[0,0,1],"params":[]"#, r#"%0 (input "x"): listed twice in the inputs list"#),
+        (r#""inputs":[0],"params":[1]"#, r#"%1 (input "y"): in the params list, but not a param node"#),
         // An input node left out of the list could never be fed (check passed such files).
-        (r#""inputs":[0],"params":[]"#, r#"input node %1 ("y") is missing from the graph's inputs list"#),
+        (r#""inputs":[0],"params":[]"#, r#"%1 (input "y"): "y" is missing from the graph's inputs list"#),
     ];
     for (k, (with, want)) in cases.iter().enumerate() {
         let f = dir.path().join(format!("bad{k}.json"));
@@ -338,4 +338,48 @@ fn check_names_the_dims_it_assumed_for_an_onnx_model() {
     assert_eq!((v["notes"][0].as_str(), v["hints"].as_u64()), (Some(note), Some(1)), "{v}");
     let v = common::last_json(&rlx(&["compile", &m, "--json"]));
     assert_eq!(v["notes"][0].as_str(), Some(note), "{v}");
+}
+
+/// A structural verifier error that names a node is filed under that node, as shape errors and
+/// every other finding are (it was under `graph`, the node only in the message's text); one
+/// that names no node stays under `graph`.
+#[test]
+fn structural_errors_are_filed_under_their_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let clean = std::fs::read_to_string(fixture("clean.json")).unwrap();
+    let cases = [
+        // The add reads the exp defined after it.
+        (
+            r#""inputs":[0,1],"outputs""#,
+            r#""inputs":[0,3],"outputs""#,
+            "%2 (add)",
+            "uses %3, which is not defined before it",
+        ),
+        // An input given an operand.
+        (
+            r#"{"Input":{"name":"y"}},"inputs":[]"#,
+            r#"{"Input":{"name":"y"}},"inputs":[0]"#,
+            r#"%1 (input "y")"#,
+            "takes no operands, but has 1 (%0)",
+        ),
+        // An input named "".
+        (r#"{"Input":{"name":"y"}}"#, r#"{"Input":{"name":""}}"#, r#"%1 (input "")"#, "has an empty name"),
+        // No node at fault.
+        (r#""outputs":[3]}"#, r#""outputs":[]}"#, "graph", "has no outputs"),
+    ];
+    for (k, (from, to, node, msg)) in cases.iter().enumerate() {
+        assert!(clean.contains(from), "{from}");
+        let f = dir.path().join(format!("bad{k}.json"));
+        std::fs::write(&f, clean.replacen(from, to, 1)).unwrap();
+        let f = f.to_string_lossy().into_owned();
+        let o = rlx(&["check", &f, "--json"]);
+        assert_eq!(o.status.code(), Some(1), "{to}: {o:?}");
+        let out = String::from_utf8_lossy(&o.stdout);
+        let v: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+        assert_eq!(v["problems"][0]["node"], *node, "{v}");
+        assert!(v["problems"][0]["message"].as_str().unwrap().contains(msg), "{v}");
+        // rlx compile names it the same way.
+        let e = one_error_line(&rlx(&["compile", &f]), &f);
+        assert!(e.contains(&format!("{node}: ")) && e.contains(msg), "{e}");
+    }
 }

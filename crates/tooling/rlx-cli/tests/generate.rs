@@ -3,7 +3,8 @@
 //! `--kv-type f16`, `--max-tokens 0` (no made-up speeds), a full context (`--ctx-size`, a
 //! note and `"stop": "context"`), and bad input — a prompt longer than the context, a missing
 //! file, a directory, an ONNX file, a bad `--ctx-size` or sampler flag — as one stderr line
-//! with status 1; `--profile` (per-step calls and times of both phases).
+//! with status 1; `--profile` (per-step calls and times of both phases); a stdout that cannot
+//! be written, on a tiny random Llama written by the test.
 
 use serde_json::json;
 
@@ -300,4 +301,85 @@ fn a_gguf_without_tensors_is_called_vocabulary_only() {
         assert!(e.contains("has no model weights (0 tensors): a tokenizer/vocabulary-only GGUF"), "{e}");
         assert!(!e.contains("token_embd"), "{e}");
     }
+}
+
+/// A tiny random Llama GGUF (1 layer, width 32, 50 byte-level BPE tokens `a`, `b`, `ab`, `Ġ`,
+/// `t4` … `t49`): enough for `rlx generate` to run without a fetched model.
+fn tiny_llama(path: &std::path::Path) {
+    use rlx_gguf::{GgmlType, GgufWriter, MetadataValue};
+    let (e, h, hk, d, f, v) = (32usize, 2usize, 1usize, 16usize, 32usize, 50usize);
+    let mut w = GgufWriter::new();
+    let meta: Vec<(&str, MetadataValue)> = vec![
+        ("general.architecture", "llama".into()),
+        ("llama.block_count", 1u32.into()),
+        ("llama.embedding_length", (e as u32).into()),
+        ("llama.feed_forward_length", (f as u32).into()),
+        ("llama.attention.head_count", (h as u32).into()),
+        ("llama.attention.head_count_kv", (hk as u32).into()),
+        ("llama.context_length", 64u32.into()),
+        ("llama.rope.freq_base", 10000f32.into()),
+        ("llama.attention.layer_norm_rms_epsilon", 1e-5f32.into()),
+        ("tokenizer.ggml.model", "gpt2".into()),
+        ("tokenizer.ggml.pre", "gpt-2".into()),
+    ];
+    for (k, val) in meta {
+        w.add_metadata(k, val).unwrap();
+    }
+    let mut tokens: Vec<String> = ["a", "b", "ab", "Ġ"].iter().map(|s| s.to_string()).collect();
+    tokens.extend((4..v).map(|i| format!("t{i}")));
+    w.add_metadata("tokenizer.ggml.tokens", tokens).unwrap();
+    w.add_metadata("tokenizer.ggml.merges", MetadataValue::from(vec!["a b"])).unwrap();
+    let mut seed = 1u64;
+    let mut tensor = |name: String, shape: &[usize]| {
+        let n: usize = shape.iter().product();
+        let vals: Vec<f32> = (0..n)
+            .map(|_| {
+                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                ((seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.5
+            })
+            .collect();
+        let dims: Vec<u64> = shape.iter().map(|&x| x as u64).collect();
+        w.add_f32_tensor(name, &dims, GgmlType::F32, &vals).unwrap();
+    };
+    tensor("token_embd.weight".into(), &[v, e]);
+    tensor("output_norm.weight".into(), &[e]);
+    for (n, shape) in [
+        ("attn_norm", vec![e]),
+        ("ffn_norm", vec![e]),
+        ("attn_q", vec![h * d, e]),
+        ("attn_k", vec![hk * d, e]),
+        ("attn_v", vec![hk * d, e]),
+        ("attn_output", vec![e, h * d]),
+        ("ffn_gate", vec![f, e]),
+        ("ffn_up", vec![f, e]),
+        ("ffn_down", vec![e, f]),
+    ] {
+        tensor(format!("blk.0.{n}.weight"), &shape);
+    }
+    w.write_file(path).unwrap();
+}
+
+/// Streamed tokens that cannot be written (`> /dev/full`) are a failed write to stdout, said as
+/// every other subcommand says it (`writing output: …`); it named the model file, as if the
+/// model were at fault.
+#[test]
+fn an_unwritable_stdout_is_named_as_such_not_as_the_model() {
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        eprintln!("SKIP: no /dev/full");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("tiny.gguf");
+    tiny_llama(&m);
+    let m = m.to_string_lossy().into_owned();
+    let args = ["generate", "--model", &m, "--prompt", "ab", "--max-tokens", "4", "--ignore-eos", "--threads", "1"];
+    // The model runs and streams text when stdout can be written.
+    let o = rlx(&args);
+    assert!(o.status.success() && !o.stdout.is_empty(), "{o:?}");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_rlx")).args(args).stdout(full).output().expect("run rlx");
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert_eq!(e.trim_end().lines().count(), 1, "one line: {e}");
+    assert!(e.starts_with("rlx: error: writing output: "), "{e}");
+    assert!(!e.contains(&m) && !e.contains("panicked"), "{e}");
 }

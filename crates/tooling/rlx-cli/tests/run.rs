@@ -77,11 +77,14 @@ fn run_add_with_npy_inputs_and_name_a_missing_input() {
 
     let e = stderr_line(&rlx(&["run", &m, "--input", &xa]), &m);
     assert!(e.contains("no --input for model input \"y\""), "{e}");
-    let e = stderr_line(&rlx(&["run", &m, "--input", &xa, "--input", &ya, "--input", &ya]), &m);
-    assert!(e.contains("--input \"y\" is given twice"), "{e}");
+    // Usage errors (status 2, see `input_values_not_name_eq_file_are_usage_errors`).
+    let o = rlx(&["run", &m, "--input", &xa, "--input", &ya, "--input", &ya]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--input \"y\" is given twice"), "{}", stderr(&o));
     // `y=` with no file was ": No such file or directory" (an empty path).
-    let e = stderr_line(&rlx(&["run", &m, "--input", &xa, "--input", "y="]), &m);
-    assert!(e.contains("--input \"y=\" names no file after '='"), "{e}");
+    let o = rlx(&["run", &m, "--input", &xa, "--input", "y="]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("names no file after '='"), "{}", stderr(&o));
     let o = rlx(&["run", &m, "--input", &xa, "--input", &ya, "--output", &dir.join("out.npz").to_string_lossy()]);
     assert!(String::from_utf8_lossy(&o.stdout).contains("saved 1 output to"), "{}", stderr(&o));
     std::fs::remove_dir_all(&dir).ok();
@@ -373,18 +376,38 @@ fn an_output_not_named_npz_is_a_usage_error_and_nothing_is_written() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("saved 2 outputs to"), "{}", stderr(&o));
 }
 
+/// An `--input` value that is not `NAME=FILE.npy`, or a name given twice, is a usage error
+/// (status 2, clap's message, before any file is read), as a bad `--output` name is; it was
+/// status 1, as if a file were at fault. (`--input =x.npy` was once taken as an input named ""
+/// and blamed on the model.)
 #[test]
-fn an_input_without_a_name_is_named_as_such() {
-    // `--input =x.npy` was taken as an input named "" and blamed on the model ("the model has no
-    // such input").
+fn input_values_not_name_eq_file_are_usage_errors() {
     let m: std::path::PathBuf =
         [env!("CARGO_MANIFEST_DIR"), "tests", "fixtures", "colliding_output_names.onnx"].iter().collect();
     let m = m.to_string_lossy();
     let dir = tempfile::tempdir().unwrap();
-    write_npy(&dir.path().join("x.npy"), &[2], &[1.0, -2.0]);
-    let spec = format!("={}", dir.path().join("x.npy").display());
-    let e = stderr_line(&rlx(&["run", &m, "--input", &spec]), &m);
-    assert!(e.contains(&format!("--input {spec:?} names no input before '=' (NAME=FILE.npy)")), "{e}");
+    let x = dir.path().join("x.npy");
+    write_npy(&x, &[2], &[1.0, -2.0]);
+    let (bare, unnamed, named) = (x.display().to_string(), format!("={}", x.display()), format!("x={}", x.display()));
+    let cases = [
+        (vec![bare.as_str()], format!("invalid value '{bare}' for '--input <NAME=FILE.npy>': not NAME=FILE.npy")),
+        (vec![&unnamed], format!("invalid value '{unnamed}' for '--input <NAME=FILE.npy>': names no input before '='")),
+        (vec!["x="], "invalid value 'x=' for '--input <NAME=FILE.npy>': names no file after '='".into()),
+        (vec![&named, &named], "--input \"x\" is given twice".into()),
+    ];
+    for (inputs, want) in cases {
+        let mut args = vec!["run", "/nonexistent/model.onnx"];
+        for i in &inputs {
+            args.extend(["--input", i]);
+        }
+        let o = rlx(&args);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{inputs:?}: {e}");
+        assert!(e.contains(&want) && !e.contains("nonexistent"), "{inputs:?}: {e}");
+        assert!(o.stdout.is_empty(), "{inputs:?}");
+    }
+    let o = rlx(&["run", &m, "--input", &named]);
+    assert!(o.status.success(), "{}", stderr(&o));
 }
 
 #[test]
@@ -440,4 +463,79 @@ fn an_unparsable_rlx_num_threads_is_a_note_not_silence() {
         .unwrap();
     common::last_json(&o);
     assert_eq!(stderr(&o), "rlx: note: RLX_FLUSH_DENORMALS=\"yes\" is not 0 or 1; ignored (docs/env.md)\n");
+}
+
+#[test]
+fn an_output_under_a_file_is_named_as_not_a_directory() {
+    // `--output /dev/full/o.npz` said "the directory /dev/full does not exist": it exists, but
+    // is not a directory.
+    let m: std::path::PathBuf =
+        [env!("CARGO_MANIFEST_DIR"), "tests", "fixtures", "colliding_output_names.onnx"].iter().collect();
+    let m = m.to_string_lossy();
+    let dir = tempfile::tempdir().unwrap();
+    write_npy(&dir.path().join("x.npy"), &[2], &[1.0, -2.0]);
+    let xa = format!("x={}", dir.path().join("x.npy").display());
+    let file = dir.path().join("x.npy");
+    let mut parents = vec![file.to_string_lossy().into_owned()];
+    if Path::new("/dev/full").exists() {
+        parents.push("/dev/full".into());
+    }
+    for parent in parents {
+        let out = format!("{parent}/o.npz");
+        let e = stderr_line(&rlx(&["run", &m, "--input", &xa, "--output", &out]), &m);
+        assert!(e.contains(&format!("--output {out}: {parent} is not a directory")), "{e}");
+        assert!(!e.contains("does not exist"), "{e}");
+    }
+}
+
+#[test]
+fn a_safetensors_file_named_gguf_is_named_by_its_content() {
+    // A safetensors file renamed `x.gguf` was "a GGUF file" (by its name), and a text file
+    // named `x.gguf` too: only the GGUF magic makes a GGUF file.
+    let dir = tempfile::tempdir().unwrap();
+    let t = rlx_ir::Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap();
+    let st = dir.path().join("x.gguf");
+    std::fs::write(&st, rlx_safetensors::serialize([("w", &t)], None).unwrap()).unwrap();
+    let st = st.to_string_lossy().into_owned();
+    let e = stderr_line(&rlx(&["run", &st]), &st);
+    assert!(e.contains("is a safetensors file, but rlx run needs an ONNX model"), "{e}");
+    assert!(!e.contains("GGUF file") && !e.contains("rlx generate"), "{e}");
+    let text = dir.path().join("notes.gguf");
+    std::fs::write(&text, b"hello world\n").unwrap();
+    let text = text.to_string_lossy().into_owned();
+    let e = stderr_line(&rlx(&["run", &text]), &text);
+    assert!(e.contains("unknown model format (expected an ONNX model, .onnx)"), "{e}");
+    assert!(!e.contains("GGUF file"), "{e}");
+}
+
+/// A malformed `.npy` is an error of the data given, status 1 with one line naming the `.npy`,
+/// as an unknown input name and a shape the model contradicts are; a header whose dims multiply
+/// past 64 bits was a panic (status 101, "attempt to multiply with overflow" inside npyz).
+#[test]
+fn malformed_npy_files_exit_1_like_the_other_input_errors() {
+    let m: std::path::PathBuf =
+        [env!("CARGO_MANIFEST_DIR"), "tests", "fixtures", "colliding_output_names.onnx"].iter().collect();
+    let m = m.to_string_lossy();
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name);
+    write_npy(&p("good.npy"), &[2], &[1.0, -2.0]);
+    write_npy(&p("three.npy"), &[3], &[1.0, -2.0, 3.0]);
+    write_npy_bytes(&p("overflow.npy"), "<f4", &[1 << 32, 1 << 32, 16], &[]);
+    write_npy_bytes(&p("overflow_to_0.npy"), "<f4", &[1 << 32, 1 << 32, 0], &[]);
+    write_npy_bytes(&p("descr.npy"), "zz", &[2], &[0; 8]);
+    std::fs::write(p("text.npy"), b"hello world\n").unwrap();
+    let input = |name: &str, file: &str| format!("{name}={}", p(file).display());
+    let cases = [
+        (input("x", "overflow.npy"), "overflow.npy: corrupt .npy header: shape [4294967296, 4294967296, 16] has more"),
+        (input("x", "overflow_to_0.npy"), "overflow_to_0.npy: corrupt .npy header: shape [4294967296, 4294967296, 0]"),
+        (input("x", "descr.npy"), "descr.npy: invalid type string"),
+        (input("x", "text.npy"), "text.npy: magic not found for NPY file"),
+        // The other input errors, for comparison: the same status and form.
+        (input("y", "good.npy"), "--input \"y\": the model has no such input (inputs: x)"),
+        (input("x", "three.npy"), "input \"x\": given shape [3] contradicts the model's declared shape [2]"),
+    ];
+    for (spec, want) in cases {
+        let e = stderr_line(&rlx(&["run", &m, "--input", &spec]), &m);
+        assert!(e.contains(want), "{spec}: {e}");
+    }
 }
