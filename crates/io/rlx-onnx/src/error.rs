@@ -15,7 +15,7 @@ pub enum OnnxError {
         source: std::io::Error,
     },
     /// The bytes are not a valid `ModelProto` (truncated, corrupted, not ONNX).
-    #[error("malformed ONNX protobuf: {0}")]
+    #[error("malformed ONNX protobuf (a truncated or corrupt file): {0}")]
     Decode(#[from] prost::DecodeError),
     /// The model is structurally invalid (missing graph, dangling value name, bad tensor size).
     #[error("invalid model: {0}")]

@@ -32,8 +32,12 @@ use prost::Message;
 use std::path::Path;
 
 /// Decode a `ModelProto` from bytes. Errors: [`OnnxError::Decode`] for anything that is not a
-/// well-formed protobuf of that message (truncation, corruption).
+/// well-formed protobuf of that message (truncation, corruption); [`OnnxError::Invalid`] for
+/// no bytes at all (which protobuf would decode as an empty model).
 pub fn parse(bytes: &[u8]) -> Result<proto::ModelProto> {
+    if bytes.is_empty() {
+        return Err(OnnxError::Invalid("the file is empty (0 bytes)".into()));
+    }
     Ok(proto::ModelProto::decode(bytes)?)
 }
 

@@ -213,8 +213,13 @@ fn onnx_without_graph_and_initializer_offsets() {
     let dir = tempfile::tempdir().unwrap();
     let empty = dir.path().join("empty.onnx");
     std::fs::write(&empty, "").unwrap();
-    assert_clean_error(&inspect(&empty, false), &empty, "no graph");
-    assert_clean_error(&inspect(&empty, true), &empty, "no graph");
+    // Named as empty (it was "model has no graph", true of the empty model protobuf decodes).
+    assert_clean_error(&inspect(&empty, false), &empty, "the file is empty (0 bytes)");
+    assert_clean_error(&inspect(&empty, true), &empty, "the file is empty (0 bytes)");
+    // A graph-less model that is not empty still says so.
+    let graphless = dir.path().join("graphless.onnx");
+    std::fs::write(&graphless, [0x08, 0x07]).unwrap(); // ir_version = 7
+    assert_clean_error(&inspect(&graphless, false), &graphless, "no graph");
     let Some(model) = rlx_fetched::or_skip(rlx_fetched::MINILM_L3_ONNX, "rlx inspect on ONNX initializers") else {
         return;
     };
