@@ -1,7 +1,8 @@
 //! `rlx check GRAPH.json`: static checks of a serialized graph — shapes and dtypes (the
 //! verifier), the CPU dispatch report, and provable NaN/Inf (log, sqrt, rsqrt of a constant out
-//! of domain, division by a constant zero) as errors; ops that a limitation of the fusion rules
-//! keeps out of a neighbour's fused loop ([`rlx_compile::missed_fusions`]) as hints.
+//! of domain, division by a constant zero, arithmetic on a constant holding NaN) as errors;
+//! ops that a limitation of the fusion rules keeps out of a neighbour's fused loop
+//! ([`rlx_compile::missed_fusions`]) and steps on the reference evaluator as hints.
 
 use rlx_ir::ops::{BinaryOp, UnaryOp};
 use rlx_ir::{Graph, NodeId, Op};
@@ -149,10 +150,14 @@ fn import_onnx(path: &Path, proto: rlx_onnx::proto::ModelProto) -> Result<(Graph
     }
     let base_dir = path.parent().map(Path::to_path_buf);
     let opts = rlx_onnx::ImportOptions { input_shapes, base_dir, ..Default::default() };
-    let g = rlx_onnx::import(&proto, &opts)?.graph;
     let notes =
         if assumed.is_empty() { vec![] } else { vec![format!("dynamic dims taken as 1: {}", assumed.join(", "))] };
-    Ok((g, notes))
+    // A model that only some sizes fit fails here: say which sizes were assumed.
+    let g = rlx_onnx::import(&proto, &opts).map_err(|e| match notes.first() {
+        Some(n) => err(format!("{e} ({n})")),
+        None => e.into(),
+    })?;
+    Ok((g.graph, notes))
 }
 
 /// Check the graph in `path`. Errors: as [`read_graph`]; the graph's own problems (a verifier
@@ -292,6 +297,13 @@ pub fn check_graph(g: &Graph) -> CheckReport {
             }
             Op::Binary(BinaryOp::Div) if constant(1).is_some_and(|v| v.contains(&0.0)) => {
                 Some("division by a constant zero gives inf or NaN")
+            }
+            // An importer folds an out-of-domain op on constants (ONNX `Log` of -1) into a NaN
+            // constant before these checks see the op; arithmetic carries the NaN on.
+            Op::Unary(_) | Op::Binary(_)
+                if (0..n.inputs.len()).any(|k| constant(k).is_some_and(|v| v.iter().any(|x| x.is_nan()))) =>
+            {
+                Some("reads a constant holding NaN, so its result is NaN there (a folded out-of-domain op?)")
             }
             _ => None,
         };

@@ -383,3 +383,17 @@ fn structural_errors_are_filed_under_their_node() {
         assert!(e.contains(&format!("{node}: ")) && e.contains(msg), "{e}");
     }
 }
+
+/// An importer folds `Log(-1)` into a NaN constant before `rlx check` sees the log: the
+/// arithmetic that reads it is the provable NaN (0 errors before).
+#[test]
+fn arithmetic_on_a_nan_constant_is_an_error() {
+    let mut g = Graph::new("nan_const");
+    let x = g.input("x", Shape::new(&[2], DType::F32));
+    let c = g.constant(Tensor::from_vec(vec![f32::NAN, 1.0], &[2]).unwrap());
+    let y = g.add(x, c);
+    g.set_outputs(vec![y]);
+    let (o, out) = check_text(&g);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("error: %2 (add): reads a constant holding NaN"), "{out}");
+}
