@@ -29,6 +29,17 @@ fn write_npy_bytes(path: &Path, descr: &str, shape: &[usize], data: &[u8]) {
 }
 
 /// Write an f32 `.npy`.
+/// `tests/fixtures/colliding_output_names.onnx` (input `x: f32[2]`), a temporary directory
+/// holding `x.npy` = [1, -2], and the `--input` value `x=<that file>`.
+fn colliding_model() -> (String, tempfile::TempDir, String) {
+    let m: std::path::PathBuf =
+        [env!("CARGO_MANIFEST_DIR"), "tests", "fixtures", "colliding_output_names.onnx"].iter().collect();
+    let dir = tempfile::tempdir().unwrap();
+    write_npy(&dir.path().join("x.npy"), &[2], &[1.0, -2.0]);
+    let xa = format!("x={}", dir.path().join("x.npy").display());
+    (m.to_string_lossy().into_owned(), dir, xa)
+}
+
 fn write_npy(path: &Path, shape: &[usize], data: &[f32]) {
     write_npy_bytes(path, "<f4", shape, &data.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>());
 }
@@ -292,13 +303,9 @@ fn an_out_of_range_token_id_is_an_error_not_a_clamped_lookup() {
 fn outputs_whose_names_sanitize_alike_are_saved_as_distinct_npz_members() {
     // tests/fixtures/colliding_output_names.onnx: x -> Relu -> "a:b", x -> Neg -> "a/b". Both
     // were written as a_b.npy, and numpy loaded the Neg result under both names.
-    let m: std::path::PathBuf =
-        [env!("CARGO_MANIFEST_DIR"), "tests", "fixtures", "colliding_output_names.onnx"].iter().collect();
-    let dir = tempfile::tempdir().unwrap();
-    write_npy(&dir.path().join("x.npy"), &[2], &[1.0, -2.0]);
+    let (m, dir, xa) = colliding_model();
     let out = dir.path().join("out.npz");
-    let xa = format!("x={}", dir.path().join("x.npy").display());
-    let o = rlx(&["run", &m.to_string_lossy(), "--input", &xa, "--output", &out.to_string_lossy()]);
+    let o = rlx(&["run", &m, "--input", &xa, "--output", &out.to_string_lossy()]);
     assert!(o.status.success(), "{}", stderr(&o));
     let mut z = zip::ZipArchive::new(std::fs::File::open(&out).unwrap()).unwrap();
     // `file_names` iterates a hash map: compare as a sorted list.
@@ -413,12 +420,7 @@ fn input_values_not_name_eq_file_are_usage_errors() {
 #[test]
 fn text_and_json_name_dtypes_alike() {
     // The text said `f32` where the JSON (and `rlx inspect` of an ONNX file) said `float32`.
-    let m: std::path::PathBuf =
-        [env!("CARGO_MANIFEST_DIR"), "tests", "fixtures", "colliding_output_names.onnx"].iter().collect();
-    let m = m.to_string_lossy();
-    let dir = tempfile::tempdir().unwrap();
-    write_npy(&dir.path().join("x.npy"), &[2], &[1.0, -2.0]);
-    let xa = format!("x={}", dir.path().join("x.npy").display());
+    let (m, _dir, xa) = colliding_model();
     let o = rlx(&["run", &m, "--input", &xa]);
     let text = String::from_utf8_lossy(&o.stdout).into_owned();
     let v = common::last_json(&rlx(&["run", &m, "--input", &xa, "--json"]));
@@ -432,14 +434,10 @@ fn text_and_json_name_dtypes_alike() {
 #[test]
 fn an_unparsable_rlx_num_threads_is_a_note_not_silence() {
     // docs/env.md: RLX_NUM_THREADS overrides the thread count; `abc` was ignored without a word.
-    let m: std::path::PathBuf =
-        [env!("CARGO_MANIFEST_DIR"), "tests", "fixtures", "colliding_output_names.onnx"].iter().collect();
-    let dir = tempfile::tempdir().unwrap();
-    write_npy(&dir.path().join("x.npy"), &[2], &[1.0, -2.0]);
-    let xa = format!("x={}", dir.path().join("x.npy").display());
+    let (m, _dir, xa) = colliding_model();
     let run = |v: &str| {
         std::process::Command::new(env!("CARGO_BIN_EXE_rlx"))
-            .args(["run", &m.to_string_lossy(), "--input", &xa, "--json"])
+            .args(["run", &m, "--input", &xa, "--json"])
             .env("RLX_NUM_THREADS", v)
             .output()
             .unwrap()
@@ -457,7 +455,7 @@ fn an_unparsable_rlx_num_threads_is_a_note_not_silence() {
     // Every override's rule lives in CompileOptions; a flag set to another value than it takes
     // is named the same way.
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_rlx"))
-        .args(["run", &m.to_string_lossy(), "--input", &xa, "--json"])
+        .args(["run", &m, "--input", &xa, "--json"])
         .env("RLX_FLUSH_DENORMALS", "yes")
         .output()
         .unwrap();
@@ -469,12 +467,7 @@ fn an_unparsable_rlx_num_threads_is_a_note_not_silence() {
 fn an_output_under_a_file_is_named_as_not_a_directory() {
     // `--output /dev/full/o.npz` said "the directory /dev/full does not exist": it exists, but
     // is not a directory.
-    let m: std::path::PathBuf =
-        [env!("CARGO_MANIFEST_DIR"), "tests", "fixtures", "colliding_output_names.onnx"].iter().collect();
-    let m = m.to_string_lossy();
-    let dir = tempfile::tempdir().unwrap();
-    write_npy(&dir.path().join("x.npy"), &[2], &[1.0, -2.0]);
-    let xa = format!("x={}", dir.path().join("x.npy").display());
+    let (m, dir, xa) = colliding_model();
     let file = dir.path().join("x.npy");
     let mut parents = vec![file.to_string_lossy().into_owned()];
     if Path::new("/dev/full").exists() {
