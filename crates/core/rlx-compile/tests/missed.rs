@@ -212,3 +212,15 @@ fn integer_elementwise_ops_are_not_hints() {
     g.set_outputs(vec![z]);
     assert!(missed_fusions(&g).is_empty(), "{:?}", missed_fusions(&g));
 }
+
+/// A reduction over no axes (an ONNX input without a declared shape is a scalar) reduces
+/// nothing; it said "reduces axes [] … only a reduction over the last axis or over all axes".
+#[test]
+fn a_reduction_over_no_axes_is_not_a_hint() {
+    let mut g = Graph::new("scalar");
+    let x = g.input("x", Shape::new(&[], DType::F32));
+    let e = g.exp(x);
+    let s = g.sum(e, &[], false);
+    g.set_outputs(vec![s]);
+    assert!(missed_fusions(&g).is_empty(), "{:?}", missed_fusions(&g));
+}

@@ -108,12 +108,40 @@ pub fn read_graph(path: &Path) -> Result<(Graph, Vec<String>), CliError> {
         }
     };
     match serde_json::from_str(&text) {
-        Ok(g) => Ok((g, vec![])),
+        Ok(g) => specialize_symbols(g),
         Err(e) => match onnx(text.as_bytes()) {
             Some(m) => import_onnx(path, m),
             None => Err(err(format!("not {what}: {e}"))),
         },
     }
+}
+
+/// A graph's JSON with symbolic input dims (`[n, 4]`): each symbol taken as 1, as an ONNX
+/// model's dynamic dims are, and named in the note (the compiler needs static shapes; `rlx
+/// compile` said "specialize the graph first", which the CLI cannot do). A graph the verifier
+/// rejects is returned as read, for `rlx check` to report.
+fn specialize_symbols(g: Graph) -> Result<(Graph, Vec<String>), CliError> {
+    // Only a verified graph's input list is safe to index.
+    if rlx_ir::verify(&g).is_err() {
+        return Ok((g, vec![]));
+    }
+    let mut syms: Vec<String> = vec![];
+    for &i in g.inputs().iter().chain(g.params()) {
+        for d in &g.shape(i).dims {
+            if let rlx_ir::Dim::Sym(s) = d
+                && !syms.contains(s)
+            {
+                syms.push(s.clone());
+            }
+        }
+    }
+    if syms.is_empty() {
+        return Ok((g, vec![]));
+    }
+    let note = format!("symbolic dims taken as 1: {}", syms.join(", "));
+    let b: rlx_ir::Bindings = syms.iter().map(|s| (s.clone(), 1)).collect();
+    let h = rlx_ir::specialize(&g, &b).map_err(|e| err(format!("{e} ({note})")))?;
+    Ok((h, vec![note]))
 }
 
 /// Import the ONNX model `proto` (read from `path`) with each graph input's dynamic dims
@@ -128,8 +156,12 @@ fn import_onnx(path: &Path, proto: rlx_onnx::proto::ModelProto) -> Result<(Graph
         let inits: Vec<&str> = g.initializer.iter().filter_map(|t| t.name.as_deref()).collect();
         for vi in g.input.iter().filter(|vi| !inits.contains(&vi.name.as_deref().unwrap_or_default())) {
             let Some(T::TensorType(tt)) = vi.r#type.as_ref().and_then(|t| t.value.as_ref()) else { continue };
-            let Some(shape) = &tt.shape else { continue };
             let name = vi.name.clone().unwrap_or_default();
+            let Some(shape) = &tt.shape else {
+                // The importer reads an input without a declared shape as a scalar.
+                assumed.push(format!("{name} (no declared shape: a scalar)"));
+                continue;
+            };
             let mut dynamic = vec![];
             let dims = shape.dim.iter().map(|d| match &d.value {
                 Some(D::DimValue(v)) if *v >= 0 => *v as usize,

@@ -31,12 +31,36 @@ impl ModelKind {
     }
 }
 
+/// `--dataset`: a known data set name (an unknown one is a usage error, status 2).
+fn parse_dataset(s: &str) -> Result<String, String> {
+    data::canonical_name(s).map(|_| s.to_string()).map_err(|e| e.to_string())
+}
+
+/// `--optimizer`: one of [`rlx_optim::RULE_NAMES`] (any case; else a usage error, status 2).
+fn parse_optimizer(s: &str) -> Result<String, String> {
+    match rule_by_name(s) {
+        Some(_) => Ok(s.to_string()),
+        None => Err(format!("unknown optimizer (one of {})", rlx_optim::RULE_NAMES.join(", "))),
+    }
+}
+
+/// `--out`: the file is safetensors whatever its name; a `.gguf` / `.onnx` / `.json` / `.npz` /
+/// `.npy` name would make `rlx train --eval` and `rlx inspect` read it as that format and fail,
+/// so it is a usage error (status 2) before any training.
+fn parse_out(s: &str) -> Result<PathBuf, String> {
+    let name = Path::new(s).file_name().and_then(|n| n.to_str()).unwrap_or("").to_ascii_lowercase();
+    if [".gguf", ".onnx", ".json", ".npz", ".npy"].iter().any(|e| name.ends_with(e)) {
+        return Err("rlx train writes safetensors; name it .safetensors".into());
+    }
+    Ok(PathBuf::from(s))
+}
+
 /// `rlx train` options.
 #[derive(Args, Debug)]
 pub struct TrainArgs {
     /// Data set: digits (UCI 8×8, the default) or mnist5k (28×28). With --eval: the file's
     /// (its `rlx.dataset` metadata), and a different one is an error
-    #[arg(long)]
+    #[arg(long, value_parser = parse_dataset)]
     dataset: Option<String>,
     /// Model (default: mlp). With --eval: the file's (its `rlx.model` metadata), and a
     /// different one is an error
@@ -52,7 +76,7 @@ pub struct TrainArgs {
     #[arg(long, allow_negative_numbers = true)]
     lr: Option<f32>,
     /// Optimizer: sgd, momentum, nesterov, adam, adamw, nadam, radam, adagrad, rmsprop, lion, lamb, adafactor, muon
-    #[arg(long, default_value = "adam")]
+    #[arg(long, default_value = "adam", value_parser = parse_optimizer)]
     optimizer: String,
     /// Clip gradients to this global norm
     #[arg(long, allow_negative_numbers = true)]
@@ -61,7 +85,7 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Save the trained weights here (safetensors, with the model and data set in the metadata)
-    #[arg(long)]
+    #[arg(long, value_parser = parse_out)]
     out: Option<PathBuf>,
     /// Do not train: evaluate the weights in this file (written by `--out`) on the test split
     /// of the data set it was trained on, with the model it was trained as
@@ -206,12 +230,6 @@ pub fn train(a: &TrainArgs, json: bool) -> Result<String, CliError> {
     }
     if let Some(out) = &a.out {
         check_output("--out", out)?;
-        // The file is safetensors whatever its name; a `.gguf` / `.onnx` name would make
-        // `rlx train --eval` and `rlx inspect` read it as that format and fail.
-        let name = out.file_name().and_then(|s| s.to_str()).unwrap_or("").to_ascii_lowercase();
-        if [".gguf", ".onnx", ".json", ".npz", ".npy"].iter().any(|e| name.ends_with(e)) {
-            return Err(err(format!("--out {}: rlx train writes safetensors; name it .safetensors", out.display())));
-        }
     }
     let per_epoch = (n / b) as u64;
     let sched = Schedule::Cosine { lr, decay_steps: per_epoch * a.epochs, alpha: 0.0 };

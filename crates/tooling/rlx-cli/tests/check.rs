@@ -397,3 +397,23 @@ fn arithmetic_on_a_nan_constant_is_an_error() {
     assert_eq!(o.status.code(), Some(1), "{out}");
     assert!(out.contains("error: %2 (add): reads a constant holding NaN"), "{out}");
 }
+
+/// A graph's JSON with a symbolic input dim: `rlx check` passed it and `rlx compile` then
+/// said "specialize the graph first", which the CLI cannot do. Both take the symbol as 1 and
+/// say so, as for an ONNX model's dynamic dims.
+#[test]
+fn symbolic_dims_of_a_json_graph_are_taken_as_1_and_named() {
+    let mut g = Graph::new("sym");
+    let x = g.input("x", Shape::from_dims(&[rlx_ir::Dim::Sym("n".into()), rlx_ir::Dim::Static(4)], DType::F32));
+    let e = g.exp(x);
+    g.set_outputs(vec![e]);
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("sym.json");
+    std::fs::write(&p, rlx_ir::hir_to_json(&g).unwrap()).unwrap();
+    let p = p.to_string_lossy().into_owned();
+    let o = rlx(&["check", &p]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success() && out.starts_with("note: symbolic dims taken as 1: n\n"), "{o:?}");
+    let v = common::last_json(&rlx(&["compile", &p, "--json"]));
+    assert_eq!(v["notes"][0], "symbolic dims taken as 1: n", "{v}");
+}

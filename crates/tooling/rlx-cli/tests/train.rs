@@ -73,18 +73,23 @@ fn eval_follows_the_file_and_rejects_contradicting_flags() {
 #[test]
 fn bad_input_is_one_error_line() {
     for args in [
-        &["train", "--optimizer", "adamx", "--epochs", "1"][..],
-        &["train", "--dataset", "cifar", "--epochs", "1"],
-        &["train", "--batch-size", "0"],
+        &["train", "--batch-size", "0"][..],
         &["train", "--lr=-0.1", "--epochs", "1"],
         &["train", "--clip", "0", "--epochs", "1"],
     ] {
         one_error_line(&rlx(args), "train");
     }
-    // A zero count is a usage error (status 2), as `--threads 0` is.
-    let o = rlx(&["train", "--epochs", "0"]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("must be at least 1"), "{}", stderr(&o));
+    // A zero count is a usage error (status 2), as `--threads 0` is; so are an unknown
+    // optimizer or data set (they were status 1, found after the arguments were parsed).
+    for (args, msg) in [
+        (&["train", "--epochs", "0"][..], "must be at least 1"),
+        (&["train", "--optimizer", "adamx", "--epochs", "1"], "unknown optimizer (one of sgd, momentum"),
+        (&["train", "--dataset", "cifar", "--epochs", "1"], "unknown data set \"cifar\" (digits, mnist5k)"),
+    ] {
+        let o = rlx(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&o).contains(msg), "{}", stderr(&o));
+    }
     let missing = "/nonexistent/model.safetensors";
     let err = one_error_line(&rlx(&["train", "--eval", missing]), missing);
     assert!(err.ends_with(": No such file or directory (os error 2)\n"), "the path once: {err}");
@@ -112,17 +117,26 @@ fn out_named_as_another_format_is_refused_before_training() {
     for name in ["w.gguf", "w.onnx", "w.npz"] {
         let out = dir.path().join(name);
         let o = out.to_str().unwrap();
-        let err = one_error_line(&rlx(&["train", "--epochs", "1", "--out", o]), "train");
-        assert!(err.contains("rlx train writes safetensors; name it .safetensors"), "{err}");
+        // A usage error (status 2) before anything runs.
+        let r = rlx(&["train", "--epochs", "1", "--out", o]);
+        assert_eq!(r.status.code(), Some(2), "{o}");
+        assert!(stderr(&r).contains("rlx train writes safetensors; name it .safetensors"), "{}", stderr(&r));
         assert!(!out.exists(), "nothing written to {o}");
     }
 }
 
 #[test]
-fn an_unknown_data_set_has_one_prefix() {
-    // Once "rlx: error: train: trainer: unknown data set …": the data set is not the trainer's.
-    let err = one_error_line(&rlx(&["train", "--dataset", "nope"]), "train");
-    assert_eq!(err.trim_end(), "rlx: error: train: unknown data set \"nope\" (digits, mnist5k)");
+fn an_unknown_data_set_is_a_usage_error() {
+    // Once "rlx: error: train: trainer: unknown data set …", then status 1: now clap's.
+    let o = rlx(&["train", "--dataset", "nope"]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(
+        e.starts_with(
+            "error: invalid value 'nope' for '--dataset <DATASET>': unknown data set \"nope\" (digits, mnist5k)"
+        ),
+        "{e}"
+    );
 }
 
 #[test]

@@ -110,12 +110,21 @@ pub fn mnist5k() -> Result<Dataset> {
     Ok(Dataset { name: "mnist5k", hw: [28, 28], classes: 10, train, test })
 }
 
-/// A data set by name: `digits`, or `mnist` / `mnist5k`.
-pub fn by_name(name: &str) -> Result<Dataset> {
+/// The data set `name` names (`digits`, or `mnist` / `mnist5k` / `mnist-5k` for `mnist5k`),
+/// without loading it. Errors: an unknown name, listing the known ones.
+pub fn canonical_name(name: &str) -> Result<&'static str> {
     match name {
-        "digits" => digits(),
-        "mnist" | "mnist5k" | "mnist-5k" => mnist5k(),
+        "digits" => Ok("digits"),
+        "mnist" | "mnist5k" | "mnist-5k" => Ok("mnist5k"),
         _ => Err(OptimError::Dataset(format!("unknown data set {name:?} (digits, mnist5k)"))),
+    }
+}
+
+/// A data set by name: `digits`, or `mnist` / `mnist5k` ([`canonical_name`]).
+pub fn by_name(name: &str) -> Result<Dataset> {
+    match canonical_name(name)? {
+        "digits" => digits(),
+        _ => mnist5k(),
     }
 }
 

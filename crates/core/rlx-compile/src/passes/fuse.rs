@@ -301,7 +301,10 @@ pub fn plan(g: &Graph, missed: &mut Vec<MissedFusion>) -> Vec<Option<usize>> {
                 continue;
             }
             if !trailing {
-                missed.push(miss(MissReason::ReduceAxes(axes.clone())));
+                // A reduction over no axes (of a scalar, say) reduces nothing: no hint.
+                if !axes.is_empty() {
+                    missed.push(miss(MissReason::ReduceAxes(axes.clone())));
+                }
                 continue;
             }
             if let Some(taken) = rs.red_axes[r].as_ref().filter(|a| *a != axes) {
