@@ -188,8 +188,10 @@ impl MissedFusion {
 }
 
 /// Ops of `g` that a limitation of the fusion rules keeps out of a neighbour's fused loop (or
-/// a matmul's epilogue), in node order per kind: what `rlx check` reports as hints. `g` is the
-/// graph as written (before the compile pipeline): node ids are the caller's.
+/// a matmul's epilogue), in node order per kind: what `rlx check` reports as hints (it passes
+/// the graph the fusion pass would see: the HIR stage and the MIR passes before `fuse` run
+/// first, so folded or simplified ops are not reported). Node ids are `g`'s. `g` must pass
+/// [`rlx_ir::verify`].
 pub fn missed_fusions(g: &Graph) -> Vec<MissedFusion> {
     let mut missed = vec![];
     let region = plan(g, &mut missed);
