@@ -43,7 +43,22 @@ impl CompileOut {
             })
             .collect();
         let lir: serde_json::Value = serde_json::from_str(&self.lir.summary_json()).unwrap_or_default();
-        json!({"passes": passes, "lir": lir, "notes": self.notes}).to_string()
+        // One object per step, as the text lists them (the ids `rlx check`'s hints cite).
+        let steps: Vec<_> = self
+            .lir
+            .steps
+            .iter()
+            .map(|st| {
+                let reuse = match st.reuse {
+                    rlx_compile::lir::Reuse::Fresh => json!("fresh"),
+                    rlx_compile::lir::Reuse::InPlace { operand } => json!({"in_place": operand}),
+                    rlx_compile::lir::Reuse::View => json!("view"),
+                };
+                json!({"node": st.node.to_string(), "op": st.op, "kernel": st.kernel, "bytes": st.bytes,
+                       "reuse": reuse})
+            })
+            .collect();
+        json!({"passes": passes, "lir": lir, "steps": steps, "notes": self.notes}).to_string()
     }
 }
 

@@ -338,6 +338,20 @@ fn check_names_the_dims_it_assumed_for_an_onnx_model() {
     assert_eq!((v["notes"][0].as_str(), v["hints"].as_u64()), (Some(note), Some(1)), "{v}");
     let v = common::last_json(&rlx(&["compile", &m, "--json"]));
     assert_eq!(v["notes"][0].as_str(), Some(note), "{v}");
+    // The step list is in the JSON too, one object per step as the text prints them.
+    let steps = v["steps"].as_array().expect("steps");
+    assert_eq!(steps.len() as u64, v["lir"]["steps"].as_u64().unwrap(), "{v}");
+    let text = String::from_utf8_lossy(&rlx(&["compile", &m]).stdout).into_owned();
+    for s in steps {
+        let line = format!(
+            "  {} {} [{}] {} B",
+            s["node"].as_str().unwrap(),
+            s["op"].as_str().unwrap(),
+            s["kernel"].as_str().unwrap(),
+            s["bytes"]
+        );
+        assert!(text.contains(&line), "{line:?} not in the text");
+    }
 }
 
 /// A structural verifier error that names a node is filed under that node, as shape errors and
