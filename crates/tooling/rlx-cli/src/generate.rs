@@ -40,7 +40,7 @@ pub struct GenerateArgs {
     pub chat: bool,
     /// Most tokens to generate (0: load the model, tokenize the prompt and stop; nothing is
     /// compiled or run, as llama.cpp's -n 0)
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, allow_hyphen_values = true, value_parser = parse_max_tokens)]
     pub max_tokens: usize,
     /// Context size in tokens, prompt included (default: the model's; at most the model's).
     /// Generation stops with a note when it is full
@@ -56,7 +56,7 @@ pub struct GenerateArgs {
     #[arg(long, default_value_t = 0.95, allow_hyphen_values = true, value_parser = parse_top_p)]
     pub top_p: f32,
     /// RNG seed
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, allow_hyphen_values = true, value_parser = parse_seed)]
     pub seed: u64,
     /// Worker threads, at least 1, at most the cores (default: all cores)
     #[arg(long, value_parser = crate::parse_threads)]
@@ -91,6 +91,26 @@ fn parse_temperature(s: &str) -> Result<f32, String> {
         Err(format!("{s} is beyond f32's range (the sampler's type)"))
     } else {
         Ok(t as f32)
+    }
+}
+
+/// `--max-tokens`: a whole number, 0 or more. llama.cpp users write `-n -1` for "until the
+/// context is full": clap's own message for it was `invalid digit found in string`.
+fn parse_max_tokens(s: &str) -> Result<usize, String> {
+    match s.parse::<i64>() {
+        Ok(n) if n < 0 => Err("must be 0 or more (for llama.cpp's -n -1, give a large number: generation stops with a note when the context is full)".into()),
+        _ => s.parse::<usize>().map_err(|_| format!("{s:?} is not a whole number")),
+    }
+}
+
+/// `--seed`: a whole number, 0 or more (llama.cpp's `-1`, a random seed, is not offered: a run
+/// is reproducible from its flags).
+fn parse_seed(s: &str) -> Result<u64, String> {
+    match s.parse::<i64>() {
+        Ok(n) if n < 0 => {
+            Err("must be 0 or more (every run is seeded: llama.cpp's -1, a random seed, is not offered)".into())
+        }
+        _ => s.parse::<u64>().map_err(|_| format!("{s:?} is not a whole number")),
     }
 }
 

@@ -124,6 +124,14 @@ fn bad_sampler_flags_are_usage_errors_before_any_file_is_read() {
             &["--temperature", "1e39"],
             "invalid value '1e39' for '--temperature <TEMPERATURE>': 1e39 is beyond f32's range",
         ),
+        // llama.cpp's -1 ("until the context is full", "a random seed") got clap's "invalid
+        // digit found in string".
+        (
+            &["--max-tokens", "-1"],
+            "invalid value '-1' for '--max-tokens <MAX_TOKENS>': must be 0 or more (for llama.cpp's -n -1",
+        ),
+        (&["--seed", "-1"], "invalid value '-1' for '--seed <SEED>': must be 0 or more (every run is seeded"),
+        (&["--max-tokens", "x"], "invalid value 'x' for '--max-tokens <MAX_TOKENS>': \"x\" is not a whole number"),
     ] {
         let out = rlx(&[&["generate", "--model", "/nonexistent/model.gguf"][..], flags].concat());
         let e = stderr(&out);
