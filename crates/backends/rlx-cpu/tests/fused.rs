@@ -431,6 +431,9 @@ fn with_specials(dims: &[usize], seed: u64) -> Tensor {
     t
 }
 
+/// Step kinds of the tile proptest: every tile op, and `x * x` twice as often as another.
+const TILE_KINDS: u8 = (rlx_cpu::kernels::TILE_UNARY_OPS.len() + rlx_cpu::kernels::TILE_BINARY_OPS.len() + 2) as u8;
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
@@ -439,11 +442,11 @@ proptest! {
     /// over sizes with partial tiles and several blocks: bit-identical to the unfused kernels.
     #[test]
     fn register_tiles_are_bit_identical_to_unfused_kernels(
-        steps in prop::collection::vec((0u8..19, 0usize..64, 0usize..64), 1..24),
+        steps in prop::collection::vec((0u8..TILE_KINDS, 0usize..64, 0usize..64), 1..24),
         outs in prop::collection::vec(0usize..64, 0..3),
         rows in prop::sample::select(vec![1usize, 3, 70]),
     ) {
-        use rlx_ir::ops::{BinaryOp, UnaryOp};
+        use rlx_ir::ops::BinaryOp;
         let c = 37;
         let mut g = Graph::new("tiles");
         let mut pool: Vec<NodeId> = vec![
@@ -452,9 +455,7 @@ proptest! {
             g.input("r", f32s(&[c])),
             g.scalar(0.75, DType::F32),
         ];
-        let un = [UnaryOp::Neg, UnaryOp::Abs, UnaryOp::Sqrt, UnaryOp::Square, UnaryOp::Reciprocal, UnaryOp::Rsqrt,
-            UnaryOp::Exp, UnaryOp::Erf, UnaryOp::Erfc, UnaryOp::Tanh, UnaryOp::Logistic];
-        let bin = [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Max, BinaryOp::Min];
+        let (un, bin) = (rlx_cpu::kernels::TILE_UNARY_OPS, rlx_cpu::kernels::TILE_BINARY_OPS);
         for &(kind, a, b) in &steps {
             let (a, b) = (pool[a % pool.len()], pool[b % pool.len()]);
             let k = kind as usize;
@@ -498,29 +499,16 @@ fn streamed_chain_is_bit_identical_to_unfused_kernels() {
 /// graphs the pass leaves unfused, which compare unfused with unfused): bit-identical.
 #[test]
 fn every_tile_op_in_one_fused_region_is_bit_identical() {
-    use rlx_ir::ops::{BinaryOp, UnaryOp};
     let dims = [3usize, 1000];
     let mut g = Graph::new("all ops");
     let (x, y) = (g.input("x", f32s(&dims)), g.input("y", f32s(&dims)));
     // One output per op (a NaN from one op would otherwise hide the others' lanes).
     let mut outs = vec![];
-    for u in [
-        UnaryOp::Neg,
-        UnaryOp::Abs,
-        UnaryOp::Sqrt,
-        UnaryOp::Square,
-        UnaryOp::Reciprocal,
-        UnaryOp::Rsqrt,
-        UnaryOp::Exp,
-        UnaryOp::Erf,
-        UnaryOp::Erfc,
-        UnaryOp::Tanh,
-        UnaryOp::Logistic,
-    ] {
+    for &u in rlx_cpu::kernels::TILE_UNARY_OPS {
         let t = g.unary(u, x);
         outs.push(g.mul(t, y));
     }
-    for b in [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Max, BinaryOp::Min] {
+    for &b in rlx_cpu::kernels::TILE_BINARY_OPS {
         let t = g.binary(b, y, x);
         outs.push(g.binary(b, t, x));
     }

@@ -52,14 +52,24 @@ pub(super) struct TileProg {
     pub(super) ops: Vec<TOp>,
 }
 
-fn unary_ok(u: UnaryOp) -> bool {
+/// The unary ops a tile runs (the tests cover each one from this list).
+pub const TILE_UNARY_OPS: &[UnaryOp] = {
     use UnaryOp::*;
-    matches!(u, Neg | Abs | Sqrt | Square | Reciprocal | Rsqrt | Exp | Erf | Erfc | Tanh | Logistic)
+    &[Neg, Abs, Sqrt, Square, Reciprocal, Rsqrt, Exp, Erf, Erfc, Tanh, Logistic]
+};
+
+/// The binary ops a tile runs.
+pub const TILE_BINARY_OPS: &[BinaryOp] = {
+    use BinaryOp::*;
+    &[Add, Sub, Mul, Div, Max, Min]
+};
+
+fn unary_ok(u: UnaryOp) -> bool {
+    TILE_UNARY_OPS.contains(&u)
 }
 
 fn binary_ok(b: BinaryOp) -> bool {
-    use BinaryOp::*;
-    matches!(b, Add | Sub | Mul | Div | Max | Min)
+    TILE_BINARY_OPS.contains(&b)
 }
 
 /// True when the instruction can run in a tile (`f32_out(k)`: result `k` is f32).
@@ -410,19 +420,7 @@ mod tests {
         let (x, y) = (values(1), values(2));
         // 1000 = 15 full tiles and a partial one (40 elements: 2 full vectors and a half).
         let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-        for u in [
-            UnaryOp::Neg,
-            UnaryOp::Abs,
-            UnaryOp::Sqrt,
-            UnaryOp::Square,
-            UnaryOp::Reciprocal,
-            UnaryOp::Rsqrt,
-            UnaryOp::Exp,
-            UnaryOp::Erf,
-            UnaryOp::Erfc,
-            UnaryOp::Tanh,
-            UnaryOp::Logistic,
-        ] {
+        for &u in TILE_UNARY_OPS {
             assert!(unary_ok(u));
             let mut want = vec![0.0; x.len()];
             unary_block(u, &x, &mut want);
@@ -430,7 +428,7 @@ mod tests {
             run(&[Res::LoadP(x.as_ptr()), Res::Unary(u), Res::Store(got.as_mut_ptr(), false)], x.len());
             assert_eq!(bits(&got), bits(&want), "{u:?}");
         }
-        for b in [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Max, BinaryOp::Min] {
+        for &b in TILE_BINARY_OPS {
             assert!(binary_ok(b));
             let mut want = vec![0.0; x.len()];
             binary_block(b, Src::Slice(&x), Src::Slice(&y), &mut want);

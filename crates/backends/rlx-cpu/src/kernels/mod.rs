@@ -17,6 +17,7 @@ pub mod epilogue;
 pub mod fused;
 mod fused_adam;
 mod fused_tile;
+pub use fused_tile::{TILE_BINARY_OPS, TILE_UNARY_OPS};
 pub mod gemv;
 mod math_avx512;
 pub mod movement;
