@@ -304,8 +304,20 @@ fn fusion_hints(g: &Graph, problems: &mut Vec<Problem>) {
     }
 }
 
-/// The findings of `rlx check` on `g` (`rlx compile` stops on its errors).
+/// The findings of `rlx check` on `g`: [`check_errors`], then the hints (which run the
+/// compile pipeline and the CPU's kernel selection on a copy of `g`).
 pub fn check_graph(g: &Graph) -> CheckReport {
+    let mut r = check_errors(g);
+    if r.dispatch.is_some() {
+        fusion_hints(g, &mut r.problems);
+    }
+    r
+}
+
+/// The errors `rlx check` finds in `g` (verifier, provable NaN/Inf, an op no backend runs) and
+/// the dispatch report, without the hints: what `rlx compile` stops on, so it does not run the
+/// pipeline twice. `dispatch` is `None` when the verifier rejected `g`.
+pub fn check_errors(g: &Graph) -> CheckReport {
     // The checks below index nodes by their inputs: only a verified graph is safe to walk.
     if let Err(e) = rlx_ir::verify(g) {
         return CheckReport { problems: vec![verify_problem(g, e)], dispatch: None, notes: vec![] };
@@ -349,7 +361,6 @@ pub fn check_graph(g: &Graph) -> CheckReport {
             problems.push(Problem { level: "error", node: e.kind.clone(), msg: "no backend can run it".into() });
         }
     }
-    fusion_hints(g, &mut problems);
     CheckReport { problems, dispatch, notes: vec![] }
 }
 

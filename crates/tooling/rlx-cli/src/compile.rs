@@ -67,7 +67,7 @@ impl CompileOut {
 /// a provable NaN, an op no backend runs) in its words; its hints do not stop the compile.
 pub fn compile(path: &Path) -> Result<CompileOut, CliError> {
     let (mut g, notes) = crate::check::read_graph(path)?;
-    if let Some(e) = crate::check::check_graph(&g).first_error() {
+    if let Some(e) = crate::check::check_errors(&g).first_error() {
         return Err(err(e));
     }
     let opts = rlx_compile::PassOptions { dump_ir: true, verify_each: true, ..crate::check::cpu_pass_options() };
