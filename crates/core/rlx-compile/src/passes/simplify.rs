@@ -45,7 +45,7 @@ pub fn run(g: &mut Graph, _opts: &PassOptions) -> Result<PassStats, CompileError
         uses[o.index()] += 1;
     }
     let mut rb = Rebuild::new(g);
-    // New id -> uses of the old node it copies (absent: not a plain copy).
+    // New ids of plain copies of nodes with one reader (what the gather rule may sink below).
     let mut single: std::collections::HashSet<NodeId> = Default::default();
     let mut changed = 0;
     for (i, n) in g.nodes().iter().enumerate() {
@@ -184,7 +184,7 @@ fn sink_gather(
     if !rows || table[0] < 2 || !sinkable(out, ins[0], single) {
         return None;
     }
-    let id = gathered(out, ins[0], ins[1], table[0], dims, mode, single);
+    let id = gathered(out, ins[0], ins[1], table[0], dims, *mode, single);
     (out.shape(id) == n.ty()).then_some(id)
 }
 
@@ -204,7 +204,7 @@ fn gathered(
     idx: NodeId,
     rows: usize,
     dims: &rlx_ir::ops::GatherDims,
-    mode: &rlx_ir::ops::GatherMode,
+    mode: rlx_ir::ops::GatherMode,
     single: &std::collections::HashSet<NodeId>,
 ) -> NodeId {
     let xd = out.shape(x).static_dims().unwrap_or_default();
@@ -226,7 +226,7 @@ fn gathered(
     if let Some(s) = sizes.first_mut() {
         *s = 1;
     }
-    out.push(Op::Gather { dims: dims.clone(), slice_sizes: sizes, mode: *mode }, &[x, idx])
+    out.push(Op::Gather { dims: dims.clone(), slice_sizes: sizes, mode }, &[x, idx])
 }
 
 fn push(out: &mut Graph, op: Op, x: NodeId, ty: &rlx_ir::Shape) -> NodeId {
