@@ -41,7 +41,7 @@ pub fn run(g: &mut Graph, opts: &PassOptions) -> Result<PassStats, CompileError>
     let mut absorb: Vec<Option<usize>> = vec![None; nodes.len()];
     for (d, n) in nodes.iter().enumerate() {
         let Op::DotGeneral(_) = n.op else { continue };
-        let f32s = n.inputs.iter().all(|&x| g.shape(x).dtype == DType::F32) && n.ty().dtype == DType::F32;
+        let f32s = f32_product(g, n);
         if !f32s || n.is_tuple() || is_output[d] || consumers[d].len() != 1 {
             continue;
         }
@@ -90,7 +90,7 @@ pub(crate) fn missed(g: &Graph, region: &[Option<usize>], consumers: &[Vec<usize
     let reduces = |r: usize| (0..nodes.len()).any(|m| region[m] == Some(r) && matches!(nodes[m].op, Op::Reduce { .. }));
     for (d, n) in nodes.iter().enumerate() {
         let Op::DotGeneral(_) = n.op else { continue };
-        let f32s = n.inputs.iter().all(|&x| g.shape(x).dtype == DType::F32) && n.ty().dtype == DType::F32;
+        let f32s = f32_product(g, n);
         if !f32s || n.is_tuple() {
             continue;
         }
@@ -115,6 +115,11 @@ pub(crate) fn missed(g: &Graph, region: &[Option<usize>], consumers: &[Vec<usize
             });
         }
     }
+}
+
+/// True when `n` computes f32 from f32 operands (the products an epilogue may take).
+fn f32_product(g: &Graph, n: &Node) -> bool {
+    n.inputs.iter().all(|&x| g.shape(x).dtype == DType::F32) && n.ty().dtype == DType::F32
 }
 
 /// Node `c` as an elementwise region: its body and operands (a `fused_elementwise` composite
