@@ -212,15 +212,8 @@ pub fn missed_fusions(g: &Graph) -> Vec<MissedFusion> {
             }
         }
     }
-    let ew = |i: usize| {
-        let n = &nodes[i];
-        !n.is_tuple() && (n.op.is_elementwise() || matches!(n.op, Op::BroadcastInDim { .. }))
-    };
-    let fusible = |i: usize| {
-        ew(i)
-            && fusible_dtype(nodes[i].ty().dtype)
-            && nodes[i].inputs.iter().all(|&x| !g.node(x).is_tuple() && fusible_dtype(g.shape(x).dtype))
-    };
+    let ew = |i: usize| !nodes[i].is_tuple() && elementwise_member(&nodes[i]);
+    let fusible = |i: usize| ew(i) && fusible_values(g, &nodes[i]);
     for (i, n) in nodes.iter().enumerate() {
         let id = NodeId(i as u32);
         if ew(i) && !fusible(i) && !matches!(n.op, Op::ConvertElementType(_)) {
@@ -248,6 +241,16 @@ pub fn missed_fusions(g: &Graph) -> Vec<MissedFusion> {
 
 fn fusible_dtype(d: DType) -> bool {
     matches!(d, DType::F32 | DType::Bool)
+}
+
+/// True when `n`'s result and operands are values a fused loop holds (f32 / bool, no tuples).
+fn fusible_values(g: &Graph, n: &Node) -> bool {
+    fusible_dtype(n.ty().dtype) && n.inputs.iter().all(|&x| !g.node(x).is_tuple() && fusible_dtype(g.shape(x).dtype))
+}
+
+/// True for the non-reduction members of a region: elementwise ops and `broadcast_in_dim`.
+fn elementwise_member(n: &Node) -> bool {
+    n.op.is_elementwise() || matches!(n.op, Op::BroadcastInDim { .. })
 }
 
 /// Fuse elementwise regions of `g`; `changed` counts the composites created.
@@ -280,14 +283,10 @@ pub fn plan(g: &Graph, missed: &mut Vec<MissedFusion>) -> Vec<Option<usize>> {
         terminal: vec![false; n],
     };
     for (i, node) in g.nodes().iter().enumerate() {
-        if node.is_tuple() || !fusible_dtype(node.ty().dtype) {
+        if node.is_tuple() || !fusible_values(g, node) {
             continue;
         }
-        let all_ok = node.inputs.iter().all(|&x| !g.node(x).is_tuple() && fusible_dtype(g.shape(x).dtype));
-        let is_ew = node.op.is_elementwise() || matches!(node.op, Op::BroadcastInDim { .. });
-        if !all_ok {
-            continue;
-        }
+        let is_ew = elementwise_member(node);
         if let Op::Reduce { op, axes } = &node.op {
             // A reduction joins its operand's region when it reduces the last axis or all axes.
             let x = node.inputs[0].index();
