@@ -32,12 +32,18 @@ fn write_npy_bytes(path: &Path, descr: &str, shape: &[usize], data: &[u8]) {
 /// `tests/fixtures/colliding_output_names.onnx` (input `x: f32[2]`), a temporary directory
 /// holding `x.npy` = [1, -2], and the `--input` value `x=<that file>`.
 fn colliding_model() -> (String, tempfile::TempDir, String) {
-    let m: std::path::PathBuf =
-        [env!("CARGO_MANIFEST_DIR"), "tests", "fixtures", "colliding_output_names.onnx"].iter().collect();
     let dir = tempfile::tempdir().unwrap();
     write_npy(&dir.path().join("x.npy"), &[2], &[1.0, -2.0]);
     let xa = format!("x={}", dir.path().join("x.npy").display());
-    (m.to_string_lossy().into_owned(), dir, xa)
+    (colliding_onnx(), dir, xa)
+}
+
+/// The path of `tests/fixtures/colliding_output_names.onnx` (input `x: f32[2]`; outputs `a:b`
+/// = relu(x) and `a/b` = -x).
+fn colliding_onnx() -> String {
+    let m: std::path::PathBuf =
+        [env!("CARGO_MANIFEST_DIR"), "tests", "fixtures", "colliding_output_names.onnx"].iter().collect();
+    m.to_string_lossy().into_owned()
 }
 
 fn write_npy(path: &Path, shape: &[usize], data: &[f32]) {
@@ -358,8 +364,7 @@ fn an_output_not_named_npz_is_a_usage_error_and_nothing_is_written() {
     // `--output o.txt` wrote a zip archive under that name, while the error for `o.npy` said
     // "name it .npz": every name not ending in .npz is now refused (status 2) before any file
     // is read, the model included.
-    let fixture: std::path::PathBuf =
-        [env!("CARGO_MANIFEST_DIR"), "tests", "fixtures", "colliding_output_names.onnx"].iter().collect();
+    let fixture = colliding_onnx();
     let dir = tempfile::tempdir().unwrap();
     let model = dir.path().join("model.onnx");
     std::fs::copy(&fixture, &model).unwrap();
@@ -389,9 +394,7 @@ fn an_output_not_named_npz_is_a_usage_error_and_nothing_is_written() {
 /// and blamed on the model.)
 #[test]
 fn input_values_not_name_eq_file_are_usage_errors() {
-    let m: std::path::PathBuf =
-        [env!("CARGO_MANIFEST_DIR"), "tests", "fixtures", "colliding_output_names.onnx"].iter().collect();
-    let m = m.to_string_lossy();
+    let m = colliding_onnx();
     let dir = tempfile::tempdir().unwrap();
     let x = dir.path().join("x.npy");
     write_npy(&x, &[2], &[1.0, -2.0]);
@@ -506,9 +509,7 @@ fn a_safetensors_file_named_gguf_is_named_by_its_content() {
 /// past 64 bits was a panic (status 101, "attempt to multiply with overflow" inside npyz).
 #[test]
 fn malformed_npy_files_exit_1_like_the_other_input_errors() {
-    let m: std::path::PathBuf =
-        [env!("CARGO_MANIFEST_DIR"), "tests", "fixtures", "colliding_output_names.onnx"].iter().collect();
-    let m = m.to_string_lossy();
+    let m = colliding_onnx();
     let dir = tempfile::tempdir().unwrap();
     let p = |name: &str| dir.path().join(name);
     write_npy(&p("good.npy"), &[2], &[1.0, -2.0]);
