@@ -198,10 +198,7 @@ fn check_does_not_claim_a_value_read_twice_breaks_fusion() {
     let y = g.mul(e, e);
     let z = g.add(y, e);
     g.set_outputs(vec![z]);
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("twice.json");
-    std::fs::write(&p, rlx_ir::hir_to_json(&g).unwrap()).unwrap();
-    let p = p.to_string_lossy().into_owned();
+    let (_dir, p) = graph_file(&g);
     let o = rlx(&["check", &p]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success() && !out.contains("fuse") && out.contains("0 error(s), 0 hint(s)"), "{o:?}");
@@ -269,11 +266,19 @@ fn check_imports_an_onnx_model_and_hints_at_its_pooling() {
     assert!(fuse["changed"].as_u64().unwrap() > 0, "{v}");
 }
 
-fn check_text(g: &Graph) -> (std::process::Output, String) {
+/// `g` saved as JSON in a temporary directory (kept alive by the first element), and its path.
+fn graph_file(g: &Graph) -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("g.json");
     std::fs::write(&p, rlx_ir::hir_to_json(g).unwrap()).unwrap();
-    let o = rlx(&["check", &p.to_string_lossy()]);
+    let p = p.to_string_lossy().into_owned();
+    (dir, p)
+}
+
+/// `rlx check` on `g`: the process output and its stdout.
+fn check_text(g: &Graph) -> (std::process::Output, String) {
+    let (_dir, p) = graph_file(g);
+    let o = rlx(&["check", &p]);
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     (o, out)
 }
@@ -421,10 +426,7 @@ fn symbolic_dims_of_a_json_graph_are_taken_as_1_and_named() {
     let x = g.input("x", Shape::from_dims(&[rlx_ir::Dim::Sym("n".into()), rlx_ir::Dim::Static(4)], DType::F32));
     let e = g.exp(x);
     g.set_outputs(vec![e]);
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("sym.json");
-    std::fs::write(&p, rlx_ir::hir_to_json(&g).unwrap()).unwrap();
-    let p = p.to_string_lossy().into_owned();
+    let (_dir, p) = graph_file(&g);
     let o = rlx(&["check", &p]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success() && out.starts_with("note: symbolic dims taken as 1: n\n"), "{o:?}");
