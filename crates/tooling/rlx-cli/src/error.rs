@@ -195,13 +195,19 @@ fn sniff(path: &Path, gguf_by_name: bool) -> Result<(Option<Format>, Vec<u8>), C
     }
     let head = &head[..n];
     let name = path.file_name().and_then(|s| s.to_str()).unwrap_or("").to_ascii_lowercase();
+    // Safetensors by content: an 8-byte little-endian header length that fits in the file,
+    // then the header's `{` (a text file whose 9th byte is `{` is not one).
+    let safetensors_head = head.len() == 9 && head[8] == b'{' && {
+        let declared = u64::from_le_bytes(head[..8].try_into().expect("8 bytes"));
+        declared <= f.metadata()?.len().saturating_sub(8)
+    };
     let format = if head.starts_with(b"GGUF") || (gguf_by_name && name.ends_with(".gguf")) {
         Some(Format::Gguf)
     } else if name.ends_with(".index.json") {
         Some(Format::ShardIndex)
     } else if name.ends_with(".onnx") {
         Some(Format::Onnx)
-    } else if name.ends_with(".safetensors") || (head.len() == 9 && head[8] == b'{') {
+    } else if name.ends_with(".safetensors") || safetensors_head {
         Some(Format::Safetensors)
     } else {
         None

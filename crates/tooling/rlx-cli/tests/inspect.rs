@@ -234,3 +234,14 @@ fn onnx_without_graph_and_initializer_offsets() {
     let row = text.lines().find(|l| l.contains("embeddings.word_embeddings.weight")).expect("the embedding row");
     assert!(row.trim_end().ends_with('-'), "{row}");
 }
+
+/// A text file whose 9th byte is `{` was taken for safetensors and got the reader's
+/// "declared header length 8891626707274064231 exceeds the limit": the length must fit the
+/// file, else it is of no known format.
+#[test]
+fn text_with_a_brace_at_byte_8_is_not_safetensors() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("garbage.bin");
+    std::fs::write(&p, "garbage{{{ not json").unwrap();
+    assert_clean_error(&inspect(&p, false), &p, "unknown model format");
+}
