@@ -59,9 +59,9 @@ impl Graph {
         let a = attrs([("approximate", Attr::Str(mode.into()))]);
         self.composite_with("gelu", a, &[x], |g, a| {
             let x = a[0];
-            let half = g.scalar_like(0.5, x);
-            let hx = g.mul(half, x);
             if !approximate {
+                let half = g.scalar_like(0.5, x);
+                let hx = g.mul(half, x);
                 // 0.5·x·erfc(-x/√2): the same function as 0.5·x·(1 + erf(x/√2)) without its
                 // cancellation for x < -2 (the erf form loses all digits there in f32).
                 let r = g.scalar_like(-std::f64::consts::FRAC_1_SQRT_2, x);
@@ -69,19 +69,18 @@ impl Graph {
                 let e = g.unary(crate::ops::UnaryOp::Erfc, xr);
                 return vec![g.mul(hx, e)];
             }
-            let one = g.scalar_like(1.0, x);
-            let inner = {
-                let c = g.scalar_like((2.0 / std::f64::consts::PI).sqrt(), x);
-                let k = g.scalar_like(0.044715, x);
-                let x2 = g.mul(x, x);
-                let x3 = g.mul(x2, x);
-                let kx3 = g.mul(k, x3);
-                let s = g.add(x, kx3);
-                let cs = g.mul(c, s);
-                g.tanh(cs)
-            };
-            let onep = g.add(one, inner);
-            vec![g.mul(hx, onep)]
+            // ½·(1 + tanh(u)) = logistic(2u): x·logistic(x·(c + c·0.044715·x²)), c = 2√(2/π),
+            // is the same function with one transcendental instead of tanh's two branches,
+            // without `1 + tanh(u)`'s cancellation for u ≪ 0 (it keeps relative accuracy
+            // there), and with the cubic in four ops.
+            let c = 2.0 * (2.0 / std::f64::consts::PI).sqrt();
+            let (ck, c) = (g.scalar_like(c * 0.044715, x), g.scalar_like(c, x));
+            let x2 = g.mul(x, x);
+            let a = g.mul(x2, ck);
+            let b = g.add(a, c);
+            let cs = g.mul(x, b);
+            let l = g.logistic(cs);
+            vec![g.mul(x, l)]
         })[0]
     }
 
@@ -191,6 +190,15 @@ mod tests {
         close(&unary(&t, |g, x| g.gelu(x, true)), &tanh, 1e-15);
         assert!((tanh[5] - 0.841_191_990_607_477_2).abs() < 1e-12);
         assert!((exact[5] - 0.841_344_746_068_542_9).abs() < 1e-12);
+        // The tanh form's negative tail in f32 keeps its relative accuracy (`1 + tanh(u)`
+        // rounds to 0 or one ulp of 1 there; the logistic form does not cancel).
+        let xs = [-4.0f32, -5.0, -6.0, -7.0];
+        let got = unary(&f32t(&xs, &[4]), |g, x| g.gelu(x, true)).to_f64_vec();
+        for (&x, g) in xs.iter().zip(got) {
+            let x = x as f64;
+            let want = x / (1.0 + (-2.0 * (2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x.powi(3))).exp());
+            assert!(((g - want) / want).abs() < 1e-5, "gelu_tanh({x}) = {g:e}, want {want:e}");
+        }
     }
 
     #[test]
