@@ -17,18 +17,28 @@ Workloads:
   (onnx.helper graph: LayerNormalization, MatMul + Add, Reshape / Transpose, Softmax, Erf gelu;
   ORT_ENABLE_ALL fuses it into its own attention / gelu / layer-norm kernels).
 
+Roofline (with `chain`, when a C compiler is there): the chain at 1 thread and at 2 (the
+issue's "within 80% of this machine's memory-bandwidth roofline"), interleaved round by round
+with `bench/stream_copy.c`, a non-temporal copy of the same 64 MiB in + 64 MiB out at the same
+thread count; printed as `ROOFLINE chain-t<T> <copy ms / RLX ms>` (1 = at the copy's speed).
+
 Ends with one line per workload: `RATIO <workload> <peer ms / RLX ms>` (> 1: RLX faster).
 
 Usage: python3 bench/compare_fusion.py [--rounds N] [--only chain,softmax,layer_norm,encoder]
 Needs: cargo, numpy, `pip install onnxruntime==1.32.0 onnx==1.22.0` (the ORT rows are skipped
-with a message when onnxruntime is missing).
+with a message when onnxruntime is missing), cc for the roofline rows.
 """
 
 import argparse
+import os
+import re
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 
-from _common import build, load, median_ms, peer_cmd, pin, print_ratios, run
+from _common import ROOT, build, load, median_ms, peer_cmd, pin, print_ratios, run
 
 BYTES = {"chain": 2 * 64 * 2**20, "softmax": 2 * 64 * 2**20, "layer_norm": 2 * 64 * 2**20}
 # Matmul FLOPs of one encoder layer: 4 projections, QK^T and PV, the two FFN matmuls.
@@ -156,8 +166,33 @@ def main():
             rate = lambda ms: f"{FLOPS[w] / (ms * 1e-3) / 1e9:5.1f} GFLOP/s"  # noqa: E731
         print(f"{w:11s} RLX {r:9.3f} ms ({rate(r)})  {peer} {p:9.3f} ms ({rate(p)})  [{info}]")
         ratios.append((w, p / r))
+    if "chain" in a.only.split(","):
+        roofline(exe, a.rounds)
     print("load:", load())
     print_ratios(ratios)
+
+
+def roofline(exe, rounds):
+    """The chain at 1 and 2 threads against a non-temporal copy of the same bytes."""
+    cc = shutil.which("cc")
+    if not cc:
+        print("SKIP roofline rows: no C compiler (cc)", file=sys.stderr)
+        return
+    copy = os.path.join(tempfile.mkdtemp(), "stream_copy")
+    src = os.path.join(ROOT, "bench", "stream_copy.c")
+    subprocess.run([cc, "-O3", "-mavx512f", "-pthread", src, "-o", copy], check=True)
+    for t in [1, 2] if (os.cpu_count() or 1) >= 2 else [1]:
+        env = {"RAYON_NUM_THREADS": str(t), "OMP_NUM_THREADS": str(t)}
+        rl, gb = [], []
+        for _ in range(rounds):
+            rl.append(median_ms(run(pin(t) + [exe, "chain", str(t)], env)))
+            out = run(pin(t) + [copy, str(t)])
+            gb.append(float(re.search(r"median ([0-9.]+) GB/s", out).group(1)))
+        r, g = statistics.median(rl), statistics.median(gb)
+        copy_ms = BYTES["chain"] / (g * 1e9) * 1e3
+        print(f"roofline t{t}: chain RLX {r:.3f} ms ({BYTES['chain'] / (r * 1e-3) / 1e9:5.1f} GB/s), "
+              f"non-temporal copy {g:5.1f} GB/s ({copy_ms:.3f} ms): {copy_ms / r:.0%} of the roofline")
+        print(f"ROOFLINE chain-t{t} {copy_ms / r:.2f}")
 
 
 if __name__ == "__main__":
