@@ -33,6 +33,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser, Subcommand};
 
 #[derive(Parser)]
@@ -211,7 +212,15 @@ fn fail(subject: &Path, e: &error::CliError) -> ExitCode {
 
 fn main() -> ExitCode {
     panic_hook::install();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // `--help` / `--version` go to stdout through `emit`, so a failed write is an error
+        // (`rlx --help > /dev/full` exited 0); usage errors stay clap's (stderr, status 2).
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
+            return emit(&e.render().to_string());
+        }
+        Err(e) => e.exit(),
+    };
     let json = cli.json;
     let render = |text: String| if json { format!("{text}\n") } else { text };
     let (subject, result): (PathBuf, Result<String, error::CliError>) = match &cli.command {

@@ -185,6 +185,24 @@ fn usage_errors_are_clap_errors() {
     assert_eq!(o.status.code(), Some(2));
     let o = rlx(&["--help"]);
     assert!(o.status.success() && stdout(&o).contains("inspect"));
+    let o = rlx(&["inspect", "--help"]);
+    assert!(o.status.success() && stdout(&o).contains("Usage: rlx inspect"), "{}", stdout(&o));
+}
+
+/// Help that cannot be written is an error, as any other output (`rlx --help > /dev/full`
+/// exited 0).
+#[test]
+fn help_to_an_unwritable_stdout_is_an_error() {
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        eprintln!("SKIP: no /dev/full");
+        return;
+    };
+    for args in [&["--help"][..], &["run", "--help"], &["--version"]] {
+        let o = Command::new(env!("CARGO_BIN_EXE_rlx")).args(args).stdout(full.try_clone().unwrap()).output().unwrap();
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(e.starts_with("rlx: error: writing output: "), "{args:?}: {e}");
+    }
 }
 
 #[test]
