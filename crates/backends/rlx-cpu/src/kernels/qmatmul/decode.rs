@@ -13,7 +13,7 @@
 //! sign-extension, conversion, `d · (q0 · x0 + q1 · x1)`. A legacy block's f16 scales are read
 //! as broadcast memory operands from a 65536-entry f16 → f32 table ([`f16_table`], as ggml's
 //! `ggml_table_f32_f16`): two loads, no shuffle-port work. [`ROWS`] weight rows share each
-//! activation load; the rows [`PREFETCH_ROWS`] ahead are prefetched; the horizontal sum happens
+//! activation load; the rows [`prefetch_rows`] ahead are prefetched; the horizontal sum happens
 //! once per row.
 //!
 //! Q4_K and Q5_K (`w = d scale_j q - dmin min_j` per 32-weight sub-block) use the per-block
@@ -29,11 +29,23 @@ const ROWS: usize = 4;
 /// SmolLM2 decode (`rlx generate --profile`, `dequant_matmul` ms per token, 1 thread, five
 /// interleaved rounds): this 14.9 median; four groups ahead into L2 (`T1`) 18.1, although that
 /// was faster on a 1 × 4096 × 4096 product whose weights stay in L3 between runs; no prefetch
-/// 20.5; one group ahead 15.0; three or four groups ahead into L1 17.1.
+/// 20.5; one group ahead 15.0; three or four groups ahead into L1 17.1. Rows of 4 KiB or more
+/// in a group go one group ahead ([`prefetch_rows`]).
 pub(super) const PREFETCH_ROWS: usize = 2 * ROWS;
 
+/// Rows ahead to prefetch for rows of `row_bytes`: [`PREFETCH_ROWS`], or one group when a
+/// group's rows hold 4 KiB or more. 1 × 4096 × 4096 products with their weights in DRAM
+/// (`qmatmul_bench 1 10 Q4_1,Q4_0,Q8_0,Q4_K 1 fast,exact 64`, 1 core, two interleaved rounds):
+/// one group ahead instead of two, fast 0.96 → 0.88 ms (Q4_1), 0.87 → 0.83 (Q4_0), 1.32 →
+/// 1.26 (Q8_0), 0.84 → 0.81 (Q4_K), exact 1–3% faster; on SmolLM2 (rows of 360 bytes) within
+/// the noise either way.
+#[inline(always)]
+pub(super) fn prefetch_rows(row_bytes: usize) -> usize {
+    if row_bytes * ROWS >= 4096 { ROWS } else { PREFETCH_ROWS }
+}
+
 /// Prefetch the bytes `from .. to` of `w` (clamped to it) into L1, one line at a time: the
-/// weight rows [`PREFETCH_ROWS`] ahead of a decode kernel's rows, in one burst per group of
+/// weight rows [`prefetch_rows`] ahead of a decode kernel's rows, in one burst per group of
 /// rows (this kernel; the fast mode's first rows in `int8::drive`).
 #[inline(always)]
 pub(super) fn prefetch(w: &[u8], from: usize, to: usize) {
@@ -47,7 +59,7 @@ pub(super) fn prefetch(w: &[u8], from: usize, to: usize) {
     let _ = (w, from, to);
 }
 
-/// Prefetch into L1 the bytes `from .. to` past `p` of the row [`PREFETCH_ROWS`] rows after
+/// Prefetch into L1 the bytes `from .. to` past `p` of the row [`prefetch_rows`] rows after
 /// the one at `p` (`row_bytes` apart): the fast-mode decode kernels (`int8`, `q8k`, `C == 1`)
 /// call it block by block, in step with their reads. Measured against the burst of
 /// [`prefetch`] there: SmolLM2 `--fast` decode products, 1 thread, interleaved, none 21.1–23.0,
@@ -62,7 +74,7 @@ pub(super) unsafe fn prefetch_ahead(p: *const u8, row_bytes: usize, from: usize,
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        let q = p.wrapping_add(PREFETCH_ROWS * row_bytes);
+        let q = p.wrapping_add(prefetch_rows(row_bytes) * row_bytes);
         let mut off = from & !63;
         while off < to {
             // SAFETY: a prefetch reads nothing architecturally and never faults.
@@ -112,7 +124,7 @@ pub(super) use avx512::dot_rows;
 // The kernels index several per-row arrays with one row index.
 #[allow(clippy::needless_range_loop)]
 mod avx512 {
-    use super::{PREFETCH_ROWS, ROWS};
+    use super::{ROWS, prefetch_rows};
     use rlx_gguf::GgmlType;
     use rlx_gguf::quants::kquants::scale_min_k4;
     use std::arch::x86_64::*;
@@ -162,9 +174,10 @@ mod avx512 {
         // line (the range is clamped to `w`); the callee's contract is ours.
         unsafe {
             // The rows between the first group and the first prefetched one.
-            super::prefetch(w, ROWS * row_bytes, PREFETCH_ROWS * row_bytes);
+            let ahead = prefetch_rows(row_bytes);
+            super::prefetch(w, ROWS * row_bytes, ahead * row_bytes);
             for j in (0..full).step_by(ROWS) {
-                super::prefetch(w, (j + PREFETCH_ROWS) * row_bytes, (j + PREFETCH_ROWS + ROWS) * row_bytes);
+                super::prefetch(w, (j + ahead) * row_bytes, (j + ahead + ROWS) * row_bytes);
                 let rows = std::array::from_fn(|r| wp.add((j + r) * row_bytes));
                 y[j..j + ROWS].copy_from_slice(&dot(rows, nb, xp, sp, tp));
             }

@@ -150,9 +150,9 @@ unsafe fn drive<S: RowKernel>(
         let wp = |r: usize| w.as_ptr().add(r * row_bytes);
         let xp = |mi: usize| x.as_ptr().add(mi * x_row);
         if m == 1 {
-            // The kernels prefetch the rows `PREFETCH_ROWS` on in step with the blocks they read
+            // The kernels prefetch the rows `prefetch_rows` on in step with the blocks they read
             // (`C == 1`, `decode::prefetch_ahead`); the first ones here.
-            super::decode::prefetch(w, R_DECODE * row_bytes, super::decode::PREFETCH_ROWS * row_bytes);
+            super::decode::prefetch(w, R_DECODE * row_bytes, super::decode::prefetch_rows(row_bytes) * row_bytes);
             let mut r = 0;
             while r + R_DECODE <= nr {
                 let o = S::rows::<R_DECODE, 1>(std::array::from_fn(|i| wp(r + i)), [xp(0)], nb);
