@@ -19,7 +19,7 @@ Workloads:
 
 Roofline (with `chain`, when a C compiler is there): the chain at 1 thread and at 2 (the
 issue's "within 80% of this machine's memory-bandwidth roofline"), interleaved round by round
-with `bench/stream_copy.c`, a non-temporal copy of the same 64 MiB in + 64 MiB out at the same
+with `bench/stream.c copy`, a non-temporal copy of the same 64 MiB in + 64 MiB out at the same
 thread count; printed as `ROOFLINE chain-t<T> <copy ms / RLX ms>` (1 = at the copy's speed).
 
 Ends with one line per workload: `RATIO <workload> <peer ms / RLX ms>` (> 1: RLX faster).
@@ -178,15 +178,15 @@ def roofline(exe, rounds):
     if not cc:
         print("SKIP roofline rows: no C compiler (cc)", file=sys.stderr)
         return
-    copy = os.path.join(tempfile.mkdtemp(), "stream_copy")
-    src = os.path.join(ROOT, "bench", "stream_copy.c")
+    copy = os.path.join(tempfile.mkdtemp(), "stream")
+    src = os.path.join(ROOT, "bench", "stream.c")
     subprocess.run([cc, "-O3", "-mavx512f", "-pthread", src, "-o", copy], check=True)
     for t in [1, 2] if (os.cpu_count() or 1) >= 2 else [1]:
         env = {"RAYON_NUM_THREADS": str(t), "OMP_NUM_THREADS": str(t)}
         rl, gb = [], []
         for _ in range(rounds):
             rl.append(median_ms(run(pin(t) + [exe, "chain", str(t)], env)))
-            out = run(pin(t) + [copy, str(t)])
+            out = run(pin(t) + [copy, "copy", str(t)])
             gb.append(float(re.search(r"median ([0-9.]+) GB/s", out).group(1)))
         r, g = statistics.median(rl), statistics.median(gb)
         copy_ms = BYTES["chain"] / (g * 1e9) * 1e3

@@ -6,8 +6,9 @@ tokens (tg128), pinned to 1 core (`taskset -c 0`) and 2 cores (`taskset -c 0,1`)
 Prints tokens/s for both, one `RATIO <workload> <x>` line per workload (x = llama.cpp time /
 RLX time = RLX tok/s / llama.cpp tok/s), and the memory-bandwidth bound for generation: every
 weight byte is read once per generated token (the tied LM head reads the whole embedding), at
-the DRAM stream rate measured in /work/shared/notes/perf-anchors.md (14.5 GB/s; 23 GB/s if the
-weights stay in the shared L3).
+the rate `bench/stream.c read` sums a buffer of the same size on the same cores, interleaved
+with the rounds (the buffer sits in whatever cache level the weights do; with a C compiler),
+printed as each mode's share: `BANDWIDTH tg128_t<T> <share>` (the issue's goal: 0.8).
 
     cargo build --release -p rlx-cli
     python3 bench/compare_llm.py [--model GGUF] [--llama-bench PATH] [--reps 3] [--modes exact,fast]
@@ -22,13 +23,16 @@ RATIO names: `pp128_t1` / `tg128_t1` for the default (exact) mode, `pp128_fast_t
 import argparse
 import json
 import os
+import re
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 
 from gguf import GGUFReader
 
 from _common import CACHE, ROOT, load, print_ratios, run
-DRAM_GBS, L3_GBS = 14.5, 23.0
 # 128 tokens with the SmolLM2 tokenizer (no BOS: add_bos_token is false); checked below.
 PROMPT = "The" + " the" * 127
 
@@ -67,8 +71,7 @@ def main():
     r = GGUFReader(a.model)
     weight_bytes = sum(int(t.n_bytes) for t in r.tensors)
     print(f"model {os.path.basename(a.model)}: {weight_bytes / 1e6:.1f} MB of weights read per generated token")
-    print(f"bandwidth bound for tg: {DRAM_GBS * 1e9 / weight_bytes:.0f} tok/s at {DRAM_GBS} GB/s (DRAM), "
-          f"{L3_GBS * 1e9 / weight_bytes:.0f} tok/s at {L3_GBS} GB/s (L3-resident)")
+    stream = build_stream()
     print("load:", load())
     have_llama = os.path.exists(a.llama_bench)
     if not have_llama:
@@ -77,8 +80,11 @@ def main():
     for threads, cpus in [(1, "0"), (2, "0,1")]:
         # Rounds alternate the two (one llama-bench repetition, then one RLX run per mode), so a
         # change in the host's speed lands on both sides; medians over the rounds.
-        lpp, ltg, rlx = [], [], {m: [] for m in modes}
+        lpp, ltg, rlx, gbs = [], [], {m: [] for m in modes}, []
         for _ in range(a.reps):
+            if stream:
+                out = run(["taskset", "-c", cpus, stream, "read", str(threads), str(-(-weight_bytes // 2**20))])
+                gbs.append(float(re.search(r"median ([0-9.]+) GB/s", out).group(1)))
             if have_llama:
                 lp, lt = run_llama(a.llama_bench, a.model, cpus, threads)
                 lpp.append(lp)
@@ -89,14 +95,31 @@ def main():
             lp, lt = statistics.median(lpp), statistics.median(ltg)
             print(f"t={threads}: llama.cpp pp128 {lp:8.1f} tok/s  tg128 {lt:7.1f} tok/s "
                   f"(rounds: tg {' '.join(f'{v:.1f}' for v in ltg)})", flush=True)
+        if gbs:
+            g = statistics.median(gbs)
+            print(f"t={threads}: reading {weight_bytes / 1e6:.1f} MB: {g:.1f} GB/s, the bound for tg128 "
+                  f"{g * 1e9 / weight_bytes:.0f} tok/s", flush=True)
         for mode in modes:
             rl = rlx[mode]
             rpp, rtg = statistics.median(x[0] for x in rl), statistics.median(x[1] for x in rl)
             print(f"t={threads}: RLX {mode:5} pp128 {rpp:8.1f} tok/s  tg128 {rtg:7.1f} tok/s "
                   f"({rtg * weight_bytes / 1e9:.1f} GB/s; rounds: tg {' '.join(f'{x[1]:.1f}' for x in rl)})", flush=True)
+            tag = "" if mode == "exact" else f"_{mode}"
+            if gbs:
+                print(f"BANDWIDTH tg128{tag}_t{threads} {rtg * weight_bytes / 1e9 / statistics.median(gbs):.2f}")
             if have_llama:
-                tag = "" if mode == "exact" else f"_{mode}"
                 print_ratios([(f"pp128{tag}_t{threads}", rpp / lp), (f"tg128{tag}_t{threads}", rtg / lt)], digits=3)
+
+def build_stream():
+    """`bench/stream.c` compiled into a temporary directory, or None without a C compiler."""
+    cc = shutil.which("cc")
+    if not cc:
+        print("no C compiler (cc): no bandwidth rows", file=sys.stderr)
+        return None
+    exe = os.path.join(tempfile.mkdtemp(), "stream")
+    subprocess.run([cc, "-O3", "-mavx512f", "-pthread", os.path.join(ROOT, "bench", "stream.c"), "-o", exe], check=True)
+    return exe
+
 
 if __name__ == "__main__":
     main()

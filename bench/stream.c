@@ -1,0 +1,97 @@
+// This machine's memory rooflines, measured in the same minutes as the workloads they bound
+// (this VM's speed changes within minutes):
+// - `copy`: for a workload that reads N bytes and writes N bytes, a copy of MIB MiB of f32
+//   (default 64) into another buffer as large, 16 lanes at a time, written with non-temporal
+//   stores (no read for ownership, as RLX's fused kernels write large results); GB/s counts
+//   in + out, the bytes bench/compare_fusion.py counts for its chain / softmax / layer_norm.
+// - `read`: for a workload that reads N bytes once per step (an LLM's weights per generated
+//   token), a sum over a buffer of MIB MiB, read again every run (bench/compare_llm.py passes
+//   the model's weight bytes, so the buffer sits in the cache level the weights do).
+// THREADS threads each take a contiguous share; 9 runs, the median in GB/s.
+//
+//   cc -O3 -mavx512f -pthread bench/stream.c -o stream && ./stream copy 2 && ./stream read 1 97
+#include <immintrin.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { RUNS = 9, MAX_THREADS = 64 };
+
+static float *src, *dst;
+
+struct share {
+    size_t lo, hi;
+    float sum;
+};
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static void *copy(void *arg) {
+    const struct share *s = arg;
+    for (size_t i = s->lo; i < s->hi; i += 16) _mm512_stream_ps(dst + i, _mm512_load_ps(src + i));
+    _mm_sfence();
+    return NULL;
+}
+
+static void *read_sum(void *arg) {
+    struct share *s = arg;
+    __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    size_t i = s->lo;
+    for (; i + 64 <= s->hi; i += 64)
+        for (int k = 0; k < 4; k++) a[k] = _mm512_add_ps(a[k], _mm512_load_ps(src + i + 16 * k));
+    for (; i < s->hi; i += 16) a[0] = _mm512_add_ps(a[0], _mm512_load_ps(src + i));
+    s->sum += _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3])));
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    int is_copy = argc > 1 && !strcmp(argv[1], "copy"), is_read = argc > 1 && !strcmp(argv[1], "read");
+    int threads = argc > 2 ? atoi(argv[2]) : 1;
+    long mib = argc > 3 ? atol(argv[3]) : 64;
+    if ((!is_copy && !is_read) || threads < 1 || threads > MAX_THREADS || mib < 1 || mib > 65536) {
+        fprintf(stderr, "usage: stream copy|read [THREADS 1..%d] [MIB 1..65536]\n", MAX_THREADS);
+        return 2;
+    }
+    // f32 elements, a whole number of 64-float steps.
+    size_t n = (size_t)mib << 18;
+    src = aligned_alloc(64, n * sizeof(float));
+    dst = is_copy ? aligned_alloc(64, n * sizeof(float)) : NULL;
+    if (!src || (is_copy && !dst)) return 1;
+    for (size_t i = 0; i < n; i++) src[i] = (float)(i & 1023);
+    if (is_copy) memset(dst, 0, n * sizeof(float));
+    struct share shares[MAX_THREADS];
+    pthread_t tid[MAX_THREADS];
+    size_t per = (n / 16 + threads - 1) / threads * 16;
+    for (int t = 0; t < threads; t++) {
+        shares[t].lo = (size_t)t * per < n ? (size_t)t * per : n;
+        shares[t].hi = shares[t].lo + per < n ? shares[t].lo + per : n;
+        shares[t].sum = 0;
+    }
+    void *(*work)(void *) = is_copy ? copy : read_sum;
+    double bytes = (is_copy ? 2.0 : 1.0) * n * sizeof(float), gbs[RUNS];
+    for (int r = 0; r < RUNS + 1; r++) {
+        double t0 = now();
+        for (int t = 1; t < threads; t++) pthread_create(&tid[t], NULL, work, &shares[t]);
+        work(&shares[0]);
+        for (int t = 1; t < threads; t++) pthread_join(tid[t], NULL);
+        // The first run (pages first touched by this thread's caches) is a warm-up.
+        if (r > 0) gbs[r - 1] = bytes / (now() - t0) / 1e9;
+    }
+    for (int i = 0; i < RUNS; i++)
+        for (int j = i + 1; j < RUNS; j++)
+            if (gbs[j] < gbs[i]) { double x = gbs[i]; gbs[i] = gbs[j]; gbs[j] = x; }
+    // Use what was computed so it cannot be dropped.
+    double check = 0;
+    for (int t = 0; t < threads; t++) check += shares[t].sum;
+    if (is_copy)
+        for (size_t i = 0; i < n; i += 4096) check += dst[i];
+    printf("stream %s threads=%d mib=%ld median %.2f GB/s%s%s\n", argv[1], threads, mib, gbs[RUNS / 2],
+           is_copy ? " (in + out)" : "", check == -1 ? " " : "");
+    return 0;
+}
