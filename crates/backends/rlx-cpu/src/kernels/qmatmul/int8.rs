@@ -522,12 +522,13 @@ mod avx {
                 let mut i = 0;
                 while i < gn {
                     let b = g0 + i;
-                    // One block left (an odd group): its second half of lanes gets zero bytes.
+                    // One block left (an odd group): the second block's lanes get zero bytes,
+                    // weights and activations, so their dots (and Q4_0's `-8 Σx`) are 0.
                     let two = i + 1 < gn;
                     let xv = if two {
                         _mm512_loadu_si512(x.add(QK * b).cast())
                     } else {
-                        _mm512_castsi256_si512(_mm256_loadu_si256(x.add(QK * b).cast()))
+                        _mm512_zextsi256_si512(_mm256_loadu_si256(x.add(QK * b).cast()))
                     };
                     // [x_b lo, x_b hi, x_b+1 lo, x_b+1 hi] -> [x_b lo, x_b+1 lo, x_b hi, x_b+1 hi].
                     let xv = _mm512_shuffle_i64x2::<0b11_01_10_00>(xv, xv);
