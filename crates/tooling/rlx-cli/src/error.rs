@@ -155,10 +155,20 @@ pub fn load_onnx(path: &Path, needs: &str, expected: &str) -> Result<rlx_onnx::p
     };
     match rlx_onnx::load(path) {
         Ok(m) if named || m.graph.is_some() => Ok(m),
+        _ if !named && is_graph_json(path) => Err(err(format!(
+            "is an RLX graph's JSON (rlx_ir::hir_to_json), but {needs}; rlx check and rlx compile read it"
+        ))),
         Ok(_) => Err(unknown("it decodes as protobuf, but holds no graph".into())),
         Err(e) if !named => Err(unknown(e.to_string())),
         Err(e) => Err(e.into()),
     }
+}
+
+/// True when `path` (at most 64 MiB) holds an RLX graph's JSON, as `rlx check` reads it: named
+/// as such when given to a subcommand that reads models.
+fn is_graph_json(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.len() <= 64 << 20)
+        && std::fs::read(path).is_ok_and(|b| serde_json::from_slice::<rlx_ir::Graph>(&b).is_ok())
 }
 
 /// The format of `path`, `None` when of no known format, for a subcommand that does not read

@@ -165,6 +165,15 @@ fn a_file_of_no_known_format_is_an_unknown_model_format() {
             assert!(e.contains(why), "{e}");
         }
     }
+    // An RLX graph's JSON (what `rlx check` / `rlx compile` read) is named as one, with where
+    // to take it; other JSON stays an unknown format.
+    let g = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/clean.json");
+    let e = stderr_line(&rlx(&["run", g]), g);
+    assert!(e.contains("is an RLX graph's JSON") && e.contains("rlx check and rlx compile read it"), "{e}");
+    let c = dir.path().join("config.json");
+    std::fs::write(&c, br#"{"hidden_size": 384}"#).unwrap();
+    let c = c.to_string_lossy();
+    assert!(stderr_line(&rlx(&["run", &c]), &c).contains("unknown model format"));
     // A file named .onnx that does not decode is a malformed ONNX model, as it was.
     let p = dir.path().join("model.onnx");
     std::fs::write(&p, b"hello world\n").unwrap();
