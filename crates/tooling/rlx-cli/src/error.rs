@@ -99,7 +99,7 @@ impl Format {
 }
 
 /// Detect the format of the model file at `path` (see [`Format`]). Errors: missing file, a
-/// directory, unreadable, or none of the formats.
+/// directory, unreadable, empty, or none of the formats.
 pub fn detect(path: &Path) -> Result<Format, CliError> {
     let (format, head) = sniff(path, true)?;
     format.ok_or_else(|| unknown_format("a .gguf, .safetensors, .safetensors.index.json or .onnx file", &head))
@@ -173,7 +173,7 @@ fn is_graph_json(path: &Path) -> bool {
 
 /// The format of `path`, `None` when of no known format, for a subcommand that does not read
 /// GGUF: a GGUF file is one with the magic (a safetensors file renamed `x.gguf` is a
-/// safetensors file). Errors: missing file, a directory, unreadable.
+/// safetensors file). Errors: missing file, a directory, unreadable, empty.
 pub fn known_format(path: &Path) -> Result<Option<Format>, CliError> {
     Ok(sniff(path, false)?.0)
 }
@@ -190,7 +190,7 @@ pub fn not_a_directory(path: &Path) -> Result<(), CliError> {
 /// The format of `path` if known, and its first (up to 4) bytes. With `gguf_by_name` (for the
 /// subcommands that read GGUF) a `.gguf` name is GGUF without the magic, so that their reader
 /// says `bad magic`; without it only the magic makes a GGUF, so that a message calling the file
-/// "a GGUF file" is true of its content.
+/// "a GGUF file" is true of its content. Errors: missing file, a directory, unreadable, empty.
 fn sniff(path: &Path, gguf_by_name: bool) -> Result<(Option<Format>, Vec<u8>), CliError> {
     use std::io::Read;
     not_a_directory(path)?;
@@ -202,6 +202,11 @@ fn sniff(path: &Path, gguf_by_name: bool) -> Result<(Option<Format>, Vec<u8>), C
             0 => break,
             k => n += k,
         }
+    }
+    if n == 0 {
+        // One message for every subcommand and format (an empty `.onnx` was "an ONNX model" to
+        // `generate`, an empty `.gguf` a "truncated file: magic at offset 0 …").
+        return Err(err("the file is empty (0 bytes)"));
     }
     let head = &head[..n];
     let name = path.file_name().and_then(|s| s.to_str()).unwrap_or("").to_ascii_lowercase();

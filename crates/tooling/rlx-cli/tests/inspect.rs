@@ -144,7 +144,7 @@ fn unreadable_files_are_one_line_errors() {
     // Empty file.
     let empty = dir.path().join("empty");
     std::fs::write(&empty, "").unwrap();
-    assert_clean_error(&inspect(&empty, false), &empty, "unknown model format (expected a .gguf, .safetensors, ");
+    assert_clean_error(&inspect(&empty, false), &empty, "the file is empty (0 bytes)");
     // A directory.
     assert_clean_error(&inspect(dir.path(), false), dir.path(), "is a directory");
     // A text file named .gguf / .safetensors.
@@ -221,6 +221,32 @@ fn a_closed_stdout_is_not_an_error() {
     child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
     assert!(status.success(), "{status:?} {err}");
     assert!(err.is_empty(), "{err}");
+}
+
+/// An empty model file is named empty by every subcommand that reads one, whatever its name
+/// (`generate` called an empty `.onnx` "an ONNX model", `inspect` an empty `.gguf` a "truncated
+/// file: magic at offset 0 …", `convert` an empty `.safetensors` "too short for the 8-byte
+/// header length").
+#[test]
+fn an_empty_file_is_named_empty_by_every_subcommand() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["e.gguf", "e.safetensors", "e.onnx", "e.bin"] {
+        let p = dir.path().join(name);
+        std::fs::write(&p, "").unwrap();
+        let s = p.to_string_lossy().into_owned();
+        let out = dir.path().join("o.gguf").to_string_lossy().into_owned();
+        for args in [
+            vec!["inspect", &s],
+            vec!["run", &s],
+            vec!["generate", "--model", &s],
+            vec!["embed", "--model", &s, "hi"],
+            vec!["convert", &s, &out, "--quant", "Q8_0"],
+            vec!["check", &s],
+        ] {
+            let e = one_error_line(&rlx(&args), &s);
+            assert!(e.contains("the file is empty (0 bytes)"), "{args:?}: {e}");
+        }
+    }
 }
 
 /// ONNX: an empty `.onnx` (which protobuf decodes as a default `ModelProto`) is "no graph",
