@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CACHE = os.environ.get("RLX_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "rlx"))
@@ -54,6 +55,18 @@ def build(package, example=None):
     if example:
         return os.path.join(ROOT, "target", "release", "examples", example)
     return os.path.join(ROOT, "target", "release", "rlx")
+
+
+def build_c(name, why):
+    """`bench/<name>.c` compiled (`cc -O3 -mavx512f -pthread`) into a temporary directory; its
+    path, or None (with a message naming `why` it was wanted) when there is no C compiler."""
+    cc = shutil.which("cc")
+    if not cc:
+        print(f"SKIP {why}: no C compiler (cc)", file=sys.stderr)
+        return None
+    exe = os.path.join(tempfile.mkdtemp(), name)
+    run([cc, "-O3", "-mavx512f", "-pthread", os.path.join(ROOT, "bench", name + ".c"), "-o", exe])
+    return exe
 
 
 def median_ms(text, who=""):

@@ -16,14 +16,12 @@ Needs: cc (AVX-512), cargo, onnxruntime + onnx (requirements-fusion.txt), jax (r
 """
 
 import argparse
-import os
 import statistics
-import subprocess
-import tempfile
+import sys
 
 import compare_fusion as cf
 import compare_grad as cg
-from _common import ROOT, build, load, machine, median_ms, peer_cmd, pin, run
+from _common import build, build_c, load, machine, median_ms, peer_cmd, pin, run
 
 ENC = cf.FLOPS["encoder"]
 GRAD = 2 * 256 * (2 * (784 * 512 + 512 * 512 + 512 * 10) + 512 * 512 + 512 * 10)
@@ -33,9 +31,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
-    tmp = tempfile.mkdtemp()
-    fma = os.path.join(tmp, "fma_peak")
-    subprocess.run(["cc", "-O3", "-mavx512f", os.path.join(ROOT, "bench", "fma_peak.c"), "-o", fma], check=True)
+    fma = build_c("fma_peak", "bench/ceiling.py") or sys.exit("bench/ceiling.py needs a C compiler (cc)")
     fusion, grad = build("rlx-cpu", "fusion_bench"), build("rlx", "grad_bench")
     env = {"OMP_NUM_THREADS": "1", "RAYON_NUM_THREADS": "1", "RLX_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
     print(machine())

@@ -32,13 +32,10 @@ with a message when onnxruntime is missing), cc for the roofline rows.
 import argparse
 import os
 import re
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 
-from _common import ROOT, build, load, median_ms, peer_cmd, pin, print_ratios, run
+from _common import build, build_c, load, median_ms, peer_cmd, pin, print_ratios, run
 
 BYTES = {"chain": 2 * 64 * 2**20, "softmax": 2 * 64 * 2**20, "layer_norm": 2 * 64 * 2**20}
 # Matmul FLOPs of one encoder layer: 4 projections, QK^T and PV, the two FFN matmuls.
@@ -174,13 +171,9 @@ def main():
 
 def roofline(exe, rounds):
     """The chain at 1 and 2 threads against a non-temporal copy of the same bytes."""
-    cc = shutil.which("cc")
-    if not cc:
-        print("SKIP roofline rows: no C compiler (cc)", file=sys.stderr)
+    copy = build_c("stream", "roofline rows")
+    if not copy:
         return
-    copy = os.path.join(tempfile.mkdtemp(), "stream")
-    src = os.path.join(ROOT, "bench", "stream.c")
-    subprocess.run([cc, "-O3", "-mavx512f", "-pthread", src, "-o", copy], check=True)
     for t in [1, 2] if (os.cpu_count() or 1) >= 2 else [1]:
         env = {"RAYON_NUM_THREADS": str(t), "OMP_NUM_THREADS": str(t)}
         rl, gb = [], []

@@ -24,15 +24,12 @@ import argparse
 import json
 import os
 import re
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 
 from gguf import GGUFReader
 
-from _common import CACHE, ROOT, load, print_ratios, run
+from _common import CACHE, ROOT, build_c, load, print_ratios, run
 # 128 tokens with the SmolLM2 tokenizer (no BOS: add_bos_token is false); checked below.
 PROMPT = "The" + " the" * 127
 
@@ -71,7 +68,7 @@ def main():
     r = GGUFReader(a.model)
     weight_bytes = sum(int(t.n_bytes) for t in r.tensors)
     print(f"model {os.path.basename(a.model)}: {weight_bytes / 1e6:.1f} MB of weights read per generated token")
-    stream = build_stream()
+    stream = build_c("stream", "bandwidth rows")
     print("load:", load())
     have_llama = os.path.exists(a.llama_bench)
     if not have_llama:
@@ -109,17 +106,6 @@ def main():
                 print(f"BANDWIDTH tg128{tag}_t{threads} {rtg * weight_bytes / 1e9 / statistics.median(gbs):.2f}")
             if have_llama:
                 print_ratios([(f"pp128{tag}_t{threads}", rpp / lp), (f"tg128{tag}_t{threads}", rtg / lt)], digits=3)
-
-def build_stream():
-    """`bench/stream.c` compiled into a temporary directory, or None without a C compiler."""
-    cc = shutil.which("cc")
-    if not cc:
-        print("no C compiler (cc): no bandwidth rows", file=sys.stderr)
-        return None
-    exe = os.path.join(tempfile.mkdtemp(), "stream")
-    subprocess.run([cc, "-O3", "-mavx512f", "-pthread", os.path.join(ROOT, "bench", "stream.c"), "-o", exe], check=True)
-    return exe
-
 
 if __name__ == "__main__":
     main()
