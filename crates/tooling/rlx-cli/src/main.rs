@@ -174,16 +174,27 @@ fn parse_gguf(s: &str) -> Result<PathBuf, String> {
 /// is said in one `rlx: note:` line on stderr (stdout holds the output and `--json`'s line);
 /// each subcommand calls this once, where it builds its compile options, after its inputs are
 /// checked. `None` (all cores) stays `None`. An environment override set to a value the
-/// runtime ignores (`RLX_NUM_THREADS=abc`; docs/env.md) gets a note too.
+/// runtime ignores (`RLX_NUM_THREADS=abc`; docs/env.md) gets a note too, and so does one that
+/// asks for more threads than cores (`RLX_NUM_THREADS=999`, clamped the same way).
 fn threads_in_use(requested: Option<std::num::NonZeroUsize>) -> Option<usize> {
     for note in rlx_runtime::CompileOptions::ignored_env_overrides() {
         eprintln!("rlx: note: {note}");
     }
+    let cores = std::thread::available_parallelism().map_or(usize::MAX, std::num::NonZeroUsize::get);
+    let many = |what: String, t: usize| {
+        if t > cores {
+            let s = if cores == 1 { "" } else { "s" };
+            eprintln!("rlx: note: {what} is more than the {cores} available core{s}; using {cores}");
+        }
+    };
+    let env = std::env::var("RLX_NUM_THREADS").ok().and_then(|v| v.trim().parse::<usize>().ok());
+    if let Some(n) = env {
+        many(format!("RLX_NUM_THREADS={n}"), n);
+    }
     let t = requested?.get();
-    let cores = std::thread::available_parallelism().map_or(t, std::num::NonZeroUsize::get);
-    if t > cores {
-        let s = if cores == 1 { "" } else { "s" };
-        eprintln!("rlx: note: --threads {t} is more than the {cores} available core{s}; using {cores}");
+    // The override wins over --threads (docs/env.md): its note, not this one.
+    if env.is_none() {
+        many(format!("--threads {t}"), t);
     }
     Some(t.min(cores))
 }

@@ -464,6 +464,15 @@ fn an_unparsable_rlx_num_threads_is_a_note_not_silence() {
     let o = run("1");
     common::last_json(&o);
     assert_eq!(stderr(&o), "", "a valid value needs no note");
+    // More threads than cores is clamped, and said, as `--threads 999` is (it was silent).
+    let cores = std::thread::available_parallelism().unwrap().get();
+    let o = run("999");
+    common::last_json(&o);
+    let s = if cores == 1 { "" } else { "s" };
+    assert_eq!(
+        stderr(&o),
+        format!("rlx: note: RLX_NUM_THREADS=999 is more than the {cores} available core{s}; using {cores}\n")
+    );
     // Every override's rule lives in CompileOptions; a flag set to another value than it takes
     // is named the same way.
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_rlx"))
