@@ -187,7 +187,8 @@ fn threads_in_use(requested: Option<std::num::NonZeroUsize>) -> Option<usize> {
             eprintln!("rlx: note: {what} is more than the {cores} available core{s}; using {cores}");
         }
     };
-    let env = std::env::var("RLX_NUM_THREADS").ok().and_then(|v| v.trim().parse::<usize>().ok());
+    // The override as the runtime reads it (its rule is written once, in `CompileOptions`).
+    let env = rlx_runtime::CompileOptions::new().with_env_overrides().threads;
     if let Some(n) = env {
         many(format!("RLX_NUM_THREADS={n}"), n);
     }
