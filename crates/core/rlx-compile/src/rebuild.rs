@@ -2,6 +2,16 @@
 
 use rlx_ir::{Graph, Node, NodeId};
 
+/// How many times each node of `g` is read: once per operand use, once per graph output that
+/// names it (a rewrite may fold a node into its reader only where the count is 1).
+pub(crate) fn reader_counts(g: &Graph) -> Vec<usize> {
+    let mut uses = vec![0usize; g.nodes().len()];
+    for x in g.nodes().iter().flat_map(|n| &n.inputs).chain(g.outputs()) {
+        uses[x.index()] += 1;
+    }
+    uses
+}
+
 /// A graph under reconstruction: `map[old]` is the new id standing for old node `old`.
 pub(crate) struct Rebuild {
     pub out: Graph,

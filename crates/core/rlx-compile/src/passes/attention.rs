@@ -51,15 +51,7 @@ pub fn run(g: &mut Graph, opts: &PassOptions) -> Result<PassStats, CompileError>
         return Ok(stats(before, g, 0));
     }
     let nodes = g.nodes();
-    let mut uses = vec![0usize; nodes.len()];
-    for n in nodes {
-        for x in &n.inputs {
-            uses[x.index()] += 1;
-        }
-    }
-    for o in g.outputs() {
-        uses[o.index()] += 1;
-    }
+    let uses = crate::rebuild::reader_counts(g);
     let single = |id: NodeId| uses[id.index()] == 1;
     let found: Vec<Option<Match>> = (0..nodes.len()).map(|i| match_at(g, i, &single)).collect();
     let matched = found.iter().flatten().count();

@@ -34,16 +34,8 @@ use rlx_ir::{Graph, Node, NodeId, Op};
 /// Apply the rewrites above to `g`; `changed` counts rewritten nodes.
 pub fn run(g: &mut Graph, _opts: &PassOptions) -> Result<PassStats, CompileError> {
     let before = g.nodes().len();
-    // Readers of each node (outputs count as one), for the gather rule.
-    let mut uses = vec![0usize; before];
-    for n in g.nodes() {
-        for x in &n.inputs {
-            uses[x.index()] += 1;
-        }
-    }
-    for o in g.outputs() {
-        uses[o.index()] += 1;
-    }
+    // Readers of each node, for the gather rule.
+    let uses = crate::rebuild::reader_counts(g);
     let mut rb = Rebuild::new(g);
     // New ids of plain copies of nodes with one reader (what the gather rule may sink below).
     let mut single: std::collections::HashSet<NodeId> = Default::default();
