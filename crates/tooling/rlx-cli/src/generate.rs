@@ -94,24 +94,24 @@ fn parse_temperature(s: &str) -> Result<f32, String> {
     }
 }
 
-/// `--max-tokens`: a whole number, 0 or more. llama.cpp users write `-n -1` for "until the
-/// context is full": clap's own message for it was `invalid digit found in string`.
-fn parse_max_tokens(s: &str) -> Result<usize, String> {
+/// A whole number, 0 or more; a negative one (llama.cpp's `-1` spellings) gets `neg`, what to
+/// give instead (clap's own message for it was `invalid digit found in string`).
+fn non_negative<T: std::str::FromStr>(s: &str, neg: &str) -> Result<T, String> {
     match s.parse::<i64>() {
-        Ok(n) if n < 0 => Err("must be 0 or more (for llama.cpp's -n -1, give a large number: generation stops with a note when the context is full)".into()),
-        _ => s.parse::<usize>().map_err(|_| format!("{s:?} is not a whole number")),
+        Ok(n) if n < 0 => Err(format!("must be 0 or more ({neg})")),
+        _ => s.parse::<T>().map_err(|_| format!("{s:?} is not a whole number")),
     }
 }
 
-/// `--seed`: a whole number, 0 or more (llama.cpp's `-1`, a random seed, is not offered: a run
-/// is reproducible from its flags).
+/// `--max-tokens`: llama.cpp users write `-n -1` for "until the context is full".
+fn parse_max_tokens(s: &str) -> Result<usize, String> {
+    non_negative(s, "for llama.cpp's -n -1, give a large number: generation stops with a note when the context is full")
+}
+
+/// `--seed`: llama.cpp's `-1`, a random seed, is not offered: a run is reproducible from its
+/// flags.
 fn parse_seed(s: &str) -> Result<u64, String> {
-    match s.parse::<i64>() {
-        Ok(n) if n < 0 => {
-            Err("must be 0 or more (every run is seeded: llama.cpp's -1, a random seed, is not offered)".into())
-        }
-        _ => s.parse::<u64>().map_err(|_| format!("{s:?} is not a whole number")),
-    }
+    non_negative(s, "every run is seeded: llama.cpp's -1, a random seed, is not offered")
 }
 
 /// `--top-p`: in (0, 1] (NaN fails the range test too), and not 0 once rounded to f32.
