@@ -95,11 +95,18 @@ fn parse_temperature(s: &str) -> Result<f32, String> {
 }
 
 /// A whole number, 0 or more; a negative one (llama.cpp's `-1` spellings) gets `neg`, what to
-/// give instead (clap's own message for it was `invalid digit found in string`).
+/// give instead (clap's own message for it was `invalid digit found in string`), and one past
+/// 64 bits says so.
 fn non_negative<T: std::str::FromStr>(s: &str, neg: &str) -> Result<T, String> {
     match s.parse::<i64>() {
         Ok(n) if n < 0 => Err(format!("must be 0 or more ({neg})")),
-        _ => s.parse::<T>().map_err(|_| format!("{s:?} is not a whole number")),
+        _ => s.parse::<T>().map_err(|_| {
+            if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+                format!("{s} is too large (more than 64 bits)")
+            } else {
+                format!("{s:?} is not a whole number")
+            }
+        }),
     }
 }
 
@@ -388,11 +395,12 @@ enum Stop {
 
 impl Stop {
     /// The generator stops for exactly these three reasons (a closed stdout returns earlier).
+    /// An end token that is also the last allowed token is the end token: the model finished.
     fn of(tokens: &[u32], max_tokens: usize, stop_tokens: &[u32]) -> Stop {
-        if tokens.len() >= max_tokens {
-            Stop::MaxTokens
-        } else if tokens.last().is_some_and(|t| stop_tokens.contains(t)) {
+        if tokens.last().is_some_and(|t| stop_tokens.contains(t)) {
             Stop::EndToken
+        } else if tokens.len() >= max_tokens {
+            Stop::MaxTokens
         } else {
             Stop::Context
         }

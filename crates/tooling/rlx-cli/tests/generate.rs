@@ -25,6 +25,12 @@ fn greedy_json_and_empty_prompt() {
     assert_eq!(j["tokens"], json!([7042, 30, 198, 198]));
     assert_eq!(j["text"], " Paris.\n\n");
     assert_eq!(j["stop"], "max_tokens");
+    // The default prompt's greedy text ends with the end token (id 2) as token 30 (the fp64
+    // reference's too): at --max-tokens 30 the model finished, and `stop` says so (it said
+    // max_tokens).
+    let j = last_json(&rlx(&["generate", "--model", m, "--max-tokens", "30", "--json"]));
+    assert_eq!((j["tokens"].as_array().unwrap().len(), &j["tokens"][29]), (30, &json!(2)), "{j}");
+    assert_eq!(j["stop"], "end_token");
     assert!(j["prompt_tokens_per_s"].as_f64().unwrap() > 0.0 && j["gen_tokens_per_s"].as_f64().unwrap() > 0.0);
     assert!(stderr(&out).contains("tok/s"));
     assert_eq!((j["mode"].as_str(), j["kv_type"].as_str()), (Some("exact"), Some("f32")));
@@ -132,6 +138,11 @@ fn bad_sampler_flags_are_usage_errors_before_any_file_is_read() {
         ),
         (&["--seed", "-1"], "invalid value '-1' for '--seed <SEED>': must be 0 or more (every run is seeded"),
         (&["--max-tokens", "x"], "invalid value 'x' for '--max-tokens <MAX_TOKENS>': \"x\" is not a whole number"),
+        // A whole number past 64 bits is named as too large, not as "not a whole number".
+        (
+            &["--seed", "99999999999999999999"],
+            "invalid value '99999999999999999999' for '--seed <SEED>': 99999999999999999999 is too large (more than 64 bits)",
+        ),
     ] {
         let out = rlx(&[&["generate", "--model", "/nonexistent/model.gguf"][..], flags].concat());
         let e = stderr(&out);
