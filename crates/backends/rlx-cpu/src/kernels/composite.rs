@@ -150,6 +150,25 @@ pub fn run(k: &NormKernel, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrEr
     }
     let avx512 = has_avx512();
     let stream = streams_f32(y.len());
+    #[cfg(target_arch = "x86_64")]
+    if avx512 && k.op == NormOp::Softmax && len <= super::norm_avx512::SCRATCH {
+        // Blocks of rows: each row's write pass overlaps the next row's `exp` pass.
+        let per_task =
+            if x.len() >= PAR_THRESHOLD && threads() > 1 { (PAR_THRESHOLD / 4 / len).max(1) } else { k.rows };
+        let block = |(b, yb): (usize, &mut [f32])| {
+            let at = b * per_task * len;
+            let xb = &x[at..at + yb.len()];
+            let next = x.get(at + yb.len()..(at + yb.len() + len).min(x.len())).unwrap_or(&[]);
+            // SAFETY: AVX-512 is present (checked); `xb` / `yb` hold whole rows of `len` ≤ SCRATCH.
+            unsafe { super::norm_avx512::softmax_rows(xb, yb, len, stream, next) }
+        };
+        if per_task < k.rows {
+            y.par_chunks_mut(per_task * len).enumerate().for_each(block);
+        } else {
+            block((0, y));
+        }
+        return Ok(());
+    }
     let row = |(i, yr): (usize, &mut [f32])| {
         let xr = &x[i * len..(i + 1) * len];
         let next = x.get((i + 1) * len..(i + 2) * len).unwrap_or(&[]);
