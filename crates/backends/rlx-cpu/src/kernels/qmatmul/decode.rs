@@ -32,6 +32,16 @@ const ROWS: usize = 4;
 /// 20.5; one group ahead 15.0; three or four groups ahead into L1 17.1. Rows of 4 KiB or more
 /// in a group go one group ahead ([`prefetch_rows`]).
 pub(super) const PREFETCH_ROWS: usize = 2 * ROWS;
+/// Groups ahead that [`prefetch_ahead`] also prefetches into L2 (`T1`) when a group's rows hold
+/// 4 KiB or more. An L1 prefetch holds one of the core's few line-fill buffers until its line
+/// arrives, which caps how many DRAM reads are in flight; L2 prefetches queue in the larger L2
+/// miss queue, so the L1 prefetch one group ahead then finds its line in L2. 1 × 4096 × 4096
+/// fast-mode products with their weights in DRAM (`qmatmul_bench 1 10 Q4_0,Q4_K,Q8_0 1 fast
+/// 64`, 1 core, interleaved rounds): Q4_0 0.83–0.89 → 0.78–0.84 ms, Q4_K 0.78–0.85 → 0.72–0.75,
+/// Q8_0 1.25–1.32 → 1.24–1.28; four or eight groups ahead no better. With the weights in L3
+/// between runs (1 copy) it costs up to 10% (Q8_0 0.64–0.66 → 0.69–0.72 ms): decode of a model
+/// with rows this long reads its weights from DRAM. An L3 hint (`T2`) measured between the two.
+const FAR_GROUPS: usize = 2;
 
 /// Rows ahead to prefetch for rows of `row_bytes`: [`PREFETCH_ROWS`], or one group when a
 /// group's rows hold 4 KiB or more. 1 × 4096 × 4096 products with their weights in DRAM
@@ -65,7 +75,8 @@ pub(super) fn prefetch(w: &[u8], from: usize, to: usize) {
 /// [`prefetch`] there: SmolLM2 `--fast` decode products, 1 thread, interleaved, none 21.1–23.0,
 /// burst 17.2–22.5, block by block 15.9–19.6 ms per token; on a 1 × 4096 × 4096 product whose
 /// weights stay in L3 the burst was 20–50% slower, block by block about equal to none. (Block
-/// by block in this module's exact kernel measured no better in-model than its burst.)
+/// by block in this module's exact kernel measured no better in-model than its burst.) Rows of
+/// 4 KiB or more per group are also prefetched [`FAR_GROUPS`] groups ahead into L2.
 ///
 /// # Safety
 /// None needed for the prefetch itself (it never faults); `p` is a row pointer.
@@ -73,12 +84,18 @@ pub(super) fn prefetch(w: &[u8], from: usize, to: usize) {
 pub(super) unsafe fn prefetch_ahead(p: *const u8, row_bytes: usize, from: usize, to: usize) {
     #[cfg(target_arch = "x86_64")]
     {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        use std::arch::x86_64::{_MM_HINT_T0, _MM_HINT_T1, _mm_prefetch};
         let q = p.wrapping_add(prefetch_rows(row_bytes) * row_bytes);
+        let far = row_bytes * ROWS >= 4096;
+        let q2 = p.wrapping_add(FAR_GROUPS * ROWS * row_bytes);
         let mut off = from & !63;
         while off < to {
             // SAFETY: a prefetch reads nothing architecturally and never faults.
             unsafe { _mm_prefetch::<_MM_HINT_T0>(q.wrapping_add(off).cast()) };
+            if far {
+                // SAFETY: as above.
+                unsafe { _mm_prefetch::<_MM_HINT_T1>(q2.wrapping_add(off).cast()) };
+            }
             off += 64;
         }
     }
