@@ -508,13 +508,18 @@ mod avx {
     }
 
     /// [`rows_legacy`] for Q4_0 / Q4_1 weights (`K`) and one activation row (decode), two
-    /// blocks per 512-bit `vpdpbusd`: blocks `b` and `b + 1` as `[lo_b, lo_b+1, hi_b, hi_b+1]`
-    /// nibbles (16 bytes each) against the activation pair's bytes in that order (one 128-bit
-    /// lane shuffle per pair, shared by the `R` rows), each lane's `d_w d_x` picked from the
-    /// group's 16 scale products by one `vpermps`; Q4_1's `Σ m_w s_x` is one FMA per group of
-    /// 16 blocks. The integer dots are exact, as in `rows_legacy`; the f32 sums are added in
-    /// another order (16 lanes, 2 blocks each step). Decode from cache was compute-bound at
-    /// half the read rate with one block per 256-bit step.
+    /// blocks per 512-bit `vpdpbusd`: blocks `b` and `b + 1` as `[lo_b, hi_b, lo_b+1, hi_b+1]`
+    /// nibbles (16 bytes each: each block's 16 packed bytes broadcast to two 128-bit lanes by
+    /// the loads, the upper copy shifted right by 4 under a mask), against the activation
+    /// pair's 64 bytes as they lie; the lanes of each block are scaled by its `d_w d_x`,
+    /// broadcast from the group's 16 scale products (the second block's by a masked broadcast
+    /// load); Q4_1's `Σ m_w s_x` is one FMA per group of 16 blocks. The integer dots are
+    /// exact, as in `rows_legacy`; the f32 sums are added in another order (16 lanes, 2 blocks
+    /// each step). Decode from cache was compute-bound at half the read rate with one block per
+    /// 256-bit step; picking the pair's scales by `vpermps` and the nibbles by lane inserts put
+    /// three µops per row and pair on the shuffle port (1 × 4096 × 4096, `qmatmul_bench 1 10
+    /// Q4_0,Q4_1 1 fast 1` / `… 64`, three interleaved rounds: Q4_0 from L3 0.50–0.51 → 0.47–0.48
+    /// ms, from DRAM equal at 0.80–0.81; Q4_1 from DRAM 0.92–0.93 → 0.85–0.88).
     ///
     /// # Safety
     /// As [`rows_legacy`] with `C = 1`.
@@ -527,25 +532,26 @@ mod avx {
             _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
             _mm512_set1_epi32(ts as i32),
         );
-        // Lane -> block of the pair: lanes 0-3 and 8-11 the first, 4-7 and 12-15 the second.
-        let pick = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1);
+        // The 16-bit words of the second and fourth 128-bit lanes: the high nibbles.
+        const HI: __mmask32 = 0xff00_ff00;
         let mut acc = [_mm512_setzero_ps(); R];
         let mut macc = [_mm512_setzero_ps(); R];
+        let mut sc = [[0f32; GROUP]; R];
         let mut g0 = 0;
         // SAFETY (every pointer below): block `b < nb` of row `r` spans `ts` bytes from
-        // `w[r] + ts b`; the activation row has `32 nb` bytes, then `nb` d and `nb` s floats.
+        // `w[r] + ts b`; the activation row has `32 nb` bytes, then `nb` d and `nb` s floats;
+        // `sc[r][i + 1]` is read only when block `g0 + i + 1` is in the group (`i + 1 < gn`).
         unsafe {
             while g0 < nb {
                 let gn = GROUP.min(nb - g0);
                 let lanes: __mmask16 = if gn == GROUP { 0xffff } else { (1u16 << gn) - 1 };
                 let xd = _mm512_maskz_loadu_ps(lanes, x.add(QK * nb + 4 * g0).cast::<f32>());
                 let sx = _mm512_maskz_loadu_ps(lanes, x.add(QK * nb + 4 * (nb + g0)).cast::<f32>());
-                let mut sc = [_mm512_setzero_ps(); R];
                 for r in 0..R {
                     super::super::decode::prefetch_ahead(w[r], nb * ts, g0 * ts, (g0 + gn) * ts);
                     let h =
                         _mm512_mask_i32gather_epi32::<1>(_mm512_setzero_si512(), lanes, offs, w[r].add(g0 * ts).cast());
-                    sc[r] = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)), xd);
+                    _mm512_storeu_ps(sc[r].as_mut_ptr(), _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)), xd));
                     if K == Q4_1 {
                         let m = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(h)));
                         macc[r] = _mm512_fmadd_ps(m, sx, macc[r]);
@@ -562,24 +568,24 @@ mod avx {
                     } else {
                         _mm512_zextsi256_si512(_mm256_loadu_si256(x.add(QK * b).cast()))
                     };
-                    // [x_b lo, x_b hi, x_b+1 lo, x_b+1 hi] -> [x_b lo, x_b+1 lo, x_b hi, x_b+1 hi].
-                    let xv = _mm512_shuffle_i64x2::<0b11_01_10_00>(xv, xv);
                     let init = if K == Q4_1 {
                         _mm512_setzero_si512()
                     } else {
                         _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, xv))
                     };
-                    let idx = _mm512_add_epi32(pick, _mm512_set1_epi32(i as i32));
                     for r in 0..R {
                         let p = w[r].add(b * ts + qo);
-                        let v = if two {
-                            _mm256_loadu2_m128i(p.add(ts).cast(), p.cast())
+                        let (q, s) = if two {
+                            let q = _mm512_broadcast_i32x4(_mm_loadu_si128(p.cast()));
+                            let q = _mm512_mask_broadcast_i32x4(q, 0xff00, _mm_loadu_si128(p.add(ts).cast()));
+                            let s = _mm512_set1_ps(sc[r][i]);
+                            (q, _mm512_mask_broadcastss_ps(s, 0xff00, _mm_load_ss(&sc[r][i + 1])))
                         } else {
-                            _mm256_zextsi128_si256(_mm_loadu_si128(p.cast()))
+                            let q = _mm512_maskz_broadcast_i32x4(0x00ff, _mm_loadu_si128(p.cast()));
+                            (q, _mm512_set1_ps(sc[r][i]))
                         };
-                        let z = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(v), _mm256_srli_epi16::<4>(v));
-                        let dot = _mm512_dpbusd_epi32(init, _mm512_and_si512(z, m4), xv);
-                        let s = _mm512_permutexvar_ps(idx, sc[r]);
+                        let z = _mm512_and_si512(_mm512_mask_srli_epi16::<4>(q, HI, q), m4);
+                        let dot = _mm512_dpbusd_epi32(init, z, xv);
                         acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), s, acc[r]);
                     }
                     i += 2;
