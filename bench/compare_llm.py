@@ -10,6 +10,9 @@ the rate `bench/stream.c read` sums a buffer of the same size on the same cores,
 with the rounds (the buffer sits in whatever cache level the weights do; with a C compiler),
 printed as each mode's share: `BANDWIDTH tg128_t<T> <share>` (the issue's goal: 0.8).
 
+Needs the `gguf` Python package (`pip install -r tools/refgen/requirements-gguf.txt`), a C
+compiler, and llama.cpp's `llama-bench` (`tools/build-llama.sh`).
+
     cargo build --release -p rlx-cli
     python3 bench/compare_llm.py [--model GGUF] [--llama-bench PATH] [--reps 3] [--modes exact,fast]
 
@@ -27,7 +30,10 @@ import re
 import statistics
 import sys
 
-from gguf import GGUFReader
+try:
+    from gguf import GGUFReader
+except ImportError:
+    sys.exit("compare_llm.py needs the gguf package: pip install -r tools/refgen/requirements-gguf.txt")
 
 from _common import CACHE, ROOT, build_c, load, print_ratios, run
 # 128 tokens with the SmolLM2 tokenizer (no BOS: add_bos_token is false); checked below.
