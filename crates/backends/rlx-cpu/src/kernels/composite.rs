@@ -150,20 +150,23 @@ pub fn run(k: &NormKernel, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrEr
     }
     let avx512 = has_avx512();
     let stream = streams_f32(y.len());
+    // Rows run in parallel tasks of at least `per_task` rows when `par` (`len > 0`: `y` is not
+    // empty).
+    let par = x.len() >= PAR_THRESHOLD && threads() > 1 && k.rows > 1;
+    let per_task = (PAR_THRESHOLD / 4 / len).max(1);
     #[cfg(target_arch = "x86_64")]
     if avx512 && k.op == NormOp::Softmax && len <= super::norm_avx512::SCRATCH {
         // Blocks of rows: each row's write pass overlaps the next row's `exp` pass.
-        let per_task =
-            if x.len() >= PAR_THRESHOLD && threads() > 1 { (PAR_THRESHOLD / 4 / len).max(1) } else { k.rows };
+        let rows = if par { per_task.min(k.rows) } else { k.rows };
         let block = |(b, yb): (usize, &mut [f32])| {
-            let at = b * per_task * len;
+            let at = b * rows * len;
             let xb = &x[at..at + yb.len()];
             let next = x.get(at + yb.len()..(at + yb.len() + len).min(x.len())).unwrap_or(&[]);
             // SAFETY: AVX-512 is present (checked); `xb` / `yb` hold whole rows of `len` ≤ SCRATCH.
             unsafe { super::norm_avx512::softmax_rows(xb, yb, len, stream, next) }
         };
-        if per_task < k.rows {
-            y.par_chunks_mut(per_task * len).enumerate().for_each(block);
+        if rows < k.rows {
+            y.par_chunks_mut(rows * len).enumerate().for_each(block);
         } else {
             block((0, y));
         }
@@ -206,11 +209,7 @@ pub fn run(k: &NormKernel, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrEr
             ),
         }
     };
-    if len == 0 {
-        return Ok(());
-    }
-    if x.len() >= PAR_THRESHOLD && threads() > 1 && k.rows > 1 {
-        let per_task = (PAR_THRESHOLD / 4 / len).max(1);
+    if par {
         y.par_chunks_mut(len).enumerate().with_min_len(per_task).for_each(row);
     } else {
         y.chunks_mut(len).enumerate().for_each(row);

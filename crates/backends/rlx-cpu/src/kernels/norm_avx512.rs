@@ -30,38 +30,65 @@ use std::arch::x86_64::*;
 const BLOCK: usize = 1024;
 
 /// Write `f(i, mask)` (the result for elements `i..i + 16` under `mask`) to every element of
-/// `y`: aligned non-temporal stores in the middle when `stream`, masked stores at the edges.
+/// `y`: aligned non-temporal stores in the middle when `stream`, masked stores at the edges
+/// ([`RowWriter`]).
 #[inline(always)]
-unsafe fn write_row(y: &mut [f32], stream: bool, mut f: impl FnMut(usize, __mmask16) -> __m512) {
-    let n = y.len();
-    let p = y.as_mut_ptr();
-    let mut i = 0;
+unsafe fn write_row(y: &mut [f32], stream: bool, f: impl FnMut(usize, __mmask16) -> __m512) {
     unsafe {
-        if stream {
-            // Peel up to the first 64-byte boundary (f32 storage is 4-byte aligned).
-            let head = ((64 - (p as usize % 64)) % 64 / 4).min(n);
-            if head > 0 {
-                let m = tail_mask(head);
-                _mm512_mask_storeu_ps(p, m, f(0, m));
-                i = head;
-            }
-            while i + LANES <= n {
-                _mm512_stream_ps(p.add(i), f(i, !0));
-                i += LANES;
-            }
-        } else {
-            while i + LANES <= n {
-                _mm512_storeu_ps(p.add(i), f(i, !0));
-                i += LANES;
-            }
-        }
-        if i < n {
-            let m = tail_mask(n - i);
-            _mm512_mask_storeu_ps(p.add(i), m, f(i, m));
-        }
+        RowWriter { y: y.as_mut_ptr(), n: y.len(), pos: 0, stream, f }.finish();
         if stream {
             // Non-temporal stores are weakly ordered: fence before another thread reads `y`.
             _mm_sfence();
+        }
+    }
+}
+
+/// Writes the `n` floats at `y`, `f(i, mask)` being the result for elements `i..i + 16`
+/// under `mask`, one vector per [`RowWriter::step`] (so that softmax can spread a row's write
+/// over the next row's `exp` pass): aligned non-temporal stores when `stream` (after a masked
+/// head up to the first 64-byte boundary; f32 storage is 4-byte aligned), masked stores at the
+/// edges. The caller fences after non-temporal stores.
+struct RowWriter<F> {
+    y: *mut f32,
+    n: usize,
+    pos: usize,
+    stream: bool,
+    f: F,
+}
+
+impl<F: FnMut(usize, __mmask16) -> __m512> RowWriter<F> {
+    /// Write the next vector (or the head / tail piece); nothing once the row is written.
+    #[inline(always)]
+    unsafe fn step(&mut self) {
+        unsafe {
+            let rem = self.n - self.pos;
+            if rem == 0 {
+                return;
+            }
+            let p = self.y.add(self.pos);
+            let head = if self.stream { (64 - (p as usize % 64)) % 64 / 4 } else { 0 };
+            if head == 0 && rem >= LANES {
+                let v = (self.f)(self.pos, !0);
+                if self.stream {
+                    _mm512_stream_ps(p, v);
+                } else {
+                    _mm512_storeu_ps(p, v);
+                }
+                self.pos += LANES;
+            } else {
+                let k = if head > 0 { head.min(rem) } else { rem };
+                let m = tail_mask(k);
+                _mm512_mask_storeu_ps(p, m, (self.f)(self.pos, m));
+                self.pos += k;
+            }
+        }
+    }
+
+    /// Write what is left of the row.
+    #[inline(always)]
+    unsafe fn finish(&mut self) {
+        while self.pos < self.n {
+            unsafe { self.step() };
         }
     }
 }
@@ -149,55 +176,6 @@ unsafe fn max_sum_exp(x: &[f32]) -> (f32, f32) {
 /// Longest row that softmax runs through on-stack scratch rows (two of 16 KiB, in L1).
 pub(crate) const SCRATCH: usize = 4096;
 
-/// Writes `y[i] = e[i] · r` one vector per [`RowWriter::step`], so that a row's write pass can
-/// be spread over the next row's `exp` pass: aligned non-temporal stores when `stream` (after a
-/// masked head up to the first 64-byte boundary), masked stores at the edges.
-struct RowWriter {
-    y: *mut f32,
-    e: *const f32,
-    n: usize,
-    pos: usize,
-    r: __m512,
-    stream: bool,
-}
-
-impl RowWriter {
-    /// Write the next vector (or the head / tail piece); nothing once the row is written.
-    #[inline(always)]
-    unsafe fn step(&mut self) {
-        unsafe {
-            let rem = self.n - self.pos;
-            if rem == 0 {
-                return;
-            }
-            let p = self.y.add(self.pos);
-            let v = |k: __mmask16| _mm512_mul_ps(_mm512_maskz_loadu_ps(k, self.e.add(self.pos)), self.r);
-            let head = if self.stream { (64 - (p as usize % 64)) % 64 / 4 } else { 0 };
-            if head == 0 && rem >= LANES {
-                if self.stream {
-                    _mm512_stream_ps(p, v(!0));
-                } else {
-                    _mm512_storeu_ps(p, v(!0));
-                }
-                self.pos += LANES;
-            } else {
-                let k = if head > 0 { head.min(rem) } else { rem };
-                let m = tail_mask(k);
-                _mm512_mask_storeu_ps(p, m, v(m));
-                self.pos += k;
-            }
-        }
-    }
-
-    /// Write what is left of the row.
-    #[inline(always)]
-    unsafe fn finish(&mut self) {
-        while self.pos < self.n {
-            unsafe { self.step() };
-        }
-    }
-}
-
 /// Softmax of consecutive rows of `len` (at most [`SCRATCH`]) elements, `x` and `y` holding
 /// the same whole number of rows, with one `exp` per element: per row a max pass (reads the row,
 /// prefetched into L2), then `exp(x - max)` into one of two L1 scratch rows while summing and
@@ -223,7 +201,8 @@ pub(crate) unsafe fn softmax_rows(x: &[f32], y: &mut [f32], len: usize, stream: 
         let n = len;
         let mut scratch = std::mem::MaybeUninit::<[[f32; SCRATCH]; 2]>::uninit();
         let base = scratch.as_mut_ptr() as *mut f32;
-        let mut w: Option<RowWriter> = None;
+        // The previous row's writer: its scratch row and `1 / Σ`.
+        let mut w: Option<RowWriter<_>> = None;
         for (ri, xr) in x.chunks_exact(n).enumerate() {
             let nx = x.get((ri + 1) * n..(ri + 2) * n).unwrap_or(next);
             let ep = base.add((ri % 2) * SCRATCH);
@@ -277,7 +256,9 @@ pub(crate) unsafe fn softmax_rows(x: &[f32], y: &mut [f32], len: usize, stream: 
             }
             let tot = hsum_f64(_mm512_add_ps(_mm512_add_ps(s[0], s[1]), _mm512_add_ps(s[2], s[3])));
             let r = _mm512_set1_ps((1.0 / tot) as f32);
-            w = Some(RowWriter { y: y.as_mut_ptr().add(ri * n), e: ep, n, pos: 0, r, stream });
+            let e = ep as *const f32;
+            let f = move |i: usize, k: __mmask16| _mm512_mul_ps(_mm512_maskz_loadu_ps(k, e.add(i)), r);
+            w = Some(RowWriter { y: y.as_mut_ptr().add(ri * n), n, pos: 0, stream, f });
         }
         if let Some(w) = w.as_mut() {
             w.finish();
