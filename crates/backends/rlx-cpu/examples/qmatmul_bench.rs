@@ -35,7 +35,8 @@ fn main() {
     let modes: Vec<String> = arg(4).map_or("exact,fast", |s| s.as_str()).split(',').map(String::from).collect();
     let copies: usize = arg(5).map_or(1, |s| s.parse().expect("COPIES")).max(1);
     rlx_gguf::register_ops();
-    let (k, n) = (4096, 4096);
+    let k: usize = arg(6).map_or(4096, |s| s.parse().expect("K"));
+    let n: usize = arg(7).map_or(4096, |s| s.parse().expect("N"));
     let fill = |len: usize, seed: u64| -> Vec<f32> {
         let mut s = seed;
         (0..len)

@@ -346,6 +346,8 @@ impl CpuExecutable {
         };
         let threads = threads.unwrap_or_else(rayon::current_num_threads).max(1);
         let team = Team::shared(threads);
+        // Custom ops split their work on the same threads as the kernels.
+        rlx_ir::ops::custom::set_task_runner(|n, f| kernels::spin::for_each(n, f));
         let mut seen = vec![false; bufs.len()];
         // Fixed results a step writes on every run (not compile-time values), and which of
         // them an output has claimed.

@@ -36,13 +36,15 @@
 //! (Float), `style` (`"adjacent_pairs"` | `"rotate_half"`). Results: the attention output f32
 //! `[B, S, H·D]`, then `k_new`, `v_new` f32 `[B, Hk, S, D]` (`k` after RoPE), which the host
 //! appends to the cache. `D` even, `H` a multiple of `Hk`; a query row that sees no key gives
-//! NaN (as softmax of an all-`-inf` row). The ops run single-threaded through their reference
-//! `eval` (the `rlx-cpu` executor calls it): linear in the tokens for RMSNorm and SwiGLU, and
-//! for attention in the keys of the one query row of a decode step (a several-token step would
-//! make it quadratic, which is why prefill keeps the native attention).
+//! NaN (as softmax of an all-`-inf` row). The ops run through their reference `eval` (the
+//! `rlx-cpu` executor calls it): RMSNorm and SwiGLU on one thread, linear in the tokens;
+//! attention as one task per (query row, head) on the run's threads
+//! ([`rlx_ir::ops::custom::parallel_for`]), each linear in the keys of its row (a several-token
+//! step would make it quadratic, which is why prefill keeps the native attention). SmolLM2
+//! `--fast` decode at 2 threads: the op 1.7 → 1.0 ms per token, 116–120 → 133–151 tokens/s.
 
 use rlx_ir::op::RopeStyle;
-use rlx_ir::ops::custom::{CustomOp, register_op};
+use rlx_ir::ops::custom::{CustomOp, parallel_for, register_op};
 use rlx_ir::{Attr, Attrs, DType, IrError, Shape, Tensor};
 use std::sync::{Arc, Once};
 
@@ -251,16 +253,7 @@ impl CustomOp for GgmlAttention {
             kn.as_mut_slice::<f32>().expect("f32 result"),
             vn.as_mut_slice::<f32>().expect("f32 result"),
         );
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("fma")
-            && std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512dq")
-        {
-            // SAFETY: the features were just detected.
-            unsafe { attention_fma(&x, dims, o, kn, vn) };
-            return Ok(());
-        }
-        attention(dot_ggml, &x, dims, o, kn, vn);
+        attention(&x, dims, o, kn, vn);
         Ok(())
     }
 }
@@ -305,125 +298,153 @@ struct Operands<'a> {
     mask: &'a [f32],
 }
 
-/// [`attention`] compiled with FMA and AVX-512 (the lane loops vectorize; `mul_add` is one
+/// Lanes of ggml's f32 vectors on AVX-512.
+const L: usize = 16;
+/// Elements per step of `ggml_vec_dot_f32` (four vectors).
+const STEP: usize = 4 * L;
+
+/// The attention op: RoPE of `k` into `kn` and the transposed `v` into `vn` here, then one task
+/// per (query row, head), in parallel ([`parallel_for`]), each writing its head's `d` outputs.
+fn attention(x: &Operands, dims: [usize; 6], o: &mut [f32], kn: &mut [f32], vn: &mut [f32]) {
+    let [b, s, h, hk, d, c] = dims;
+    for bs in 0..b * s {
+        let (cr, sr) = (&x.cos[bs * d..][..d], &x.sin[bs * d..][..d]);
+        let (bi, si) = (bs / s, bs % s);
+        for g in 0..hk {
+            let from = (bs * hk + g) * d;
+            let to = ((bi * hk + g) * s + si) * d;
+            rope(x.style, &x.k[from..from + d], cr, sr, &mut kn[to..to + d]);
+            vn[to..to + d].copy_from_slice(&x.v[from..from + d]);
+        }
+    }
+    // The visible key columns of every query row, in position order.
+    let n_max = c + s;
+    let mut keys = Vec::new();
+    let mut starts = Vec::with_capacity(b * s + 1);
+    starts.push(0);
+    for row in 0..b * s {
+        let mask = &x.mask[row * n_max..][..n_max];
+        keys.extend((0..n_max).filter(|&j| mask[j] != f32::NEG_INFINITY));
+        starts.push(keys.len());
+    }
+    #[cfg(target_arch = "x86_64")]
+    let fma = std::arch::is_x86_feature_detected!("fma")
+        && std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512dq");
+    #[cfg(not(target_arch = "x86_64"))]
+    let fma = false;
+    let t = Task { x, dims, kn, vn, keys: &keys, starts: &starts, out: Out(o.as_mut_ptr()) };
+    parallel_for(b * s * h, &|i| {
+        let (row, head) = (i / h, i % h);
+        // SAFETY: task `i` writes only `o[i·d .. (i + 1)·d]` (row-major `[B·S, H, D]`), which
+        // no other task touches, and `o` outlives `parallel_for`.
+        let out = unsafe { std::slice::from_raw_parts_mut(t.out.0.add(i * d), d) };
+        #[cfg(target_arch = "x86_64")]
+        if fma {
+            // SAFETY: the features were detected above.
+            return unsafe { head_fma(&t, row, head, out) };
+        }
+        head_attention(dot_ggml, &t, row, head, out);
+    });
+}
+
+/// What every task of [`attention`] reads, and the output they write.
+struct Task<'a> {
+    x: &'a Operands<'a>,
+    dims: [usize; 6],
+    kn: &'a [f32],
+    vn: &'a [f32],
+    /// Visible key columns of query row `r`: `keys[starts[r] .. starts[r + 1]]`.
+    keys: &'a [usize],
+    starts: &'a [usize],
+    out: Out,
+}
+
+/// The attention output, written by the tasks at disjoint offsets.
+struct Out(*mut f32);
+// SAFETY: tasks write disjoint ranges through it (see `attention`).
+unsafe impl Sync for Out {}
+
+/// [`head_attention`] compiled with FMA and AVX-512 (the lane loops vectorize; `mul_add` is one
 /// instruction instead of a libm call), scores by [`dot_ggml_avx512`].
 ///
 /// # Safety
 /// FMA, AVX-512F and AVX-512DQ are available.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512dq,fma")]
-unsafe fn attention_fma(x: &Operands, dims: [usize; 6], o: &mut [f32], kn: &mut [f32], vn: &mut [f32]) {
+unsafe fn head_fma(t: &Task, row: usize, head: usize, out: &mut [f32]) {
     // SAFETY: the caller's contract (AVX-512F and FMA).
-    attention(|a, b| unsafe { dot_ggml_avx512(a, b) }, x, dims, o, kn, vn)
+    head_attention(|a, b| unsafe { dot_ggml_avx512(a, b) }, t, row, head, out)
 }
 
-/// Lanes of ggml's f32 vectors on AVX-512.
-const L: usize = 16;
-/// Elements per step of `ggml_vec_dot_f32` (four vectors).
-const STEP: usize = 4 * L;
-
+/// Attention of query row `row` (`bi·S + si`), head `head`, into `out` (`D` values).
 #[inline(always)]
-fn attention<'a>(
-    dot: impl Fn(&[f32], &[f32]) -> f32,
-    x: &Operands<'a>,
-    [b, s, h, hk, d, c]: [usize; 6],
-    o: &mut [f32],
-    kn: &'a mut [f32],
-    vn: &'a mut [f32],
-) {
-    let (rep, scale, style) = (h / hk, x.scale, x.style);
-    // RoPE on q (into `o`, which has q's layout: each head's rotated query is read there before
-    // that head's output overwrites it) and k; k and v transposed to [B, Hk, S, D].
-    for bs in 0..b * s {
-        let (cr, sr) = (&x.cos[bs * d..][..d], &x.sin[bs * d..][..d]);
-        for head in 0..h {
-            let at = (bs * h + head) * d;
-            rope(style, &x.q[at..at + d], cr, sr, &mut o[at..at + d]);
-        }
-        let (bi, si) = (bs / s, bs % s);
-        for g in 0..hk {
-            let from = (bs * hk + g) * d;
-            let to = ((bi * hk + g) * s + si) * d;
-            rope(style, &x.k[from..from + d], cr, sr, &mut kn[to..to + d]);
-            vn[to..to + d].copy_from_slice(&x.v[from..from + d]);
-        }
+fn head_attention<'a>(dot: impl Fn(&[f32], &[f32]) -> f32, t: &Task<'a>, row: usize, head: usize, out: &mut [f32]) {
+    let (x, [b, s, h, hk, d, c]) = (t.x, t.dims);
+    debug_assert!(row < b * s);
+    let (bi, g) = (row / s, head / (h / hk));
+    let keys = &t.keys[t.starts[row]..t.starts[row + 1]];
+    if keys.is_empty() {
+        out.fill(f32::NAN);
+        return;
     }
-    let (kn, vn): (&'a [f32], &'a [f32]) = (kn, vn);
-    let n_max = c + s;
+    let mask = &x.mask[row * (c + s)..][..c + s];
+    // Key or value row of column `j`: the cache's, or the new block's.
+    let at = |j: usize, cache: &'a [f32], new: &'a [f32]| -> &'a [f32] {
+        if j < c { &cache[((bi * hk + g) * c + j) * d..][..d] } else { &new[((bi * hk + g) * s + j - c) * d..][..d] }
+    };
     SCRATCH.with_borrow_mut(|sc| {
-        let Scratch { keys, w, acc } = sc;
-        w.resize(n_max, 0.0);
-        // The output's accumulators, `[STEP][D]`: slot `t % STEP` takes key `t`'s `p · v` row (one
-        // vector FMA per slot and 16 dims), so each dim's 64 slots are `ggml_vec_dot_f32`'s lanes.
+        let Scratch { q, w, acc } = sc;
+        q.resize(d, 0.0);
+        rope(x.style, &x.q[(row * h + head) * d..][..d], &x.cos[row * d..][..d], &x.sin[row * d..][..d], q);
+        w.resize(keys.len(), 0.0);
+        // Scores: w = dot · scale + mask. (Prefetching key rows 4 or 16 keys ahead, and value
+        // rows for the output loop, measured within the noise on SmolLM2 decode.)
+        let mut max = f32::NEG_INFINITY;
+        for (i, &j) in keys.iter().enumerate() {
+            let v = dot(at(j, x.kc, t.kn), q) * x.scale + mask[j];
+            w[i] = v;
+            max = max.max(v);
+        }
+        let n = keys.len();
+        // Exponentials, and their sum by aligned groups of 16 (f32 tree, f64 total).
+        let mut sum = 0f64;
+        for grp in w[..n].chunks_mut(L) {
+            let mut lanes = [0f32; L];
+            for (e, l) in grp.iter_mut().zip(&mut lanes) {
+                *e = expf_ggml(*e - max);
+                *l = *e;
+            }
+            sum += hsum16(&lanes) as f64;
+        }
+        let inv = (1.0 / sum) as f32;
+        for e in &mut w[..n] {
+            *e *= inv;
+        }
+        // Output: per head dim, `ggml_vec_dot_f32` of the value column and the weights over
+        // the keys (llama.cpp's key window is padded to 256 cells, or the context size when
+        // smaller, with zero weights, so its tail loop runs only for a context that is not a
+        // multiple of 64; not emulated). The output's accumulators, `[STEP][D]`: slot `i % STEP`
+        // takes key `i`'s `p · v` row (one vector FMA per slot and 16 dims), so each dim's 64
+        // slots are `ggml_vec_dot_f32`'s lanes.
+        acc.clear();
         acc.resize(STEP * d, 0.0);
-        for bi in 0..b {
-            for si in 0..s {
-                let mask = &x.mask[(bi * s + si) * n_max..][..n_max];
-                keys.clear();
-                keys.extend((0..n_max).filter(|&j| mask[j] != f32::NEG_INFINITY));
-                for head in 0..h {
-                    let g = head / rep;
-                    // Key or value row of column `j`: the cache's, or the new block's.
-                    let at = |j: usize, cache: &'a [f32], new: &'a [f32]| -> &'a [f32] {
-                        if j < c {
-                            &cache[((bi * hk + g) * c + j) * d..][..d]
-                        } else {
-                            &new[((bi * hk + g) * s + j - c) * d..][..d]
-                        }
-                    };
-                    let qa = ((bi * s + si) * h + head) * d;
-                    if keys.is_empty() {
-                        o[qa..qa + d].fill(f32::NAN);
-                        continue;
-                    }
-                    let qr = &o[qa..qa + d];
-                    // Scores: w = dot · scale + mask.
-                    let mut max = f32::NEG_INFINITY;
-                    for (t, &j) in keys.iter().enumerate() {
-                        let v = dot(at(j, x.kc, kn), qr) * scale + mask[j];
-                        w[t] = v;
-                        max = max.max(v);
-                    }
-                    let n = keys.len();
-                    // Exponentials, and their sum by aligned groups of 16 (f32 tree, f64 total).
-                    let mut sum = 0f64;
-                    for grp in w[..n].chunks_mut(L) {
-                        let mut lanes = [0f32; L];
-                        for (e, l) in grp.iter_mut().zip(&mut lanes) {
-                            *e = expf_ggml(*e - max);
-                            *l = *e;
-                        }
-                        sum += hsum16(&lanes) as f64;
-                    }
-                    let inv = (1.0 / sum) as f32;
-                    for e in &mut w[..n] {
-                        *e *= inv;
-                    }
-                    // Output: per head dim, `ggml_vec_dot_f32` of the value column and the
-                    // weights over the keys (llama.cpp's key window is padded to 256 cells, or the
-                    // context size when smaller, with zero weights, so its tail loop runs only for a
-                    // context that is not a multiple of 64; not emulated).
-                    acc.fill(0.0);
-                    for (t, &j) in keys.iter().enumerate() {
-                        let p = w[t];
-                        let slot = &mut acc[(t % STEP) * d..][..d];
-                        for (a, &vv) in slot.iter_mut().zip(at(j, x.vc, vn)) {
-                            *a = vv.mul_add(p, *a);
-                        }
-                    }
-                    reduce_rows(acc, d, &mut o[qa..qa + d]);
-                }
+        for (i, &j) in keys.iter().enumerate() {
+            let p = w[i];
+            let slot = &mut acc[(i % STEP) * d..][..d];
+            for (a, &vv) in slot.iter_mut().zip(at(j, x.vc, t.vn)) {
+                *a = vv.mul_add(p, *a);
             }
         }
+        reduce_rows(acc, d, out);
     });
 }
 
-/// The attention op's buffers, kept per thread between calls (an evaluation runs once per layer
-/// and step): the visible key columns of a query row, their scores / weights, and the output's
-/// `[STEP][D]` accumulators.
+/// A task's buffers, kept per thread between calls (an evaluation runs once per layer and
+/// step): the rotated query, the scores / weights, and the output's `[STEP][D]` accumulators.
 #[derive(Default)]
 struct Scratch {
-    keys: Vec<usize>,
+    q: Vec<f32>,
     w: Vec<f32>,
     acc: Vec<f32>,
 }

@@ -13,6 +13,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, RwLock};
 
 /// The rules of a registered custom op.
+///
+/// An [`CustomOp::eval`] may split its work into independent tasks with [`parallel_for`],
+/// which runs them on the threads of the backend evaluating the op.
 pub trait CustomOp: Send + Sync {
     /// Result types from the operand types (one or more results). Errors are plain
     /// messages naming the problem; the graph adds the node and op name.
@@ -113,6 +116,29 @@ pub(crate) fn batch(
     registered(op, name, RuleKind::Batch)?.batch(attrs, cx, x, bd, size).map_err(|e| named(op, e))
 }
 
+/// How a backend runs `n` independent tasks: `run(n, f)` calls `f(i)` once for every `i < n`,
+/// in any order, possibly on several threads, and returns when all are done.
+pub type TaskRunner = fn(usize, &(dyn Fn(usize) + Sync));
+
+static RUNNER: OnceLock<TaskRunner> = OnceLock::new();
+
+/// Install the process's [`TaskRunner`] for [`parallel_for`] (a backend does this once, e.g.
+/// `rlx-cpu` its thread team; the first installation stays).
+pub fn set_task_runner(run: TaskRunner) {
+    let _ = RUNNER.set(run);
+}
+
+/// `f(i)` for every `i < n`: on the installed [`TaskRunner`] (the CPU backend runs the tasks
+/// on the threads of the graph run that evaluates the op), else one after another. For a
+/// custom op's [`CustomOp::eval`] whose work splits into independent parts (disjoint slices
+/// of its results); `f` must not assume any order.
+pub fn parallel_for(n: usize, f: &(dyn Fn(usize) + Sync)) {
+    match RUNNER.get() {
+        Some(run) => run(n, f),
+        None => (0..n).for_each(f),
+    }
+}
+
 type Registry = RwLock<HashMap<String, Arc<dyn CustomOp>>>;
 
 fn registry() -> &'static Registry {
@@ -161,6 +187,16 @@ mod tests {
     use super::*;
     use crate::interp::evaluate;
     use crate::{Attr, DType, verify};
+
+    /// With no backend's runner installed (none in this crate), `parallel_for` runs every
+    /// task once, in order.
+    #[test]
+    fn parallel_for_without_a_runner_is_a_loop() {
+        let seen = std::sync::Mutex::new(vec![]);
+        parallel_for(5, &|i| seen.lock().unwrap().push(i));
+        assert_eq!(*seen.lock().unwrap(), [0, 1, 2, 3, 4]);
+        parallel_for(0, &|_| panic!("no task expected"));
+    }
 
     /// `y = x * k` and `x + 1`: two results, `k` from the attributes.
     struct ScaleAndShift;
