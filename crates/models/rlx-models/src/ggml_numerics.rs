@@ -393,51 +393,54 @@ fn head_attention<'a>(dot: impl Fn(&[f32], &[f32]) -> f32, t: &Task<'a>, row: us
     let at = |j: usize, cache: &'a [f32], new: &'a [f32]| -> &'a [f32] {
         if j < c { &cache[((bi * hk + g) * c + j) * d..][..d] } else { &new[((bi * hk + g) * s + j - c) * d..][..d] }
     };
-    SCRATCH.with_borrow_mut(|sc| {
-        let Scratch { q, w, acc } = sc;
-        q.resize(d, 0.0);
-        rope(x.style, &x.q[(row * h + head) * d..][..d], &x.cos[row * d..][..d], &x.sin[row * d..][..d], q);
-        w.resize(keys.len(), 0.0);
-        // Scores: w = dot · scale + mask. (Prefetching key rows 4 or 16 keys ahead, and value
-        // rows for the output loop, measured within the noise on SmolLM2 decode.)
-        let mut max = f32::NEG_INFINITY;
-        for (i, &j) in keys.iter().enumerate() {
-            let v = dot(at(j, x.kc, t.kn), q) * x.scale + mask[j];
-            w[i] = v;
-            max = max.max(v);
+    // The buffers are taken out of the thread-local for the work and put back after: inside
+    // `LocalKey::with`'s closure the loops compiled without the caller's FMA / AVX-512
+    // (`mul_add` became a libm call, attention 8x slower).
+    let mut sc = SCRATCH.take();
+    let Scratch { q, w, acc } = &mut sc;
+    q.resize(d, 0.0);
+    rope(x.style, &x.q[(row * h + head) * d..][..d], &x.cos[row * d..][..d], &x.sin[row * d..][..d], q);
+    w.resize(keys.len(), 0.0);
+    // Scores: w = dot · scale + mask. (Prefetching key rows 4 or 16 keys ahead, and value
+    // rows for the output loop, measured within the noise on SmolLM2 decode.)
+    let mut max = f32::NEG_INFINITY;
+    for (i, &j) in keys.iter().enumerate() {
+        let v = dot(at(j, x.kc, t.kn), q) * x.scale + mask[j];
+        w[i] = v;
+        max = max.max(v);
+    }
+    let n = keys.len();
+    // Exponentials, and their sum by aligned groups of 16 (f32 tree, f64 total).
+    let mut sum = 0f64;
+    for grp in w[..n].chunks_mut(L) {
+        let mut lanes = [0f32; L];
+        for (e, l) in grp.iter_mut().zip(&mut lanes) {
+            *e = expf_ggml(*e - max);
+            *l = *e;
         }
-        let n = keys.len();
-        // Exponentials, and their sum by aligned groups of 16 (f32 tree, f64 total).
-        let mut sum = 0f64;
-        for grp in w[..n].chunks_mut(L) {
-            let mut lanes = [0f32; L];
-            for (e, l) in grp.iter_mut().zip(&mut lanes) {
-                *e = expf_ggml(*e - max);
-                *l = *e;
-            }
-            sum += hsum16(&lanes) as f64;
+        sum += hsum16(&lanes) as f64;
+    }
+    let inv = (1.0 / sum) as f32;
+    for e in &mut w[..n] {
+        *e *= inv;
+    }
+    // Output: per head dim, `ggml_vec_dot_f32` of the value column and the weights over
+    // the keys (llama.cpp's key window is padded to 256 cells, or the context size when
+    // smaller, with zero weights, so its tail loop runs only for a context that is not a
+    // multiple of 64; not emulated). The output's accumulators, `[STEP][D]`: slot `i % STEP`
+    // takes key `i`'s `p · v` row (one vector FMA per slot and 16 dims), so each dim's 64
+    // slots are `ggml_vec_dot_f32`'s lanes.
+    acc.clear();
+    acc.resize(STEP * d, 0.0);
+    for (i, &j) in keys.iter().enumerate() {
+        let p = w[i];
+        let slot = &mut acc[(i % STEP) * d..][..d];
+        for (a, &vv) in slot.iter_mut().zip(at(j, x.vc, t.vn)) {
+            *a = vv.mul_add(p, *a);
         }
-        let inv = (1.0 / sum) as f32;
-        for e in &mut w[..n] {
-            *e *= inv;
-        }
-        // Output: per head dim, `ggml_vec_dot_f32` of the value column and the weights over
-        // the keys (llama.cpp's key window is padded to 256 cells, or the context size when
-        // smaller, with zero weights, so its tail loop runs only for a context that is not a
-        // multiple of 64; not emulated). The output's accumulators, `[STEP][D]`: slot `i % STEP`
-        // takes key `i`'s `p · v` row (one vector FMA per slot and 16 dims), so each dim's 64
-        // slots are `ggml_vec_dot_f32`'s lanes.
-        acc.clear();
-        acc.resize(STEP * d, 0.0);
-        for (i, &j) in keys.iter().enumerate() {
-            let p = w[i];
-            let slot = &mut acc[(i % STEP) * d..][..d];
-            for (a, &vv) in slot.iter_mut().zip(at(j, x.vc, t.vn)) {
-                *a = vv.mul_add(p, *a);
-            }
-        }
-        reduce_rows(acc, d, out);
-    });
+    }
+    reduce_rows(acc, d, out);
+    SCRATCH.set(sc);
 }
 
 /// A task's buffers, kept per thread between calls (an evaluation runs once per layer and
