@@ -42,6 +42,14 @@ pub(super) const PREFETCH_ROWS: usize = 2 * ROWS;
 /// between runs (1 copy) it costs up to 10% (Q8_0 0.64–0.66 → 0.69–0.72 ms): decode of a model
 /// with rows this long reads its weights from DRAM. An L3 hint (`T2`) measured between the two.
 const FAR_GROUPS: usize = 2;
+/// Bytes ahead (rounded up to whole rows) that [`prefetch_ahead`] prefetches into L2 when a
+/// group's rows hold less than 4 KiB: the short rows of a small model lie back to back, so this
+/// is one stream 4 KiB ahead of the reads. SmolLM2 `--fast` decode, `dequant_matmul` ms over 127
+/// steps, three interleaved rounds: 1 thread 1470–1654 → 1392–1518, 2 threads 725–795 →
+/// 705–715; `qmatmul_bench 1 20 <type> 1 fast 400 576 1536` (DRAM) Q4_0 0.063 → 0.059, Q4_1
+/// 0.071 → 0.065, Q8_0 0.118 → 0.110 ms, equal within the noise with 1 copy (cache); 2 KiB
+/// ahead measured between, 8 and 16 KiB worse than none on two of three shapes.
+const FAR_BYTES_SHORT: usize = 4096;
 
 /// Rows ahead to prefetch for rows of `row_bytes`: [`PREFETCH_ROWS`], or one group when a
 /// group's rows hold 4 KiB or more. 1 × 4096 × 4096 products with their weights in DRAM
@@ -69,14 +77,23 @@ pub(super) fn prefetch(w: &[u8], from: usize, to: usize) {
     let _ = (w, from, to);
 }
 
+/// Bytes ahead of a row that [`prefetch_ahead`] prefetches into L2 (see [`FAR_GROUPS`] and
+/// [`FAR_BYTES_SHORT`]). (The same in this module's exact kernel, as a burst per group: no
+/// gain, `qmatmul_bench 1 20 <type> 1 exact 400 <K> <N>` Q4_0 3–8% slower, Q8_0 mixed.)
+#[inline(always)]
+fn far_bytes(row_bytes: usize) -> usize {
+    if row_bytes * ROWS >= 4096 { FAR_GROUPS * ROWS * row_bytes } else { FAR_BYTES_SHORT.next_multiple_of(row_bytes) }
+}
+
 /// Prefetch into L1 the bytes `from .. to` past `p` of the row [`prefetch_rows`] rows after
 /// the one at `p` (`row_bytes` apart): the fast-mode decode kernels (`int8`, `q8k`, `C == 1`)
 /// call it block by block, in step with their reads. Measured against the burst of
 /// [`prefetch`] there: SmolLM2 `--fast` decode products, 1 thread, interleaved, none 21.1–23.0,
 /// burst 17.2–22.5, block by block 15.9–19.6 ms per token; on a 1 × 4096 × 4096 product whose
 /// weights stay in L3 the burst was 20–50% slower, block by block about equal to none. (Block
-/// by block in this module's exact kernel measured no better in-model than its burst.) Rows of
-/// 4 KiB or more per group are also prefetched [`FAR_GROUPS`] groups ahead into L2.
+/// by block in this module's exact kernel measured no better in-model than its burst.) The
+/// same bytes are also prefetched into L2 further on: [`FAR_GROUPS`] groups ahead for rows of
+/// 4 KiB or more per group, else [`FAR_BYTES_SHORT`] ahead.
 ///
 /// # Safety
 /// None needed for the prefetch itself (it never faults); `p` is a row pointer.
@@ -86,16 +103,13 @@ pub(super) unsafe fn prefetch_ahead(p: *const u8, row_bytes: usize, from: usize,
     {
         use std::arch::x86_64::{_MM_HINT_T0, _MM_HINT_T1, _mm_prefetch};
         let q = p.wrapping_add(prefetch_rows(row_bytes) * row_bytes);
-        let far = row_bytes * ROWS >= 4096;
-        let q2 = p.wrapping_add(FAR_GROUPS * ROWS * row_bytes);
+        let q2 = p.wrapping_add(far_bytes(row_bytes));
         let mut off = from & !63;
         while off < to {
             // SAFETY: a prefetch reads nothing architecturally and never faults.
             unsafe { _mm_prefetch::<_MM_HINT_T0>(q.wrapping_add(off).cast()) };
-            if far {
-                // SAFETY: as above.
-                unsafe { _mm_prefetch::<_MM_HINT_T1>(q2.wrapping_add(off).cast()) };
-            }
+            // SAFETY: as above.
+            unsafe { _mm_prefetch::<_MM_HINT_T1>(q2.wrapping_add(off).cast()) };
             off += 64;
         }
     }
