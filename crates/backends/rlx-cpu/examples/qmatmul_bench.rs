@@ -2,14 +2,14 @@
 //! `CpuExecutable` and prints the median time and the effective weight-streaming bandwidth
 //! (packed weight bytes / median time). Driven by `bench/compare_qmatmul.py`.
 //!
-//! `cargo run --release -p rlx-cpu --example qmatmul_bench -- [THREADS] [MIN_REPS] [TYPES] [MS] [MODES] [COPIES]`
+//! `cargo run --release -p rlx-cpu --example qmatmul_bench -- [THREADS] [MIN_REPS] [TYPES] [MS] [MODES] [COPIES] [K] [N]`
 //!
 //! Defaults: rayon's threads, 10 reps, `Q4_0,Q8_0,Q4_1,Q4_K,Q5_K,Q6_K`, `1,64`, `exact,fast`, 1.
 //! With COPIES > 1 the weights are held in that many copies and each run reads the next one,
 //! so with enough copies (more bytes than the last-level cache) every run reads its weights
 //! from DRAM, as a model's decode step does; with 1 they stay in cache between runs
-//! (`fast` = `CpuOptions::quantized_activations`). K = N = 4096 (`RLX_QMM_K`/`RLX_QMM_N` are not
-//! read: the shapes are the issue's). One warm-up run, then at least MIN_REPS runs and 1 s per
+//! (`fast` = `CpuOptions::quantized_activations`). K = N = 4096 by default (the issue's
+//! shapes); a model's shapes by the last two arguments, e.g. `576 1536` for SmolLM2's FFN. One warm-up run, then at least MIN_REPS runs and 1 s per
 //! case. One line per case:
 //! `RESULT <type> <M> <mode> <median ms> <GB/s weights> <GFLOP/s> <kernel>`, and per type the
 //! read bandwidth over the same packed weight bytes, timed the same way (a plain sum of every
