@@ -7,8 +7,11 @@
 //!   quantized to TYPE with `rlx_gguf::quants::quantize` (llama.cpp's reference quantizers, no
 //!   importance matrix);
 //! - 0-D and 1-D tensors (norm weights, biases) stay F32, as llama.cpp's converter keeps them;
-//! - a tensor whose rows (last dim) are not a multiple of TYPE's block size (32 or 256) is
-//!   stored as F16 instead (llama.cpp falls back too); the report lists the type each tensor got;
+//! - a tensor whose rows (last dim) are not a multiple of TYPE's block size (32 or 256) falls
+//!   back as llama.cpp's quantizer does (`tensor_type_fallback`): a k-quant to the 32-block type
+//!   llama.cpp names (Q2_K, Q3_K → Q4_0; Q4_K → Q5_0; Q5_K → Q5_1; Q6_K → Q8_0), and to F16
+//!   where that block does not fit either; the report lists the type each tensor got and counts
+//!   the fallbacks (`fallbacks` in `--json`);
 //! - integer tensors (I8, I16, I32, I64) are copied unchanged into the GGUF integer type of the
 //!   same width; U8, U32 and BOOL tensors have no GGUF type and are an error.
 //!
@@ -37,6 +40,8 @@ pub struct Converted {
     source: String,
     ty: GgmlType,
     bytes: usize,
+    /// A floating source tensor (integer tensors are copied in their own type).
+    float: bool,
 }
 
 /// What `convert` did.
@@ -133,15 +138,10 @@ pub fn convert(input: &Path, output: &Path, qt: GgmlType) -> Result<ConvertRepor
         bytes_in += raw.len() as u64;
         let shape64: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
         let row = shape.last().copied().unwrap_or(1);
+        let float = values.is_some();
         let (ty, data) = match values {
             Some(v) => {
-                let ty = if shape.len() <= 1 {
-                    GgmlType::F32
-                } else if row % qt.block_size() != 0 {
-                    GgmlType::F16
-                } else {
-                    qt
-                };
+                let ty = if shape.len() <= 1 { GgmlType::F32 } else { fallback(qt, row) };
                 (ty, quantize(ty, &v).map_err(|e| err(format!("tensor {name:?}: {e}")))?)
             }
             None => {
@@ -157,7 +157,7 @@ pub fn convert(input: &Path, output: &Path, qt: GgmlType) -> Result<ConvertRepor
         };
         let bytes = data.len();
         w.add_tensor(name.clone(), &shape64, ty, data)?;
-        tensors.push(Converted { name, shape: shape64, source: format!("{dtype:?}"), ty, bytes });
+        tensors.push(Converted { name, shape: shape64, source: format!("{dtype:?}"), ty, bytes, float });
     }
     w.write_file(output).map_err(|e| write_error(output, e))?;
     let bytes_out = std::fs::metadata(output).map(|m| m.len()).unwrap_or(0);
@@ -171,7 +171,31 @@ pub fn convert(input: &Path, output: &Path, qt: GgmlType) -> Result<ConvertRepor
     })
 }
 
+/// The type a tensor with rows of `row` values gets when `qt` is asked for: `qt` if its block
+/// divides the row, else llama.cpp's fallback (`tensor_type_fallback` in `llama-quant.cpp`):
+/// Q2_K / Q3_K → Q4_0, Q4_K → Q5_0, Q5_K → Q5_1, Q6_K → Q8_0, and F16 when that block does not
+/// divide the row either (or `qt` has a 32-block already).
+fn fallback(qt: GgmlType, row: usize) -> GgmlType {
+    if row.is_multiple_of(qt.block_size()) {
+        return qt;
+    }
+    let next = match qt {
+        GgmlType::Q2_K | GgmlType::Q3_K => GgmlType::Q4_0,
+        GgmlType::Q4_K => GgmlType::Q5_0,
+        GgmlType::Q5_K => GgmlType::Q5_1,
+        GgmlType::Q6_K => GgmlType::Q8_0,
+        _ => GgmlType::F16,
+    };
+    if row.is_multiple_of(next.block_size()) { next } else { GgmlType::F16 }
+}
+
 impl ConvertReport {
+    /// Tensors of 2 or more dims stored in another type than the one asked for (their rows do
+    /// not fit its block; see [`fallback`]).
+    fn fallbacks(&self) -> usize {
+        self.tensors.iter().filter(|t| t.shape.len() >= 2 && t.ty != self.quant && t.float).count()
+    }
+
     /// Human-readable report.
     pub fn human(&self) -> String {
         let mut s = format!("{} -> {} ({})\n", self.input, self.output, self.quant.name());
@@ -194,6 +218,14 @@ impl ConvertReport {
             self.bytes_in,
             self.bytes_out
         );
+        let n = self.fallbacks();
+        if n > 0 {
+            s += &format!(
+                "{n} tensor(s) not in {}: their rows are not a multiple of its block of {} (llama.cpp's fallback)\n",
+                self.quant.name(),
+                self.quant.block_size()
+            );
+        }
         s
     }
 
@@ -208,7 +240,7 @@ impl ConvertReport {
             })
             .collect();
         json!({"input": self.input, "output": self.output, "quant": self.quant.name(), "tensors": tensors,
-               "bytes_in": self.bytes_in, "bytes_out": self.bytes_out})
+               "bytes_in": self.bytes_in, "bytes_out": self.bytes_out, "fallbacks": self.fallbacks()})
         .to_string()
     }
 }

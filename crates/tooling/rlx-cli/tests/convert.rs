@@ -25,15 +25,18 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
 }
 
 /// A checkpoint with a 2-D weight (rows of 512), a 1-D norm, an F16 2-D weight, a weight
-/// whose rows (48) fit no k-quant block, and an I64 buffer.
+/// whose rows (96) fit the 32-blocks but no k-quant block, one whose rows (48) fit no block,
+/// and an I64 buffer.
 fn write_source(dir: &Path) -> std::path::PathBuf {
     let path = dir.join("model.safetensors");
     let w = Tensor::from_vec(values(8 * 512, 1), &[8, 512]).unwrap();
     let norm = Tensor::from_vec(values(512, 2), &[512]).unwrap();
     let wh = Tensor::from_vec(values(4 * 256, 3), &[4, 256]).unwrap().cast(DType::F16);
     let odd = Tensor::from_vec(values(3 * 48, 4), &[3, 48]).unwrap();
+    let mid = Tensor::from_vec(values(2 * 96, 5), &[2, 96]).unwrap();
     let ids = Tensor::from_vec((0..10i64).collect::<Vec<_>>(), &[1, 10]).unwrap();
-    let t = [("blk.0.w", &w), ("blk.0.norm", &norm), ("blk.0.wh", &wh), ("odd", &odd), ("pos_ids", &ids)];
+    let t =
+        [("blk.0.w", &w), ("blk.0.norm", &norm), ("blk.0.wh", &wh), ("odd", &odd), ("mid", &mid), ("pos_ids", &ids)];
     rlx_safetensors::save(&path, t, None).unwrap();
     path
 }
@@ -61,18 +64,30 @@ fn converts_every_quant_type() {
     let src = rlx_safetensors::SafetensorsFile::open(&src_path).unwrap();
     for q in ["F32", "F16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "q6_k"] {
         let qt = GgmlType::from_name(&q.to_ascii_uppercase()).unwrap();
+        // llama.cpp's `tensor_type_fallback` for rows of 96 (a multiple of 32, not of 256).
+        let mid = match qt {
+            GgmlType::Q2_K | GgmlType::Q3_K => GgmlType::Q4_0,
+            GgmlType::Q4_K => GgmlType::Q5_0,
+            GgmlType::Q5_K => GgmlType::Q5_1,
+            GgmlType::Q6_K => GgmlType::Q8_0,
+            t => t,
+        };
         let out = dir.path().join(format!("{q}.gguf"));
         let o = rlx(&["convert", src_path.to_str().unwrap(), out.to_str().unwrap(), "--quant", q, "--json"]);
         assert!(o.status.success(), "{q}: {}", String::from_utf8_lossy(&o.stderr));
         let stdout = String::from_utf8(o.stdout).unwrap();
         let report: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
         assert_eq!(report["quant"], qt.name());
+        // "odd" falls back for every block type, "mid" for the k-quants.
+        let want_fallbacks = usize::from(qt.block_size() > 1) + usize::from(mid != qt);
+        assert_eq!(report["fallbacks"], want_fallbacks, "{q}");
         let g = GgufFile::open(&out).unwrap();
         for (name, want_ty) in [
             ("blk.0.w", qt),
             ("blk.0.norm", GgmlType::F32),
             ("blk.0.wh", qt),
             ("odd", if 48 % qt.block_size() == 0 { qt } else { GgmlType::F16 }),
+            ("mid", mid),
         ] {
             let info = g.tensor_info(name).unwrap();
             assert_eq!(info.ty, want_ty, "{q} {name}");
@@ -195,7 +210,7 @@ fn a_safetensors_input_named_gguf_is_a_safetensors_input() {
     let out = dir.path().join("out.gguf");
     let o = rlx(&["convert", &renamed.to_string_lossy(), &out.to_string_lossy(), "--quant", "Q8_0"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(GgufFile::open(&out).unwrap().tensors().len(), 5);
+    assert_eq!(GgufFile::open(&out).unwrap().tensors().len(), 6);
     let text = dir.path().join("notes.gguf");
     std::fs::write(&text, b"hello world\n").unwrap();
     let text = text.to_string_lossy().into_owned();
