@@ -28,6 +28,16 @@ pub fn read_npy(path: &Path) -> Result<Tensor, CliError> {
             err(format!("{}: {e}", path.display()))
         }
     };
+    // npyz says "magic not found for NPY file" for these too.
+    if bytes.is_empty() {
+        return Err(err(format!("{}: empty file (an .npy file starts with \\x93NUMPY)", path.display())));
+    }
+    if bytes.len() < 6 && b"\x93NUMPY".starts_with(&bytes) {
+        return Err(err(format!("{}: truncated .npy file ({} bytes)", path.display(), bytes.len())));
+    }
+    if !bytes.starts_with(b"\x93NUMPY") {
+        return Err(err(format!("{}: not an .npy file (it does not start with \\x93NUMPY)", path.display())));
+    }
     if let Some(dims) = overflowing_shape(&bytes) {
         return Err(err(format!(
             "{}: corrupt .npy header: shape {dims:?} has more elements than 64 bits can count",

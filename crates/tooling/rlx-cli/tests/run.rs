@@ -536,12 +536,16 @@ fn malformed_npy_files_exit_1_like_the_other_input_errors() {
     write_npy_bytes(&p("overflow_to_0.npy"), "<f4", &[1 << 32, 1 << 32, 0], &[]);
     write_npy_bytes(&p("descr.npy"), "zz", &[2], &[0; 8]);
     std::fs::write(p("text.npy"), b"hello world\n").unwrap();
+    std::fs::write(p("empty.npy"), b"").unwrap();
+    std::fs::write(p("magic3.npy"), b"\x93NU").unwrap();
     let input = |name: &str, file: &str| format!("{name}={}", p(file).display());
     let cases = [
         (input("x", "overflow.npy"), "overflow.npy: corrupt .npy header: shape [4294967296, 4294967296, 16] has more"),
         (input("x", "overflow_to_0.npy"), "overflow_to_0.npy: corrupt .npy header: shape [4294967296, 4294967296, 0]"),
         (input("x", "descr.npy"), "descr.npy: invalid type string"),
-        (input("x", "text.npy"), "text.npy: magic not found for NPY file"),
+        (input("x", "text.npy"), "text.npy: not an .npy file (it does not start with \\x93NUMPY)"),
+        (input("x", "empty.npy"), "empty.npy: empty file (an .npy file starts with \\x93NUMPY)"),
+        (input("x", "magic3.npy"), "magic3.npy: truncated .npy file (3 bytes)"),
         // The other input errors, for comparison: the same status and form.
         (input("y", "good.npy"), "--input \"y\": the model has no such input (inputs: x)"),
         (input("x", "three.npy"), "input \"x\": given shape [3] contradicts the model's declared shape [2]"),
