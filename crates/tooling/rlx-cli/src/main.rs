@@ -110,6 +110,10 @@ enum Command {
         /// Worker threads, at least 1, at most the cores (default: all cores)
         #[arg(long, value_parser = parse_threads)]
         threads: Option<std::num::NonZeroUsize>,
+        /// Compute and print only this model output (repeat for several, in that order;
+        /// default: every output), as onnxruntime's `output_names`
+        #[arg(long = "output-name", value_name = "NAME")]
+        output_names: Vec<String>,
     },
     /// Check a graph (JSON of `rlx_ir::hir_to_json`, or an ONNX model with its dynamic dims
     /// taken as 1): shapes and dtypes, CPU dispatch, provable NaN/Inf (errors), ops the
@@ -252,7 +256,7 @@ fn main() -> ExitCode {
             input.clone(),
             convert::convert(input, output, *quant).map(|r| if json { render(r.json()) } else { r.human() }),
         ),
-        Command::Run { model, inputs, output, threads } => {
+        Command::Run { model, inputs, output, threads, output_names } => {
             if let Some(name) = run::repeated_input(inputs) {
                 let msg = format!("--input {name:?} is given twice (one file per model input)");
                 // A usage error in clap's form, with `rlx run`'s usage line.
@@ -261,7 +265,7 @@ fn main() -> ExitCode {
                 let run = cli.find_subcommand_mut("run").expect("the run subcommand");
                 run.error(clap::error::ErrorKind::ArgumentConflict, msg).exit();
             }
-            (model.clone(), run::run(model, inputs, output.as_ref(), *threads, json))
+            (model.clone(), run::run(model, inputs, output.as_ref(), output_names, *threads, json))
         }
         Command::Embed { model, tokenizer, threads, sentences } => {
             let a = embed::EmbedArgs {

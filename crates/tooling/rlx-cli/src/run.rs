@@ -236,11 +236,13 @@ pub fn repeated_input(inputs: &[(String, PathBuf)]) -> Option<&str> {
 }
 
 /// Run `model` on `inputs` (name and `.npy` file) on `threads` worker threads (`None`: all
-/// cores); returns the text to print.
+/// cores), keeping the outputs named in `select` (in that order; empty: every output; only
+/// what they need is computed); returns the text to print.
 pub fn run(
     model: &Path,
     inputs: &[(String, PathBuf)],
     output: Option<&PathBuf>,
+    select: &[String],
     threads: Option<std::num::NonZeroUsize>,
     json_out: bool,
 ) -> Result<String, CliError> {
@@ -291,12 +293,27 @@ pub fn run(
             return Err(err(format!("no --input for model input {name:?} (inputs: {})", im.inputs.join(", "))));
         }
     }
-    let out_names = im.outputs.clone();
+    let (mut graph, mut out_names) = (im.graph, im.outputs);
+    if !select.is_empty() {
+        let mut ids = Vec::with_capacity(select.len());
+        for name in select {
+            let Some(k) = out_names.iter().position(|n| n == name) else {
+                return Err(err(format!(
+                    "--output-name {name:?}: the model has no such output (outputs: {})",
+                    out_names.join(", ")
+                )));
+            };
+            ids.push(graph.outputs()[k]);
+        }
+        // Outputs no longer asked for are dead code to the compiler (DCE).
+        graph.set_outputs(ids);
+        out_names = select.to_vec();
+    }
     let opts = match crate::threads_in_use(threads) {
         Some(t) => CompileOptions::default().with_threads(t),
         None => CompileOptions::default(),
     };
-    let mut compiled = Session::try_new(Device::Cpu)?.try_compile_with(im.graph, &opts)?;
+    let mut compiled = Session::try_new(Device::Cpu)?.try_compile_with(graph, &opts)?;
     let refs: Vec<(&str, Tensor)> = feeds.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
     // The runtime checks each feed against its declaration; its dtype error is named here as
     // numpy names dtypes, as the outputs are printed (it reads `declared dtype f32, got i64`).

@@ -555,3 +555,26 @@ fn malformed_npy_files_exit_1_like_the_other_input_errors() {
         assert!(e.contains(want), "{spec}: {e}");
     }
 }
+
+/// `--output-name` keeps the named outputs, in the order given (the others are not computed);
+/// a name the model does not have is an error listing the outputs.
+#[test]
+fn output_name_selects_outputs_in_order() {
+    let (m, _dir, xa) = colliding_model();
+    let o = rlx(&["run", &m, "--input", &xa, "--output-name", "a/b", "--output-name", "a:b", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8(o.stdout).unwrap();
+    let v: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    let outs = v["outputs"].as_array().unwrap();
+    let names: Vec<&str> = outs.iter().map(|o| o["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["a/b", "a:b"]);
+    // x = [1, -2]: -x, then relu(x).
+    assert_eq!(outs[0]["values"], serde_json::json!([-1.0, 2.0]));
+    assert_eq!(outs[1]["values"], serde_json::json!([1.0, 0.0]));
+    let o = rlx(&["run", &m, "--input", &xa, "--output-name", "a:b"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(text.starts_with("a:b: float32 [2] [1") && !text.contains("a/b"), "{text}");
+    let e = stderr_line(&rlx(&["run", &m, "--input", &xa, "--output-name", "logits"]), &m);
+    assert!(e.contains("--output-name \"logits\": the model has no such output (outputs: a:b, a/b)"), "{e}");
+}
