@@ -72,6 +72,9 @@ fn batched() {
     assert_eq!(run_dot(&[4, 12, 8], &[4, 8, 5], bmm.clone(), DType::F32, None), vec!["gemm"]);
     assert_eq!(run_dot(&[4, 12, 8], &[4, 8, 5], bmm.clone(), DType::F32, Some(2)), vec!["gemm"]);
     assert_eq!(run_dot(&[0, 6, 8], &[0, 8, 5], bmm.clone(), DType::F32, None), vec!["gemm"]);
+    // Prefill attention's shape class (3 products of 2M+ multiply-adds, past the size `gemm`
+    // would split itself) on 2 threads: one product per thread, the third on whichever is free.
+    assert_eq!(run_dot(&[3, 160, 64], &[3, 64, 200], bmm.clone(), DType::F32, Some(2)), vec!["gemm"]);
     // At most 8 lhs rows against a small rhs: one GEMV per row, both matrix layouts.
     assert_eq!(run_dot(&[4, 6, 8], &[4, 8, 5], bmm.clone(), DType::F32, None), vec!["gemv"]);
     assert_eq!(run_dot(&[4, 6, 8], &[4, 8, 5], bmm.clone(), DType::F32, Some(2)), vec!["gemv"]);

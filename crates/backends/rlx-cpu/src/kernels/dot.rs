@@ -307,9 +307,11 @@ fn gemm_all<T: Num>(p: &DotPlan, a: &[T], b: &[T], c: &mut [T]) {
             )
         }
     };
-    if t > 1 && p.batch >= t && macs < GEMM_PAR_MACS && p.batch * macs >= BATCH_PAR_MACS {
-        // Many small products: one thread each (on the executor's spinning team: attention in
-        // a decode step is a few tiny products per layer, too short for a rayon wake-up).
+    if t > 1 && p.batch >= t && p.batch * macs >= BATCH_PAR_MACS {
+        // At least one product per thread: one thread each (on the executor's spinning team:
+        // attention in a decode step is a few tiny products per layer, too short for a rayon
+        // wake-up; in a prefill step, products of a few M multiply-adds that `gemm`'s own
+        // rayon split ran no faster on 2 threads than on 1).
         let cp = SyncPtr(c.as_mut_ptr());
         // SAFETY: batch `bi` writes only its own `m · n` block of `c`.
         spin::for_each(p.batch, |bi| one(bi, unsafe { cp.slice(bi * m * n, m * n) }, gemm::Parallelism::None));

@@ -42,7 +42,6 @@ mod q8k;
 use super::sgemm;
 use super::spin::{self, SyncPtr as OutPtr};
 use crate::CpuOptions;
-use rayon::prelude::*;
 use rlx_gguf::GgmlType;
 use rlx_gguf::quants::dequantize_into;
 use rlx_ir::ops::Composite;
@@ -410,14 +409,18 @@ fn run_tile(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32]) {
     let per = tile * ld;
     let cper = if k.ct.is_empty() { 0 } else { tile * m };
     if k.scratch.len() > per && super::simd::threads() > 1 {
-        // One part per thread; each part's products run on its own thread.
-        let parts = k.scratch.par_chunks_mut(per);
-        if cper == 0 {
-            parts.enumerate().for_each(|(p, s)| part(p, s, &mut []));
-        } else {
-            let cts = k.ct.par_chunks_mut(cper);
-            parts.zip(cts).enumerate().for_each(|(p, (s, ct))| super::simd::serial(|| part(p, s, ct)));
-        }
+        // One part per thread, on the executor's spinning team (a rayon hand-off wakes sleeping
+        // workers, tens of µs per product of a prefill step); each part's products run on its
+        // own thread. (Two parts per thread, claimed dynamically, measured slower.)
+        let parts = k.scratch.len() / per;
+        debug_assert!(cper == 0 || k.ct.len() >= parts * cper);
+        let (sp, cp) = (OutPtr(k.scratch.as_mut_ptr()), OutPtr(k.ct.as_mut_ptr()));
+        spin::for_each(parts, |p| {
+            // SAFETY: part `p` uses only its own `per` scratch and `cper` ct elements, inside
+            // the buffers (sized `parts` times those at plan time).
+            let (s, ct) = unsafe { (sp.slice(p * per, per), cp.slice(p * cper, cper)) };
+            super::simd::serial(|| part(p, s, ct))
+        });
     } else {
         // Every part on this thread, one after another in the first part's scratch (a kernel
         // planned for several threads may run where only one is available).
