@@ -13,7 +13,7 @@
 //! vectorized).
 
 use super::simd::{PAR_THRESHOLD, dispatch, erf_f32, exp_f32, has_avx512, tanh_f32, threads};
-use rayon::prelude::*;
+use super::spin::{self, SyncPtr};
 use rlx_ir::ops::{BinaryOp, CompareOp, UnaryOp};
 use rlx_ir::{DType, Elem, IrError, Op, Tensor, with_dtype};
 
@@ -130,7 +130,14 @@ fn for_segments<O: Send>(out: &mut [O], block: usize, seg: impl Fn(usize, &mut [
     let t = threads();
     if n >= PAR_THRESHOLD && t > 1 {
         let chunk = n.div_ceil(t * 4).max(PAR_THRESHOLD / 4).next_multiple_of(64);
-        out.par_chunks_mut(chunk).enumerate().for_each(|(i, c)| run(i * chunk, c));
+        // On the executor's spinning team (a rayon hand-off wakes sleeping workers: tens of µs,
+        // the whole of a small step's op).
+        let op = SyncPtr(out.as_mut_ptr());
+        spin::for_each(n.div_ceil(chunk), |i| {
+            let at = i * chunk;
+            // SAFETY: chunk `i` is `out[at .. at + len]`, disjoint from every other chunk.
+            run(at, unsafe { op.slice(at, chunk.min(n - at)) })
+        });
     } else {
         run(0, out);
     }

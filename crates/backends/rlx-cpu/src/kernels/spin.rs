@@ -225,8 +225,14 @@ fn helper(s: &Shared) {
 }
 
 /// A raw pointer that parallel tasks share, each touching only its own disjoint elements.
-#[derive(Clone, Copy)]
 pub struct SyncPtr<T>(pub *mut T);
+// Copy for every `T` (a derive would ask `T: Copy`): the pointer is what is copied.
+impl<T> Clone for SyncPtr<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for SyncPtr<T> {}
 // SAFETY: users write disjoint elements of one buffer that outlives the parallel call.
 unsafe impl<T> Send for SyncPtr<T> {}
 unsafe impl<T> Sync for SyncPtr<T> {}
