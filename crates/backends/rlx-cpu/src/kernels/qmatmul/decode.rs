@@ -44,11 +44,13 @@ pub(super) const PREFETCH_ROWS: usize = 2 * ROWS;
 const FAR_GROUPS: usize = 2;
 /// Bytes ahead (rounded up to whole rows) that [`prefetch_ahead`] prefetches into L2 when a
 /// group's rows hold less than 4 KiB: the short rows of a small model lie back to back, so this
-/// is one stream 4 KiB ahead of the reads. SmolLM2 `--fast` decode, `dequant_matmul` ms over 127
-/// steps, three interleaved rounds: 1 thread 1470–1654 → 1392–1518, 2 threads 725–795 →
-/// 705–715; `qmatmul_bench 1 20 <type> 1 fast 400 576 1536` (DRAM) Q4_0 0.063 → 0.059, Q4_1
-/// 0.071 → 0.065, Q8_0 0.118 → 0.110 ms, equal within the noise with 1 copy (cache); 2 KiB
-/// ahead measured between, 8 and 16 KiB worse than none on two of three shapes.
+/// is one stream 4 KiB ahead of the reads. `qmatmul_bench 1 20 <type> 1 fast 400 576 1536`
+/// (DRAM, two rounds): Q4_0 0.063 → 0.059, Q4_1 0.071 → 0.065, Q8_0 0.118 → 0.110 ms; 1536 × 576
+/// and 576 × 576 8–10% faster; equal within the noise with 1 copy (cache); 2 KiB ahead measured
+/// between, 8 and 16 KiB worse than none on two of three shapes. In SmolLM2 `--fast` decode
+/// (`dequant_matmul` over 127 steps, three interleaved rounds) 1 thread 1470–1654 → 1392–1518
+/// ms, 2 threads 725–795 → 705–715: the same direction, but inside that host's run-to-run
+/// spread (two identical builds differed by 10% that hour).
 const FAR_BYTES_SHORT: usize = 4096;
 
 /// Rows ahead to prefetch for rows of `row_bytes`: [`PREFETCH_ROWS`], or one group when a
