@@ -84,7 +84,11 @@ impl LlamaConfig {
     /// ([`ModelError::UnsupportedArchitecture`]), a missing required key, an unsupported
     /// RoPE scaling type, head counts that do not divide.
     pub fn from_gguf(file: &GgufFile) -> Result<LlamaConfig> {
-        let arch = file.content().architecture().ok_or_else(|| missing("general.architecture", ""))?.to_string();
+        let arch = file.content().architecture().ok_or_else(|| missing(
+            "general.architecture",
+            ": a language-model GGUF names its architecture (e.g. \"llama\"); this file holds tensors without a model \
+             (rlx inspect lists them)",
+        ))?.to_string();
         let Some(&(_, rope_style)) = GGUF_ARCHS.iter().find(|(a, _)| *a == arch) else {
             let known: Vec<&str> = GGUF_ARCHS.iter().map(|(a, _)| *a).collect();
             return Err(ModelError::UnsupportedArchitecture {

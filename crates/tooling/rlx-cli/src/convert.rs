@@ -124,6 +124,11 @@ pub fn convert(input: &Path, output: &Path, qt: GgmlType) -> Result<ConvertRepor
     let expected = "a .safetensors checkpoint or a sharded one's .safetensors.index.json";
     require_format(input, &[Format::Safetensors, Format::ShardIndex], needs, expected)?;
     check_output("OUT", output)?;
+    if let (Ok(a), Ok(b)) = (input.canonicalize(), output.canonicalize())
+        && a == b
+    {
+        return Err(err(format!("OUT {} is the input file; give another name", output.display())));
+    }
     let src = Source::open(input)?;
     let mut w = GgufWriter::new();
     w.add_metadata("general.quantization_version", 2u32)?;

@@ -107,6 +107,18 @@ fn converts_every_quant_type() {
     let o = rlx(&["inspect", dir.path().join("Q8_0.gguf").to_str().unwrap()]);
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("architecture (none)") && !text.contains("null"), "{text}");
+    // ... and generate says the file holds no model, not only which key is missing.
+    let o = rlx(&["generate", "--model", dir.path().join("Q8_0.gguf").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("\"general.architecture\"") && e.contains("holds tensors without a model"), "{e}");
+    // Converting a file onto itself is refused (it replaced the input).
+    let same = dir.path().join("same.gguf");
+    std::fs::copy(&src_path, &same).unwrap();
+    let o = rlx(&["convert", same.to_str().unwrap(), same.to_str().unwrap(), "--quant", "Q8_0"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("is the input file; give another name"));
+    assert_eq!(std::fs::read(&same).unwrap(), std::fs::read(&src_path).unwrap(), "the input is untouched");
 }
 
 #[test]

@@ -575,6 +575,10 @@ fn output_name_selects_outputs_in_order() {
     assert!(o.status.success(), "{}", stderr(&o));
     let text = String::from_utf8(o.stdout).unwrap();
     assert!(text.starts_with("a:b: float32 [2] [1") && !text.contains("a/b"), "{text}");
+    // A name given twice is a usage error (status 2), as a repeated --input is.
+    let o = rlx(&["run", &m, "--input", &xa, "--output-name", "a:b", "--output-name", "a:b"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--output-name \"a:b\" is given twice"), "{}", stderr(&o));
     let e = stderr_line(&rlx(&["run", &m, "--input", &xa, "--output-name", "logits"]), &m);
     assert!(e.contains("--output-name \"logits\": the model has no such output (outputs: a:b, a/b)"), "{e}");
 }
