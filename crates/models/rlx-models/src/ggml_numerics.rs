@@ -317,10 +317,12 @@ fn attention(x: &Operands, dims: [usize; 6], o: &mut [f32], kn: &mut [f32], vn: 
             vn[to..to + d].copy_from_slice(&x.v[from..from + d]);
         }
     }
-    // The visible key columns of every query row, in position order.
+    // The visible key columns of every query row, in position order (in buffers kept between
+    // calls on this thread: a warm decode step allocates nothing).
     let n_max = c + s;
-    let mut keys = Vec::new();
-    let mut starts = Vec::with_capacity(b * s + 1);
+    let (mut keys, mut starts) = KEYS.take();
+    keys.clear();
+    starts.clear();
     starts.push(0);
     for row in 0..b * s {
         let mask = &x.mask[row * n_max..][..n_max];
@@ -346,6 +348,7 @@ fn attention(x: &Operands, dims: [usize; 6], o: &mut [f32], kn: &mut [f32], vn: 
         }
         head_attention(dot_ggml, &t, row, head, out);
     });
+    KEYS.set((keys, starts));
 }
 
 /// What every task of [`attention`] reads, and the output they write.
@@ -454,6 +457,8 @@ struct Scratch {
 
 thread_local! {
     static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
+    /// [`attention`]'s visible key columns and their per-row starts.
+    static KEYS: std::cell::RefCell<(Vec<usize>, Vec<usize>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
 }
 
 /// RoPE of one head, ggml's rounding (see the module docs).

@@ -40,8 +40,9 @@ pub struct Converted {
     source: String,
     ty: GgmlType,
     bytes: usize,
-    /// A floating source tensor (integer tensors are copied in their own type).
-    float: bool,
+    /// Stored in another type than the one asked for (its rows do not fit that block; see
+    /// [`fallback`]).
+    fell_back: bool,
 }
 
 /// What `convert` did.
@@ -143,10 +144,11 @@ pub fn convert(input: &Path, output: &Path, qt: GgmlType) -> Result<ConvertRepor
         bytes_in += raw.len() as u64;
         let shape64: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
         let row = shape.last().copied().unwrap_or(1);
-        let float = values.is_some();
+        let mut fell_back = false;
         let (ty, data) = match values {
             Some(v) => {
                 let ty = if shape.len() <= 1 { GgmlType::F32 } else { fallback(qt, row) };
+                fell_back = shape.len() >= 2 && ty != qt;
                 (ty, quantize(ty, &v).map_err(|e| err(format!("tensor {name:?}: {e}")))?)
             }
             None => {
@@ -162,7 +164,7 @@ pub fn convert(input: &Path, output: &Path, qt: GgmlType) -> Result<ConvertRepor
         };
         let bytes = data.len();
         w.add_tensor(name.clone(), &shape64, ty, data)?;
-        tensors.push(Converted { name, shape: shape64, source: format!("{dtype:?}"), ty, bytes, float });
+        tensors.push(Converted { name, shape: shape64, source: format!("{dtype:?}"), ty, bytes, fell_back });
     }
     w.write_file(output).map_err(|e| write_error(output, e))?;
     let bytes_out = std::fs::metadata(output).map(|m| m.len()).unwrap_or(0);
@@ -195,10 +197,9 @@ fn fallback(qt: GgmlType, row: usize) -> GgmlType {
 }
 
 impl ConvertReport {
-    /// Tensors of 2 or more dims stored in another type than the one asked for (their rows do
-    /// not fit its block; see [`fallback`]).
+    /// Tensors stored in another type than the one asked for (see [`fallback`]).
     fn fallbacks(&self) -> usize {
-        self.tensors.iter().filter(|t| t.shape.len() >= 2 && t.ty != self.quant && t.float).count()
+        self.tensors.iter().filter(|t| t.fell_back).count()
     }
 
     /// Human-readable report.

@@ -257,16 +257,14 @@ fn main() -> ExitCode {
             convert::convert(input, output, *quant).map(|r| if json { render(r.json()) } else { r.human() }),
         ),
         Command::Run { model, inputs, output, threads, output_names } => {
-            if let Some(k) = (1..output_names.len()).find(|&k| output_names[..k].contains(&output_names[k])) {
-                let msg = format!("--output-name {:?} is given twice", output_names[k]);
-                let mut cli = Cli::command();
-                cli.build();
-                let run = cli.find_subcommand_mut("run").expect("the run subcommand");
-                run.error(clap::error::ErrorKind::ArgumentConflict, msg).exit();
-            }
-            if let Some(name) = run::repeated_input(inputs) {
-                let msg = format!("--input {name:?} is given twice (one file per model input)");
-                // A usage error in clap's form, with `rlx run`'s usage line.
+            // A name given twice is a usage error in clap's form, with `rlx run`'s usage line.
+            let twice = run::repeated(inputs.iter().map(|(n, _)| n.as_str()))
+                .map(|n| format!("--input {n:?} is given twice (one file per model input)"))
+                .or_else(|| {
+                    run::repeated(output_names.iter().map(String::as_str))
+                        .map(|n| format!("--output-name {n:?} is given twice"))
+                });
+            if let Some(msg) = twice {
                 let mut cli = Cli::command();
                 cli.build();
                 let run = cli.find_subcommand_mut("run").expect("the run subcommand");

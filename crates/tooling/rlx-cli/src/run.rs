@@ -230,9 +230,11 @@ pub fn parse_input(spec: &str) -> Result<(String, PathBuf), String> {
     }
 }
 
-/// The first input name given twice among `inputs`, for `main` to report as a usage error.
-pub fn repeated_input(inputs: &[(String, PathBuf)]) -> Option<&str> {
-    inputs.iter().enumerate().find(|(k, (n, _))| inputs[..*k].iter().any(|(m, _)| m == n)).map(|(_, (n, _))| n.as_str())
+/// The first name given twice among `names` (`--input` names, `--output-name`s), for `main`
+/// to report as a usage error.
+pub fn repeated<'a>(names: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let mut seen = std::collections::HashSet::new();
+    names.into_iter().find(|n| !seen.insert(*n))
 }
 
 /// Run `model` on `inputs` (name and `.npy` file) on `threads` worker threads (`None`: all
@@ -261,7 +263,7 @@ pub fn run(
     if let Some(p) = output {
         check_output("--output", p)?;
     }
-    // Each is NAME=FILE.npy (clap's `parse_input`), each name once (`repeated_input`).
+    // Each is NAME=FILE.npy (clap's `parse_input`), each name once (`repeated`).
     let mut feeds: Vec<(String, Tensor)> = vec![];
     for (name, file) in inputs {
         feeds.push((name.clone(), read_npy(file)?));
