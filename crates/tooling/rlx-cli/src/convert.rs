@@ -125,9 +125,7 @@ pub fn convert(input: &Path, output: &Path, qt: GgmlType) -> Result<ConvertRepor
     let expected = "a .safetensors checkpoint or a sharded one's .safetensors.index.json";
     require_format(input, &[Format::Safetensors, Format::ShardIndex], needs, expected)?;
     check_output("OUT", output)?;
-    if let (Ok(a), Ok(b)) = (input.canonicalize(), output.canonicalize())
-        && a == b
-    {
+    if same_file(input, output) {
         return Err(err(format!("OUT {} is the input file; give another name", output.display())));
     }
     let src = Source::open(input)?;
@@ -178,6 +176,21 @@ pub fn convert(input: &Path, output: &Path, qt: GgmlType) -> Result<ConvertRepor
     })
 }
 
+/// `a` and `b` name one existing file (the same path, a symlink or a hard link to it): on Unix
+/// the same device and inode, elsewhere the same canonical path.
+fn same_file(a: &Path, b: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        match (std::fs::metadata(a), std::fs::metadata(b)) {
+            (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+            _ => false,
+        }
+    }
+    #[cfg(not(unix))]
+    matches!((a.canonicalize(), b.canonicalize()), (Ok(x), Ok(y)) if x == y)
+}
+
 /// The type a tensor with rows of `row` values gets when `qt` is asked for: `qt` if its block
 /// divides the row, else llama.cpp's fallback (`tensor_type_fallback` in `llama-quant.cpp`):
 /// Q2_K / Q3_K → Q4_0, Q4_K → Q5_0, Q5_K → Q5_1, Q6_K → Q8_0, and F16 when that block does not
@@ -213,7 +226,10 @@ impl ConvertReport {
         }
         // A small or already-quantized input can come out larger (GGUF's header and
         // alignment, F16 copies of I8 rows...): "0.41x smaller" read as a shrink.
-        let ratio = if self.bytes_out <= self.bytes_in {
+        let ratio = if self.bytes_in == 0 {
+            // Nothing converted: the file is GGUF's header alone.
+            "no tensor data".to_string()
+        } else if self.bytes_out <= self.bytes_in {
             format!("{:.2}x smaller", self.bytes_in as f64 / self.bytes_out.max(1) as f64)
         } else {
             format!("{:.2}x larger", self.bytes_out as f64 / self.bytes_in.max(1) as f64)
