@@ -16,8 +16,8 @@
 //!   same width; U8, U32 and BOOL tensors have no GGUF type and are an error.
 //!
 //! TYPE is one of [`QUANT_TYPES`]. Metadata: `general.quantization_version = 2`,
-//! `general.file_type_name = TYPE`, and each safetensors `__metadata__` entry as
-//! `safetensors.<key>` (a string).
+//! `general.file_type` (u32, llama.cpp's `llama_ftype` for TYPE, see [`llama_ftype`]), and each
+//! safetensors `__metadata__` entry as `safetensors.<key>` (a string).
 
 use std::path::Path;
 
@@ -32,6 +32,28 @@ use crate::error::{CliError, Format, check_output, err, require_format, write_er
 /// The `--quant` values accepted.
 pub const QUANT_TYPES: &[&str] =
     &["F32", "F16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"];
+
+/// llama.cpp's `llama_ftype` (`include/llama.h`) of a file converted to `qt`, the value it
+/// reads from `general.file_type`: `ALL_F32` 0, `MOSTLY_F16` 1, `Q4_0` 2, `Q4_1` 3, `Q8_0` 7,
+/// `Q5_0` 8, `Q5_1` 9, `Q2_K` 10, `Q6_K` 18; a k-quant without llama.cpp's S/M/L mix maps as
+/// llama.cpp's loader guesses a file whose tensors are mostly that type (`Q3_K` → `Q3_K_M` 12,
+/// `Q4_K` → `Q4_K_M` 15, `Q5_K` → `Q5_K_M` 17). `qt` is one of [`QUANT_TYPES`].
+pub fn llama_ftype(qt: GgmlType) -> u32 {
+    match qt {
+        GgmlType::F16 => 1,
+        GgmlType::Q4_0 => 2,
+        GgmlType::Q4_1 => 3,
+        GgmlType::Q8_0 => 7,
+        GgmlType::Q5_0 => 8,
+        GgmlType::Q5_1 => 9,
+        GgmlType::Q2_K => 10,
+        GgmlType::Q3_K => 12,
+        GgmlType::Q4_K => 15,
+        GgmlType::Q5_K => 17,
+        GgmlType::Q6_K => 18,
+        _ => 0,
+    }
+}
 
 /// One converted tensor.
 pub struct Converted {
@@ -131,7 +153,7 @@ pub fn convert(input: &Path, output: &Path, qt: GgmlType) -> Result<ConvertRepor
     let src = Source::open(input)?;
     let mut w = GgufWriter::new();
     w.add_metadata("general.quantization_version", 2u32)?;
-    w.add_metadata("general.file_type_name", qt.name())?;
+    w.add_metadata("general.file_type", llama_ftype(qt))?;
     for (k, v) in src.metadata() {
         w.add_metadata(format!("safetensors.{k}"), v)?;
     }

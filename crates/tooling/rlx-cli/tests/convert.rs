@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use rlx_gguf::quants::quantize;
-use rlx_gguf::{GgmlType, GgufFile};
+use rlx_gguf::{GgmlType, GgufFile, MetadataValue};
 use rlx_ir::{DType, Tensor};
 use serde_json::Value;
 
@@ -82,6 +82,22 @@ fn converts_every_quant_type() {
         let want_fallbacks = usize::from(qt.block_size() > 1) + usize::from(mid != qt);
         assert_eq!(report["fallbacks"], want_fallbacks, "{q}");
         let g = GgufFile::open(&out).unwrap();
+        // llama.cpp's `llama_ftype` (include/llama.h); k-quants as its loader guesses them.
+        let ftype = match qt {
+            GgmlType::F32 => 0,
+            GgmlType::F16 => 1,
+            GgmlType::Q4_0 => 2,
+            GgmlType::Q4_1 => 3,
+            GgmlType::Q8_0 => 7,
+            GgmlType::Q5_0 => 8,
+            GgmlType::Q5_1 => 9,
+            GgmlType::Q2_K => 10,
+            GgmlType::Q3_K => 12,
+            GgmlType::Q4_K => 15,
+            GgmlType::Q5_K => 17,
+            _ => 18,
+        };
+        assert_eq!(g.get("general.file_type"), Some(&MetadataValue::U32(ftype)), "{q}");
         for (name, want_ty) in [
             ("blk.0.w", qt),
             ("blk.0.norm", GgmlType::F32),
