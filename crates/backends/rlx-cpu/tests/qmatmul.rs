@@ -233,14 +233,15 @@ fn fast_mode_matches_llama_formula() {
 }
 
 /// Decode (one activation row) of the legacy schemes over block counts that leave an odd
-/// block in a group of 16 scales (Q4_0 takes its blocks in pairs): 1, 3, 15, 17 and 33 blocks,
-/// 5 weight rows (a tile of 4 and one single), on every SIMD level.
+/// block in a group of 16 scales (Q4_0 / Q4_1 take their blocks in fours, then pairs): 1, 3,
+/// 15, 17 and 33 blocks, and 18 and 20 (a short second group: one pair, one quad), 5 weight
+/// rows (a tile of 4 and one single), on every SIMD level.
 #[test]
 fn fast_mode_decode_odd_block_counts() {
     for simd in [SimdLevel::Native, SimdLevel::Avx512, SimdLevel::Baseline] {
         let opts = CpuOptions { threads: Some(1), quantized_activations: true, simd, ..Default::default() };
         for (i, &ty) in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0].iter().enumerate() {
-            for (j, nb) in [1usize, 3, 15, 17, 33].into_iter().enumerate() {
+            for (j, nb) in [1usize, 3, 15, 17, 33, 18, 20].into_iter().enumerate() {
                 let kernel = check_fast(ty, &[1], 32 * nb, 5, 300 + 10 * i as u64 + j as u64, &opts);
                 assert!(kernel.starts_with("dequant_matmul_q8"), "{}: {kernel}", ty.name());
             }
