@@ -41,6 +41,22 @@ fn write_source(dir: &Path) -> std::path::PathBuf {
     path
 }
 
+/// `general.file_type` per `--quant` value: llama.cpp's `LLAMA_FTYPE_*` from `include/llama.h`.
+const LLAMA_FTYPES: &[(&str, u32)] = &[
+    ("F32", 0),
+    ("F16", 1),
+    ("Q4_0", 2),
+    ("Q4_1", 3),
+    ("Q8_0", 7),
+    ("Q5_0", 8),
+    ("Q5_1", 9),
+    ("Q2_K", 10),
+    ("Q3_K", 12),
+    ("Q4_K", 15),
+    ("Q5_K", 17),
+    ("Q6_K", 18),
+];
+
 /// Max |error| / max |x| allowed per scheme: one quantization step (b-bit symmetric schemes:
 /// `amax / 2^(b-1)`; schemes with a min: `range / (2^b - 1)`, range <= 2 amax) plus a margin
 /// for the quantized scales.
@@ -82,21 +98,9 @@ fn converts_every_quant_type() {
         let want_fallbacks = usize::from(qt.block_size() > 1) + usize::from(mid != qt);
         assert_eq!(report["fallbacks"], want_fallbacks, "{q}");
         let g = GgufFile::open(&out).unwrap();
-        // llama.cpp's `llama_ftype` (include/llama.h); k-quants as its loader guesses them.
-        let ftype = match qt {
-            GgmlType::F32 => 0,
-            GgmlType::F16 => 1,
-            GgmlType::Q4_0 => 2,
-            GgmlType::Q4_1 => 3,
-            GgmlType::Q8_0 => 7,
-            GgmlType::Q5_0 => 8,
-            GgmlType::Q5_1 => 9,
-            GgmlType::Q2_K => 10,
-            GgmlType::Q3_K => 12,
-            GgmlType::Q4_K => 15,
-            GgmlType::Q5_K => 17,
-            _ => 18,
-        };
+        // llama.cpp's `llama_ftype` (include/llama.h); k-quants as its loader guesses a file
+        // mostly of that type (Q3_K_M, Q4_K_M, Q5_K_M).
+        let ftype = LLAMA_FTYPES.iter().find(|(name, _)| *name == qt.name()).unwrap().1;
         assert_eq!(g.get("general.file_type"), Some(&MetadataValue::U32(ftype)), "{q}");
         for (name, want_ty) in [
             ("blk.0.w", qt),
