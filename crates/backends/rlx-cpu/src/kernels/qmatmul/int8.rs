@@ -526,8 +526,8 @@ mod avx {
     /// broadcast from the group's 16 scale products (the second block's by a masked broadcast
     /// load); Q4_1's `Σ m_w s_x` is one FMA per group of 16 blocks. The integer dots are
     /// exact, as in `rows_legacy`; the f32 sums are added in another order (16 lanes, 4 or 2
-    /// blocks each step). The pairs alone: decode from cache was compute-bound at half the read rate with one block per
-    /// 256-bit step; picking the pair's scales by `vpermps` and the nibbles by lane inserts put
+    /// blocks each step). The pairs alone: decode from cache was compute-bound at half the
+    /// read rate with one block per 256-bit step; picking the pair's scales by `vpermps` and the nibbles by lane inserts put
     /// three µops per row and pair on the shuffle port (1 × 4096 × 4096, `qmatmul_bench 1 10
     /// Q4_0,Q4_1 1 fast 1` / `… 64`, three interleaved rounds: Q4_0 from L3 0.50–0.51 → 0.47–0.48
     /// ms, from DRAM equal at 0.80–0.81; Q4_1 from DRAM 0.92–0.93 → 0.85–0.88).
