@@ -101,8 +101,17 @@ impl Format {
 /// Detect the format of the model file at `path` (see [`Format`]). Errors: missing file, a
 /// directory, unreadable, empty, or none of the formats.
 pub fn detect(path: &Path) -> Result<Format, CliError> {
-    let (format, head) = sniff(path, true)?;
-    format.ok_or_else(|| unknown_format("a .gguf, .safetensors, .safetensors.index.json or .onnx file", &head))
+    match sniff(path, true)? {
+        (Some(f), _) => Ok(f),
+        (None, _) if is_graph_json(path) => Err(graph_json("rlx inspect reads model files")),
+        (None, head) => Err(unknown_format("a .gguf, .safetensors, .safetensors.index.json or .onnx file", &head)),
+    }
+}
+
+/// The error for an RLX graph's JSON given to a subcommand that reads model files (`needs`
+/// completes "is an RLX graph's JSON (…), but …"), saying which subcommands read it.
+fn graph_json(needs: &str) -> CliError {
+    err(format!("is an RLX graph's JSON (rlx_ir::hir_to_json), but {needs}; rlx check and rlx compile read it"))
 }
 
 /// The one error, in every subcommand, for a file of none of the formats that [`sniff`] knows:
@@ -155,9 +164,7 @@ pub fn load_onnx(path: &Path, needs: &str, expected: &str) -> Result<rlx_onnx::p
     };
     match rlx_onnx::load(path) {
         Ok(m) if named || m.graph.is_some() => Ok(m),
-        _ if !named && is_graph_json(path) => Err(err(format!(
-            "is an RLX graph's JSON (rlx_ir::hir_to_json), but {needs}; rlx check and rlx compile read it"
-        ))),
+        _ if !named && is_graph_json(path) => Err(graph_json(needs)),
         Ok(_) => Err(unknown("it decodes as protobuf, but holds no graph".into())),
         Err(e) if !named => Err(unknown(e.to_string())),
         Err(e) => Err(e.into()),

@@ -141,6 +141,13 @@ fn unreadable_files_are_one_line_errors() {
     let text = dir.path().join("notes.txt");
     std::fs::write(&text, "hello, this is not a model\n").unwrap();
     assert_clean_error(&inspect(&text, false), &text, "unknown model format (expected a .gguf, .safetensors, ");
+    // An RLX graph's JSON is named as one, with the subcommands that read it.
+    let g = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/clean.json"));
+    assert_clean_error(
+        &inspect(g, false),
+        g,
+        "is an RLX graph's JSON (rlx_ir::hir_to_json), but rlx inspect reads model files; rlx check and rlx compile read it",
+    );
     // Empty file.
     let empty = dir.path().join("empty");
     std::fs::write(&empty, "").unwrap();
