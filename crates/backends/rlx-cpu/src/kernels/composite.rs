@@ -23,7 +23,7 @@
 
 use super::reduce::max_row;
 use super::simd::{PAR_THRESHOLD, dispatch, exp_f32, has_avx512, threads};
-use super::spin::{self, SyncPtr};
+use super::spin;
 use rlx_ir::ops::Composite;
 use rlx_ir::{Attr, DType, IrError, Tensor};
 
@@ -169,12 +169,7 @@ pub fn run(k: &NormKernel, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrEr
             unsafe { super::norm_avx512::softmax_rows(xb, yb, len, stream, next) }
         };
         if rows < k.rows {
-            let (n, yp) = (y.len(), SyncPtr(y.as_mut_ptr()));
-            spin::for_each(k.rows.div_ceil(rows), |b| {
-                let at = b * rows * len;
-                // SAFETY: block `b` is `y[at .. at + its rows]`, disjoint from the others.
-                block((b, unsafe { yp.slice(at, (rows * len).min(n - at)) }))
-            });
+            spin::for_chunks_mut(y, rows * len, |b, yb| block((b, yb)));
         } else {
             block((0, y));
         }
@@ -220,12 +215,8 @@ pub fn run(k: &NormKernel, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrEr
     if par {
         // Tasks of `per_task` rows on the executor's spinning team (rayon wakes sleeping workers
         // per op: tens of µs).
-        let yp = SyncPtr(y.as_mut_ptr());
-        spin::for_each(k.rows.div_ceil(per_task), |t| {
-            for i in t * per_task..((t + 1) * per_task).min(k.rows) {
-                // SAFETY: row `i` is `y[i·len ..][..len]`, written by this task only.
-                row((i, unsafe { yp.slice(i * len, len) }))
-            }
+        spin::for_chunks_mut(y, per_task * len, |t, yt| {
+            yt.chunks_mut(len).enumerate().for_each(|(j, yr)| row((t * per_task + j, yr)))
         });
     } else {
         y.chunks_mut(len).enumerate().for_each(row);

@@ -22,7 +22,7 @@ use super::elementwise::convert_into;
 use super::gemv::{self, Gemv};
 use super::sgemm::{self, Operand, PackedB};
 use super::simd::threads;
-use super::spin::{self, SyncPtr};
+use super::spin;
 use rlx_ir::ops::DotGeneral;
 use rlx_ir::{DType, IrError, Tensor, strides_of};
 
@@ -312,9 +312,7 @@ fn gemm_all<T: Num>(p: &DotPlan, a: &[T], b: &[T], c: &mut [T]) {
         // attention in a decode step is a few tiny products per layer, too short for a rayon
         // wake-up; in a prefill step, products of a few M multiply-adds that `gemm`'s own
         // rayon split ran no faster on 2 threads than on 1).
-        let cp = SyncPtr(c.as_mut_ptr());
-        // SAFETY: batch `bi` writes only its own `m · n` block of `c`.
-        spin::for_each(p.batch, |bi| one(bi, unsafe { cp.slice(bi * m * n, m * n) }, gemm::Parallelism::None));
+        spin::for_chunks_mut(c, m * n, |bi, cb| one(bi, cb, gemm::Parallelism::None));
     } else {
         let par = if t > 1 && macs >= GEMM_PAR_MACS { gemm::Parallelism::Rayon(t) } else { gemm::Parallelism::None };
         for (bi, cb) in c.chunks_mut(m * n).enumerate() {

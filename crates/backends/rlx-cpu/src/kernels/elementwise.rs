@@ -13,7 +13,7 @@
 //! vectorized).
 
 use super::simd::{PAR_THRESHOLD, dispatch, erf_f32, exp_f32, has_avx512, tanh_f32, threads};
-use super::spin::{self, SyncPtr};
+use super::spin;
 use rlx_ir::ops::{BinaryOp, CompareOp, UnaryOp};
 use rlx_ir::{DType, Elem, IrError, Op, Tensor, with_dtype};
 
@@ -132,12 +132,7 @@ fn for_segments<O: Send>(out: &mut [O], block: usize, seg: impl Fn(usize, &mut [
         let chunk = n.div_ceil(t * 4).max(PAR_THRESHOLD / 4).next_multiple_of(64);
         // On the executor's spinning team (a rayon hand-off wakes sleeping workers: tens of µs,
         // the whole of a small step's op).
-        let op = SyncPtr(out.as_mut_ptr());
-        spin::for_each(n.div_ceil(chunk), |i| {
-            let at = i * chunk;
-            // SAFETY: chunk `i` is `out[at .. at + len]`, disjoint from every other chunk.
-            run(at, unsafe { op.slice(at, chunk.min(n - at)) })
-        });
+        spin::for_chunks_mut(out, chunk, |i, c| run(i * chunk, c));
     } else {
         run(0, out);
     }

@@ -158,9 +158,7 @@ pub fn run(g: &Gemv, p: &DotPlan, a: &[f32], b: &[f32], c: &mut [f32]) {
         return;
     }
     if tasks > 1 && len * k < PAR_ELEMS && tasks * len * k >= PAR_BATCH && threads() > 1 {
-        let y = SyncPtr(c.as_mut_ptr());
-        // SAFETY: task `t` writes only `c[t·len .. (t+1)·len]`, inside `c` (`tasks · len` elements).
-        spin::for_each(tasks, |t| gemv(t, unsafe { y.slice(t * len, len) }));
+        spin::for_chunks_mut(c, len, gemv);
     } else {
         c.chunks_mut(len).enumerate().for_each(|(t, y)| gemv(t, y));
     }

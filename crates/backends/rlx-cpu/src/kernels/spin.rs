@@ -272,9 +272,39 @@ pub fn for_each(n: usize, f: impl Fn(usize) + Sync) {
     }
 }
 
+/// `f(i, piece)` for each `chunk`-element piece `i` of `out` (the last one may be shorter), as
+/// rayon's `par_chunks_mut(chunk).enumerate()`, on [`for_each`]'s threads. `chunk > 0`.
+pub fn for_chunks_mut<T: Send>(out: &mut [T], chunk: usize, f: impl Fn(usize, &mut [T]) + Sync) {
+    assert!(chunk > 0, "for_chunks_mut: chunk of 0 elements");
+    let (n, p) = (out.len(), SyncPtr(out.as_mut_ptr()));
+    for_each(n.div_ceil(chunk), |i| {
+        let at = i * chunk;
+        // SAFETY: piece `i` is `out[at .. at + its length]`: inside `out`, disjoint from every
+        // other piece, and `out`'s exclusive borrow outlives the call.
+        f(i, unsafe { p.slice(at, chunk.min(n - at)) })
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chunks_cover_every_element_once() {
+        let team = Team::shared(3).unwrap();
+        for (n, chunk) in [(0, 4), (1, 4), (10, 4), (12, 4), (100, 7)] {
+            let mut v = vec![0usize; n];
+            team.enter(|| {
+                for_chunks_mut(&mut v, chunk, |i, piece| {
+                    assert!(piece.len() == chunk || (i + 1) * chunk >= n, "piece {i}: {}", piece.len());
+                    for (j, x) in piece.iter_mut().enumerate() {
+                        *x += i * chunk + j + 1;
+                    }
+                })
+            });
+            assert_eq!(v, (1..=n).collect::<Vec<_>>(), "n {n}, chunk {chunk}");
+        }
+    }
 
     #[test]
     fn every_task_runs_once_on_a_team() {
