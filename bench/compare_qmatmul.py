@@ -9,6 +9,11 @@ bench/ggml_qmatmul_bench.c, compiled here against a local llama.cpp build (libgg
 /work/llama-build by default, see its README.txt): ggml_mul_mat through
 ggml_graph_compute_with_ctx on 1 thread, the plain ggml CPU path (activations quantized to
 Q8_0 / Q8_K, integer dots; no weight repacking). Same LCG weights and activations on both sides.
+RLX's fast mode holds Q4_0 / Q4_1 weights in `rlx_gguf::Layout::SplitRows` (each row's quants,
+then its scales; converted once, outside the timing), as `rlx generate --fast` does after
+loading a model — the counterpart of llama.cpp's own load-time repacking of CPU weights, which
+this peer (plain `ggml_mul_mat` on blocks) does not use. qmatmul_bench's mode `fast-blocks`
+times RLX on the file's blocks.
 
 Decode reads every weight byte once, so its bound is how fast one core reads those bytes: the
 RLX process also times a plain sum over the same packed weights (same reps, same residency)

@@ -8,7 +8,9 @@
 //! With COPIES > 1 the weights are held in that many copies and each run reads the next one,
 //! so with enough copies (more bytes than the last-level cache) every run reads its weights
 //! from DRAM, as a model's decode step does; with 1 they stay in cache between runs
-//! (`fast` = `CpuOptions::quantized_activations`). K = N = 4096 by default (the issue's
+//! (`fast` = `CpuOptions::quantized_activations` with Q4_0 / Q4_1 weights in
+//! `Layout::SplitRows`, as `rlx generate --fast` holds them; `fast-blocks` = the same on GGUF
+//! blocks). K = N = 4096 by default (the issue's
 //! shapes); a model's shapes by the last two arguments, e.g. `576 1536` for SmolLM2's FFN. One warm-up run, then at least MIN_REPS runs and 1 s per
 //! case. One line per case:
 //! `RESULT <type> <M> <mode> <median ms> <GB/s weights> <GFLOP/s> <kernel>`, and per type the
@@ -17,7 +19,7 @@
 //! `STREAM <type> <median ms> <GB/s>`.
 
 use rlx_cpu::{CpuExecutable, CpuOptions};
-use rlx_gguf::GgmlType;
+use rlx_gguf::{GgmlType, Layout};
 use rlx_ir::{DType, Graph, Shape, Tensor};
 use std::time::Instant;
 
@@ -57,32 +59,52 @@ fn main() {
                 w
             })
             .collect();
+        // The same copies in `Layout::SplitRows` (mode `fast` on Q4_0 / Q4_1, as the model
+        // runner holds them in fast mode).
+        let split = modes.iter().any(|m| m == "fast") && Layout::SplitRows.supports(ty);
+        let ws_split: Vec<Tensor> = if split {
+            ws.iter()
+                .map(|w| {
+                    let mut s = Tensor::zeros(&[packed.len()], DType::U8);
+                    rlx_cpu::advise_huge_pages(&s);
+                    let sb = s.as_mut_slice::<u8>().unwrap();
+                    sb.copy_from_slice(w.as_slice::<u8>().unwrap());
+                    rlx_gguf::layout::to_split_rows(ty, sb, k).expect("split rows");
+                    s
+                })
+                .collect()
+        } else {
+            vec![]
+        };
         // The copy each run reads: the next one.
         let mut turn = 0usize;
         let mut next = || {
             turn += 1;
-            &ws[turn % copies]
+            turn % copies
         };
         let med = median_secs(min_reps, || {
-            let wb = next().as_slice::<u8>().unwrap();
+            let wb = ws[next()].as_slice::<u8>().unwrap();
             let sum = wb.chunks_exact(8).fold(0u64, |a, c| a.wrapping_add(u64::from_le_bytes(c.try_into().unwrap())));
             std::hint::black_box(sum);
         });
         println!("STREAM {} {:.4} {:.2}", ty.name(), med * 1e3, packed.len() as f64 / med / 1e9);
         for &m in &ms {
             for mode in &modes {
+                let fast = mode == "fast" || mode == "fast-blocks";
+                let (set, layout) =
+                    if mode == "fast" && split { (&ws_split, Layout::SplitRows) } else { (&ws, Layout::Blocks) };
                 let mut g = Graph::new("qmm");
                 let x = g.input("x", Shape::new(&[m, k], DType::F32));
                 let wi = g.param("w", Shape::new(&[packed.len()], DType::U8));
-                let y = g.dequant_matmul(x, wi, ty.name(), n, k);
+                let y = g.dequant_matmul_layout(x, wi, ty.name(), layout.name(), n, k);
                 g.set_outputs(vec![y]);
-                let opts = CpuOptions { threads, quantized_activations: mode == "fast", ..Default::default() };
+                let opts = CpuOptions { threads, quantized_activations: fast, ..Default::default() };
                 let mut exe = CpuExecutable::compile(&g, &opts).expect("compile");
                 let kernel = exe.steps().iter().find(|s| s.op.contains("dequant_matmul")).map_or("?", |s| s.kernel);
                 let xt = Tensor::from_vec(fill(m * k, 3), &[m, k]).unwrap();
-                exe.run(&[&xt], &[next()]).expect("run");
+                exe.run(&[&xt], &[&set[next()]]).expect("run");
                 let med = median_secs(min_reps, || {
-                    std::hint::black_box(exe.run(&[&xt], &[next()]).expect("run"));
+                    std::hint::black_box(exe.run(&[&xt], &[&set[next()]]).expect("run"));
                 });
                 println!(
                     "RESULT {} {m} {mode} {:.4} {:.2} {:.1} {kernel}",

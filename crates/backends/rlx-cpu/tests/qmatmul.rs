@@ -7,8 +7,8 @@ mod common;
 
 use common::rand_tensor;
 use rlx_cpu::{CpuExecutable, CpuOptions, SimdLevel};
-use rlx_gguf::GgmlType;
 use rlx_gguf::quants::{dequantize, quantize};
+use rlx_gguf::{GgmlType, Layout};
 use rlx_ir::{DType, Graph, Shape, Tensor};
 
 /// Schemes with an in-register decoder (exact mode) .
@@ -279,4 +279,92 @@ fn bad_operands_fall_back_or_error() {
     let w = g.input("w", Shape::new(&[34], DType::U8));
     g.dequant_matmul(x, w, "Q9_9", 1, 32);
     assert!(g.error().unwrap().to_string().contains("unknown ggml type"), "{:?}", g.error());
+}
+
+/// `dequant_matmul` of Q4_0 / Q4_1 weights quantized from `seed` in `layout`, with `x` of
+/// dims `lead + [k]`: `(kernel, result)`; `None` layout runs the graph's body through the
+/// reference interpreter instead of the CPU backend.
+fn run_layout(
+    ty: GgmlType,
+    layout: Layout,
+    lead: &[usize],
+    (k, n): (usize, usize),
+    seed: u64,
+    opts: Option<&CpuOptions>,
+) -> (String, Vec<f32>) {
+    rlx_gguf::register_ops();
+    let wf = rand_tensor(&[n, k], DType::F32, seed, -1.0, 1.0);
+    let mut packed = quantize(ty, wf.as_slice::<f32>().unwrap()).unwrap();
+    if layout == Layout::SplitRows {
+        rlx_gguf::layout::to_split_rows(ty, &mut packed, k).unwrap();
+    }
+    let xdims: Vec<usize> = lead.iter().copied().chain([k]).collect();
+    let x = rand_tensor(&xdims, DType::F32, seed + 1, -2.0, 2.0);
+    let mut g = Graph::new("qmm");
+    let xi = g.input("x", Shape::new(&xdims, DType::F32));
+    let wi = g.input("w", Shape::new(&[packed.len()], DType::U8));
+    let y = g.dequant_matmul_layout(xi, wi, ty.name(), layout.name(), n, k);
+    g.set_outputs(vec![y]);
+    let wt = Tensor::from_vec(packed, &[n * k / 32 * ty.type_size()]).unwrap();
+    let Some(opts) = opts else {
+        let out = rlx_ir::interp::evaluate_args(&g, &[&x, &wt]).unwrap();
+        return ("interpreter".into(), out[0].as_slice::<f32>().unwrap().to_vec());
+    };
+    let mut exe = CpuExecutable::compile(&g, opts).unwrap();
+    let kernel = exe.steps().iter().find(|s| s.op.contains("dequant_matmul")).unwrap().kernel.to_string();
+    let out = exe.run(&[&x, &wt], &[]).unwrap();
+    (kernel, out[0].as_slice::<f32>().unwrap().to_vec())
+}
+
+/// Weights in `Layout::SplitRows` (how the model runner holds Q4_0 / Q4_1 in fast mode): fast
+/// mode bit-identical with the same weights as blocks, on every path (decode with odd block
+/// counts and a short last row group, the VNNI tiles at M > 1, AMX at M >= 16, the
+/// non-VNNI levels); exact mode and the graph's own body (the interpreter) within f32
+/// rounding of the blocks.
+#[test]
+fn split_rows_layout_matches_blocks() {
+    let mut seed = 900;
+    for ty in [GgmlType::Q4_0, GgmlType::Q4_1] {
+        for simd in [SimdLevel::Native, SimdLevel::Avx512, SimdLevel::Baseline] {
+            for threads in [1, 2] {
+                let fast =
+                    CpuOptions { threads: Some(threads), quantized_activations: true, simd, ..Default::default() };
+                let exact = CpuOptions { quantized_activations: false, ..fast.clone() };
+                for nb in [1usize, 3, 17, 18, 20, 128] {
+                    for lead in [&[1usize][..], &[3], &[2, 10]] {
+                        seed += 2;
+                        let shape = (32 * nb, 37);
+                        let what = format!("{} {simd:?} t{threads} nb={nb} {lead:?}", ty.name());
+                        let (kb, blocks) = run_layout(ty, Layout::Blocks, lead, shape, seed, Some(&fast));
+                        let (ks, split) = run_layout(ty, Layout::SplitRows, lead, shape, seed, Some(&fast));
+                        assert_eq!(kb, ks, "{what}");
+                        assert!(blocks.iter().zip(&split).all(|(a, b)| a.to_bits() == b.to_bits()), "{what} ({ks})");
+                        if simd != SimdLevel::Native || threads != 1 {
+                            continue;
+                        }
+                        let (_, want) = run_layout(ty, Layout::Blocks, lead, shape, seed, Some(&exact));
+                        let (ke, got) = run_layout(ty, Layout::SplitRows, lead, shape, seed, Some(&exact));
+                        let (_, body) = run_layout(ty, Layout::SplitRows, lead, shape, seed, None);
+                        assert_eq!(ke, "dequant_matmul_rowwise", "{what}");
+                        for (i, ((w, g), b)) in want.iter().zip(&got).zip(&body).enumerate() {
+                            let tol = 1e-4 * (1.0 + w.abs());
+                            assert!((w - g).abs() <= tol && (w - b).abs() <= tol, "{what} [{i}]: {w} {g} {b}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn split_rows_layout_refuses_other_schemes_and_names() {
+    rlx_gguf::register_ops();
+    for (scheme, layout, msg) in [("Q8_0", "split_rows", "does not hold Q8_0"), ("Q4_0", "rows", "unknown layout")] {
+        let mut g = Graph::new("g");
+        let x = g.input("x", Shape::new(&[1, 32], DType::F32));
+        let w = g.input("w", Shape::new(&[GgmlType::from_name(scheme).unwrap().type_size()], DType::U8));
+        g.dequant_matmul_layout(x, w, scheme, layout, 1, 32);
+        assert!(g.error().unwrap().to_string().contains(msg), "{:?}", g.error());
+    }
 }

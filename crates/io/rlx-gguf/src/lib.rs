@@ -29,6 +29,7 @@
 
 mod error;
 pub mod ir_ops;
+pub mod layout;
 pub mod quants;
 mod reader;
 mod types;
@@ -37,6 +38,7 @@ mod writer;
 
 pub use error::{GgufError, Result};
 pub use ir_ops::register_ops;
+pub use layout::Layout;
 pub use reader::{
     ALIGNMENT_KEY, DEFAULT_ALIGNMENT, GGUF_MAGIC, GgufContent, GgufFile, MAX_ARRAY_DEPTH, MAX_DIMS, TensorInfo,
 };

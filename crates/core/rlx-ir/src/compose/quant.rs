@@ -35,6 +35,22 @@ impl Graph {
     /// that `k` is a multiple of its block size and the byte count (an unregistered op is an
     /// error naming it).
     pub fn dequant_matmul(&mut self, x: NodeId, w_packed: NodeId, scheme: &str, n: usize, k: usize) -> NodeId {
+        self.dequant_matmul_layout(x, w_packed, scheme, "blocks", n, k)
+    }
+
+    /// [`Graph::dequant_matmul`] with the weight bytes in the byte layout `layout`
+    /// (`rlx_gguf::Layout`: `"blocks"`, the GGUF layout, adds no attribute; `"split_rows"`, each
+    /// row's Q4_0 / Q4_1 quants then its scales, sets `"layout"`). The registered
+    /// `gguf_dequantize` op checks the name and that the layout holds `scheme`.
+    pub fn dequant_matmul_layout(
+        &mut self,
+        x: NodeId,
+        w_packed: NodeId,
+        scheme: &str,
+        layout: &str,
+        n: usize,
+        k: usize,
+    ) -> NodeId {
         const NAME: &str = "dequant_matmul";
         let Some(t) = self.compose_types(NAME, &[x, w_packed]) else { return self.placeholder() };
         let (xt, wt) = (&t[0], &t[1]);
@@ -47,7 +63,11 @@ impl Graph {
         if wt.dtype != DType::U8 {
             return self.compose_fail(NAME, format!("needs U8 packed weights, got {wt}"));
         }
-        let a = attrs([("scheme", Attr::Str(scheme.into())), ("n", Attr::Int(n as i64)), ("k", Attr::Int(k as i64))]);
+        let mut a =
+            attrs([("scheme", Attr::Str(scheme.into())), ("n", Attr::Int(n as i64)), ("k", Attr::Int(k as i64))]);
+        if layout != "blocks" {
+            a.insert("layout".into(), Attr::Str(layout.into()));
+        }
         let last = xt.rank() - 1;
         self.composite_with(NAME, a.clone(), &[x, w_packed], |g, args| {
             let w = g.custom(GGUF_DEQUANTIZE, a, &[args[1]])[0];

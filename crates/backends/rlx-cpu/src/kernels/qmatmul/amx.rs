@@ -146,7 +146,8 @@ pub(super) fn layout_acts(ty: GgmlType, xq: &[u8], m: usize, k: usize, s: &mut A
     }
 }
 
-/// Every product of the weight rows `w` (`n` rows of `row_bytes`, blocks of `ty`) with the
+/// Every product of the weight rows `w` (`n` rows of `row_bytes`, blocks of `ty`, or with
+/// `split` Q4_0 / Q4_1 rows in `rlx_gguf::Layout::SplitRows`) with the
 /// activations laid out in `s` (`m` rows of `k`), into `y` (`[m, n]`); the rows in chunks of
 /// `chunk` (a multiple of 16) across threads.
 ///
@@ -157,6 +158,7 @@ pub(super) fn layout_acts(ty: GgmlType, xq: &[u8], m: usize, k: usize, s: &mut A
 #[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn run(
     ty: GgmlType,
+    split: bool,
     w: &[u8],
     row_bytes: usize,
     n: usize,
@@ -187,7 +189,7 @@ pub(super) unsafe fn run(
             let (mut n0, end) = (c * chunk, ((c + 1) * chunk).min(n));
             while n0 < end {
                 let nr = T.min(n - n0);
-                unpack_rows(ty, &w[n0 * row_bytes..(n0 + nr) * row_bytes], row_bytes, k, wq, ab);
+                unpack_rows(ty, split, &w[n0 * row_bytes..(n0 + nr) * row_bytes], row_bytes, k, wq, ab);
                 out.fill(0.0);
                 // The next 16 rows of this chunk, prefetched while these are multiplied (read
                 // straight from memory, the unpacking waited on every load).
@@ -220,14 +222,15 @@ struct Acts<'a> {
     sx: &'a [f32],
 }
 
-/// Unpack the weight rows `w` (at most 16 rows of `row_bytes`) into `wq` (`[sub-block][16][sl]`
-/// bytes; the rows past the last zero) and their factors into `ab` (`[2][16][sub-block]`).
+/// Unpack the weight rows `w` (at most 16 rows of `row_bytes`; Q4_0 / Q4_1 rows in
+/// `rlx_gguf::Layout::SplitRows` when `split`) into `wq` (`[sub-block][16][sl]` bytes; the rows
+/// past the last zero) and their factors into `ab` (`[2][16][sub-block]`).
 ///
 /// # Safety
 /// AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,f16c")]
-unsafe fn unpack_rows(ty: GgmlType, w: &[u8], row_bytes: usize, k: usize, wq: &mut [u8], ab: &mut [f32]) {
+unsafe fn unpack_rows(ty: GgmlType, split: bool, w: &[u8], row_bytes: usize, k: usize, wq: &mut [u8], ab: &mut [f32]) {
     use std::arch::x86_64::*;
     let nr = w.len() / row_bytes;
     let (ts, sl) = (ty.type_size(), sub_len(ty));
@@ -261,10 +264,12 @@ unsafe fn unpack_rows(ty: GgmlType, w: &[u8], row_bytes: usize, k: usize, wq: &m
             // SAFETY: `row` holds `ns` blocks, `ar` / `br` `ns` floats, `wq` `ns` tiles of
             // 16 × 32 bytes; AVX2 + F16C (this function's features).
             unsafe {
-                match ty {
-                    GgmlType::Q4_0 => unpack_legacy::<18>(row, r, wq, ar, br),
-                    GgmlType::Q4_1 => unpack_legacy::<20>(row, r, wq, ar, br),
-                    _ => unpack_legacy::<34>(row, r, wq, ar, br),
+                match (ty, split) {
+                    (GgmlType::Q4_0, false) => unpack_legacy::<18, false>(row, r, wq, ar, br),
+                    (GgmlType::Q4_1, false) => unpack_legacy::<20, false>(row, r, wq, ar, br),
+                    (GgmlType::Q4_0, true) => unpack_legacy::<18, true>(row, r, wq, ar, br),
+                    (GgmlType::Q4_1, true) => unpack_legacy::<20, true>(row, r, wq, ar, br),
+                    _ => unpack_legacy::<34, false>(row, r, wq, ar, br),
                 }
             }
             continue;
@@ -344,14 +349,22 @@ unsafe fn unpack_rows(ty: GgmlType, w: &[u8], row_bytes: usize, k: usize, wq: &m
     }
 }
 
-/// Row `r` of the legacy blocks `row` (Q4_0, Q4_1, Q8_0: `TS` = 18, 20, 34 bytes) into `wq`
-/// (`[block][16][32]`; Q8_0's signed values + 128), `d` into `a`, Q4_1's `-m` into `b`.
+/// Row `r` of the legacy blocks `row` (Q4_0, Q4_1, Q8_0: `TS` = 18, 20, 34 bytes; with
+/// `SPLIT`, a Q4_0 / Q4_1 row in `rlx_gguf::Layout::SplitRows`: block `i`'s quants at `16 i`,
+/// its `d` at `16 nb + 2 i`, Q4_1's `m` at `18 nb + 2 i`) into `wq` (`[block][16][32]`; Q8_0's
+/// signed values + 128), `d` into `a`, Q4_1's `-m` into `b`.
 ///
 /// # Safety
 /// AVX2 + F16C; `row.len() / TS` blocks, `a` and `b` that many floats, `wq` that many tiles.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,f16c")]
-unsafe fn unpack_legacy<const TS: usize>(row: &[u8], r: usize, wq: &mut [u8], a: &mut [f32], b: &mut [f32]) {
+unsafe fn unpack_legacy<const TS: usize, const SPLIT: bool>(
+    row: &[u8],
+    r: usize,
+    wq: &mut [u8],
+    a: &mut [f32],
+    b: &mut [f32],
+) {
     use std::arch::x86_64::*;
     let nb = row.len() / TS;
     assert!(a.len() >= nb && b.len() >= nb && wq.len() >= nb * T * 32);
@@ -362,6 +375,14 @@ unsafe fn unpack_legacy<const TS: usize>(row: &[u8], r: usize, wq: &mut [u8], a:
         for i in 0..nb {
             let p = src.add(i * TS);
             let o = dst.add((i * T + r) * 32);
+            if SPLIT {
+                *a.get_unchecked_mut(i) = f16_at(src.add(16 * nb + 2 * i));
+                *b.get_unchecked_mut(i) = if TS == 20 { -f16_at(src.add(18 * nb + 2 * i)) } else { 0.0 };
+                let v = _mm_loadu_si128(src.add(16 * i).cast());
+                _mm_storeu_si128(o.cast(), _mm_and_si128(v, m4));
+                _mm_storeu_si128(o.add(16).cast(), _mm_and_si128(_mm_srli_epi16::<4>(v), m4));
+                continue;
+            }
             *a.get_unchecked_mut(i) = f16_at(p);
             if TS == 34 {
                 let v = _mm256_loadu_si256(p.add(2).cast());

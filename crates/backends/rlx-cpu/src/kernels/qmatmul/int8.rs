@@ -152,14 +152,7 @@ unsafe fn drive<S: RowKernel>(
         let wp = |r: usize| w.as_ptr().add(r * row_bytes);
         let xp = |mi: usize| x.as_ptr().add(mi * x_row);
         if m == 1 {
-            // Short rows (a small model, whose weights stay in cache) keep groups of 4: groups of
-            // 8 made SmolLM2's `--fast` generation 3% slower.
-            let group = if row_bytes >= 1024 { S::DECODE_ROWS } else { 4 };
-            return match group {
-                2 => decode::<S, 2>(w, row_bytes, x, nb, put),
-                8 => decode::<S, 8>(w, row_bytes, x, nb, put),
-                _ => decode::<S, 4>(w, row_bytes, x, nb, put),
-            };
+            return decode_rows::<S>(w, row_bytes, x, nb, put);
         }
         for r0 in (0..nr).step_by(R_GROUP) {
             let rows = r0..(r0 + R_GROUP).min(nr);
@@ -169,6 +162,31 @@ unsafe fn drive<S: RowKernel>(
             }
             mi = tiles::<S, C_TILE>(&wp, &xp, rows.clone(), mi, m, nb, put);
             tiles::<S, 1>(&wp, &xp, rows, mi, m, nb, put);
+        }
+    }
+}
+
+/// [`drive`] at M = 1: [`decode`] in the kernel's groups of rows.
+///
+/// # Safety
+/// As [`drive`].
+#[inline(always)]
+unsafe fn decode_rows<S: RowKernel>(
+    w: &[u8],
+    row_bytes: usize,
+    x: &[u8],
+    nb: usize,
+    put: &mut dyn FnMut(usize, usize, f32),
+) {
+    // Short rows (a small model, whose weights stay in cache) keep groups of 4: groups of 8
+    // made SmolLM2's `--fast` generation 3% slower.
+    let group = if row_bytes >= 1024 { S::DECODE_ROWS } else { 4 };
+    // SAFETY: the caller's contract.
+    unsafe {
+        match group {
+            2 => decode::<S, 2>(w, row_bytes, x, nb, put),
+            8 => decode::<S, 8>(w, row_bytes, x, nb, put),
+            _ => decode::<S, 4>(w, row_bytes, x, nb, put),
         }
     }
 }
@@ -315,6 +333,30 @@ pub(super) fn tile(
     }
 }
 
+/// [`tile`] for Q4_0 / Q4_1 weight rows held in `rlx_gguf::Layout::SplitRows`, bit-identical
+/// with [`tile`] on the same rows as blocks. Planned only with VNNI (`simd_level` 2) on x86_64
+/// (`super::select`; other levels convert the rows back into blocks first).
+pub(super) fn tile_split(
+    ty: GgmlType,
+    w: &[u8],
+    row_bytes: usize,
+    x: &[u8],
+    m: usize,
+    put: &mut dyn FnMut(usize, usize, f32),
+) {
+    let (x_row, nb) = (x.len() / m.max(1), row_bytes / ty.type_size());
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: planned only where the VNNI features were detected; whole rows (checked at run).
+    unsafe {
+        match ty {
+            GgmlType::Q4_0 => drive::<avx::Split<Q4_0>>(w, row_bytes, x, x_row, m, nb, put),
+            _ => drive::<avx::Split<Q4_1>>(w, row_bytes, x, x_row, m, nb, put),
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    unreachable!("split rows are read natively only with VNNI ({ty}, {} bytes, {x_row}, {nb})", w.len())
+}
+
 /// Legacy block layouts (const parameters of the kernels).
 /// `d f16, 16 bytes of nibble pairs`, `w = d (q - 8)`.
 const Q4_0: u8 = 0;
@@ -380,7 +422,27 @@ mod avx {
             nb: usize,
         ) -> [[f32; C]; R] {
             // SAFETY: the trait's contract.
-            unsafe { rows_legacy::<R, C, K>(w, x, nb) }
+            unsafe { rows_legacy::<R, C, K, false>(w, x, nb) }
+        }
+    }
+
+    /// The decode kernels of Q4_0 / Q4_1 (`K`) weights in `rlx_gguf::Layout::SplitRows`.
+    pub struct Split<const K: u8>;
+
+    impl<const K: u8> RowKernel for Split<K> {
+        // Groups of 4 rows (the blocks layout takes 8): 1 × 4096 × 4096 (`qmatmul_bench 1 20
+        // Q4_0,Q4_1 1 fast 64` / `… 1`, 1 core, two interleaved rounds) from DRAM Q4_0
+        // 0.85 → 0.80–0.81 ms, Q4_1 0.96–0.99 → 0.90–0.92; from L3 Q4_0 0.41–0.44 → 0.37–0.40,
+        // Q4_1 0.50 → 0.43–0.44.
+        const DECODE_ROWS: usize = 4;
+        #[inline(always)]
+        unsafe fn rows<const R: usize, const C: usize>(
+            w: [*const u8; R],
+            x: [*const u8; C],
+            nb: usize,
+        ) -> [[f32; C]; R] {
+            // SAFETY: the trait's contract.
+            unsafe { rows_legacy::<R, C, K, true>(w, x, nb) }
         }
     }
 
@@ -404,21 +466,25 @@ mod avx {
     /// the arithmetic, in order, of llama.cpp's AVX2/VNNI `ggml_vec_dot_q4_1_q8_1` /
     /// `_q4_0_q8_0` / `_q8_0_q8_0`.
     ///
+    /// With `SPLIT` (Q4_0 / Q4_1) the rows are in `rlx_gguf::Layout::SplitRows` (see
+    /// [`rows_q4_decode`]): the same products, bit-identical.
+    ///
     /// # Safety
-    /// AVX-512F/BW/VL + VNNI, AVX2, FMA, F16C; every `w[r]` points to `nb` blocks, every `x[c]`
-    /// to one activation row of `nb` blocks.
+    /// AVX-512F/BW/VL + VNNI, AVX2, FMA, F16C; every `w[r]` points to `nb` blocks (split rows
+    /// with `SPLIT`), every `x[c]` to one activation row of `nb` blocks.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-    unsafe fn rows_legacy<const R: usize, const C: usize, const K: u8>(
+    unsafe fn rows_legacy<const R: usize, const C: usize, const K: u8, const SPLIT: bool>(
         w: [*const u8; R],
         x: [*const u8; C],
         nb: usize,
     ) -> [[f32; C]; R] {
         if K != Q8_0 && C == 1 {
             // SAFETY: the caller's contract, with one activation row.
-            let o = unsafe { rows_q4_decode::<R, K>(w, x[0], nb) };
+            let o = unsafe { rows_q4_decode::<R, K, SPLIT>(w, x[0], nb) };
             return std::array::from_fn(|r| std::array::from_fn(|_| o[r]));
         }
         let (ts, qo): (usize, usize) = match K {
+            _ if SPLIT => (16, 0),
             Q4_0 => (18, 2),
             Q4_1 => (20, 4),
             _ => (34, 2),
@@ -442,7 +508,9 @@ mod avx {
         let mut sx = [[0f32; GROUP]; C];
         let mut g0 = 0;
         // SAFETY (every pointer below): block `b < nb` of row `r` spans `ts` bytes from
-        // `w[r] + b ts`; activation row `c` has `32 nb` bytes, then `nb` d and `nb` s floats.
+        // `w[r] + b ts` (split: its quants; its f16 fields at `w[r] + 16 nb + 2 b` and
+        // `+ 18 nb + 2 b`, read under the group's lane mask); activation row `c` has `32 nb`
+        // bytes, then `nb` d and `nb` s floats.
         unsafe {
             while g0 < nb {
                 let gn = GROUP.min(nb - g0);
@@ -455,13 +523,20 @@ mod avx {
                 }
                 for r in 0..R {
                     if C == 1 {
-                        super::super::decode::prefetch_ahead(w[r], nb * ts, g0 * ts, (g0 + gn) * ts);
+                        let row = if SPLIT { nb * (ts + 2 + 2 * usize::from(K == Q4_1)) } else { nb * ts };
+                        super::super::decode::prefetch_ahead(w[r], row, g0 * ts, (g0 + gn) * ts);
                     }
-                    let base = w[r].add(g0 * ts);
-                    let h = _mm512_mask_i32gather_epi32::<1>(_mm512_setzero_si512(), lanes, offs, base.cast());
-                    let dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));
+                    let (dw, m) = if SPLIT {
+                        let f = w[r].add(16 * nb + 2 * g0);
+                        let dw = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes, f.cast()));
+                        (dw, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes, f.add(2 * nb).cast())))
+                    } else {
+                        let base = w[r].add(g0 * ts);
+                        let h = _mm512_mask_i32gather_epi32::<1>(_mm512_setzero_si512(), lanes, offs, base.cast());
+                        let dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));
+                        (dw, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(h))))
+                    };
                     if K == Q4_1 {
-                        let m = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(h)));
                         _mm512_storeu_ps(mw[r].as_mut_ptr(), m);
                     }
                     for c in 0..C {
@@ -532,11 +607,34 @@ mod avx {
     /// Q4_0,Q4_1 1 fast 1` / `… 64`, three interleaved rounds: Q4_0 from L3 0.50–0.51 → 0.47–0.48
     /// ms, from DRAM equal at 0.80–0.81; Q4_1 from DRAM 0.92–0.93 → 0.85–0.88).
     ///
+    ///
+    /// With `SPLIT` the rows are in `rlx_gguf::Layout::SplitRows` (block `b`'s quants at `16 b`,
+    /// its `d` at `16 nb + 2 b`, Q4_1's `m` at `18 nb + 2 b`): a quad's quants are one 64-byte
+    /// load and a group's scales one 32-byte load (and one more for Q4_1's `m`) instead of four
+    /// 16-byte loads per quad and a gather per group; the same products in the same order, so
+    /// the results are bit-identical with the block layout's.
+    /// 1 × 4096 × 4096 (`qmatmul_bench 1 20 Q4_0,Q4_1 1 fast,fast-blocks 64` / `… 1`, 1 core,
+    /// groups of 4 rows): from DRAM Q4_0 0.85 → 0.78–0.81 ms, Q4_1 0.93–0.96 → 0.90–0.92; from
+    /// L3 Q4_0 0.47–0.49 → 0.37–0.40, Q4_1 0.50–0.52 → 0.43–0.44 (blocks → split rows).
+    ///
     /// # Safety
-    /// As [`rows_legacy`] with `C = 1`.
+    /// As [`rows_legacy`] with `C = 1`; with `SPLIT` every `w[r]` points to a split row of `nb`
+    /// blocks.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-    unsafe fn rows_q4_decode<const R: usize, const K: u8>(w: [*const u8; R], x: *const u8, nb: usize) -> [f32; R] {
-        let (ts, qo): (usize, usize) = if K == Q4_1 { (20, 4) } else { (18, 2) };
+    unsafe fn rows_q4_decode<const R: usize, const K: u8, const SPLIT: bool>(
+        w: [*const u8; R],
+        x: *const u8,
+        nb: usize,
+    ) -> [f32; R] {
+        let row: usize = nb * if K == Q4_1 { 20 } else { 18 };
+        // Quant bytes of block `b` at `ts b + qo`.
+        let (ts, qo): (usize, usize) = if SPLIT {
+            (16, 0)
+        } else if K == Q4_1 {
+            (20, 4)
+        } else {
+            (18, 2)
+        };
         let m4 = _mm512_set1_epi8(0x0f);
         let eight = _mm512_set1_epi8(8);
         let offs = _mm512_mullo_epi32(
@@ -552,8 +650,10 @@ mod avx {
         let mut sc = [[0f32; GROUP]; R];
         let mut g0 = 0;
         // SAFETY (every pointer below): block `b < nb` of row `r` spans `ts` bytes from
-        // `w[r] + ts b`; the activation row has `32 nb` bytes, then `nb` d and `nb` s floats;
-        // `sc[r][i + 1]` is read only when block `g0 + i + 1` is in the group (`i + 1 < gn`).
+        // `w[r] + ts b` (split: its quants 16 bytes from `w[r] + 16 b`, its f16 fields at
+        // `w[r] + 16 nb + 2 b` and `+ 18 nb + 2 b`, read under the group's lane mask); the
+        // activation row has `32 nb` bytes, then `nb` d and `nb` s floats; `sc[r][i + 1]` is
+        // read only when block `g0 + i + 1` is in the group (`i + 1 < gn`).
         unsafe {
             while g0 < nb {
                 let gn = GROUP.min(nb - g0);
@@ -561,7 +661,19 @@ mod avx {
                 let xd = _mm512_maskz_loadu_ps(lanes, x.add(QK * nb + 4 * g0).cast::<f32>());
                 let sx = _mm512_maskz_loadu_ps(lanes, x.add(QK * nb + 4 * (nb + g0)).cast::<f32>());
                 for r in 0..R {
-                    super::super::decode::prefetch_ahead(w[r], nb * ts, g0 * ts, (g0 + gn) * ts);
+                    super::super::decode::prefetch_ahead(w[r], row, g0 * ts, (g0 + gn) * ts);
+                    if SPLIT {
+                        let s0 = 16 * nb + 2 * g0;
+                        super::super::decode::prefetch_ahead(w[r], row, s0, s0 + 2 * gn);
+                        let d = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes, w[r].add(s0).cast()));
+                        _mm512_storeu_ps(sc[r].as_mut_ptr(), _mm512_mul_ps(d, xd));
+                        if K == Q4_1 {
+                            super::super::decode::prefetch_ahead(w[r], row, s0 + 2 * nb, s0 + 2 * nb + 2 * gn);
+                            let m = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes, w[r].add(s0 + 2 * nb).cast()));
+                            macc[r] = _mm512_fmadd_ps(m, sx, macc[r]);
+                        }
+                        continue;
+                    }
                     let h =
                         _mm512_mask_i32gather_epi32::<1>(_mm512_setzero_si512(), lanes, offs, w[r].add(g0 * ts).cast());
                     _mm512_storeu_ps(sc[r].as_mut_ptr(), _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)), xd));
@@ -590,10 +702,14 @@ mod avx {
                     let sidx = _mm512_add_epi32(quad, _mm512_set1_epi32(i as i32));
                     for r in 0..R {
                         let p = w[r].add(b * ts + qo);
-                        let q = _mm512_castsi128_si512(_mm_loadu_si128(p.cast()));
-                        let q = _mm512_mask_broadcast_i32x4(q, 0x00f0, _mm_loadu_si128(p.add(ts).cast()));
-                        let q = _mm512_mask_broadcast_i32x4(q, 0x0f00, _mm_loadu_si128(p.add(2 * ts).cast()));
-                        let q = _mm512_mask_broadcast_i32x4(q, 0xf000, _mm_loadu_si128(p.add(3 * ts).cast()));
+                        let q = if SPLIT {
+                            _mm512_loadu_si512(p.cast())
+                        } else {
+                            let q = _mm512_castsi128_si512(_mm_loadu_si128(p.cast()));
+                            let q = _mm512_mask_broadcast_i32x4(q, 0x00f0, _mm_loadu_si128(p.add(ts).cast()));
+                            let q = _mm512_mask_broadcast_i32x4(q, 0x0f00, _mm_loadu_si128(p.add(2 * ts).cast()));
+                            _mm512_mask_broadcast_i32x4(q, 0xf000, _mm_loadu_si128(p.add(3 * ts).cast()))
+                        };
                         let zlo = _mm512_and_si512(q, m4);
                         let zhi = _mm512_and_si512(_mm512_srli_epi16::<4>(q), m4);
                         let dot = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(init, zlo, xlo), zhi, xhi);

@@ -29,6 +29,11 @@
 //!   schemes run exact.
 //!   Results differ from the f32 reference by the activation quantization error.
 //!
+//! Weights in `rlx_gguf::Layout::SplitRows` (Q4_0 / Q4_1, attribute `"layout"`; what the model
+//! runner uses in fast mode) run on the same paths with the same results: the VNNI and AMX
+//! kernels read them natively ([`int8::tile_split`]), the fast mode without VNNI converts 16
+//! rows at a time back into blocks, the exact mode dequantizes them row by row (`rowwise`).
+//!
 //! Work split: output columns (weight rows) in chunks across threads when `M · N · K` is large
 //! (the executor's spinning team, [`super::spin`], else rayon); in the `tile` path one contiguous range of rows per thread. All scratch is allocated
 //! by [`select`]; [`run`] allocates nothing.
@@ -43,6 +48,7 @@ use super::sgemm;
 use super::spin::{self, SyncPtr as OutPtr};
 use crate::CpuOptions;
 use rlx_gguf::GgmlType;
+use rlx_gguf::layout::{Layout, dequantize_rows, split_row_to_blocks};
 use rlx_gguf::quants::dequantize_into;
 use rlx_ir::ops::Composite;
 use rlx_ir::{DType, IrError, Tensor};
@@ -61,6 +67,9 @@ const FUSED_ROWS: usize = 8;
 /// Bytes of dequantized f32 weights per tile of the `tile` path (L2 is 2 MiB per core on the
 /// reference machine; the gemm packs x and the tile next to it).
 pub const TILE_BYTES: usize = 1 << 20;
+/// Weight rows in `Layout::SplitRows` converted back into blocks at a time, per chunk, where
+/// the fast mode runs without VNNI (the VNNI and AMX kernels read split rows).
+const JOIN_ROWS: usize = 16;
 
 /// How the products are done.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,6 +91,10 @@ enum Path {
 #[derive(Clone, Debug)]
 pub struct QMatmulKernel {
     ty: GgmlType,
+    /// The weights' byte layout (`Layout::SplitRows`: read natively by the VNNI and AMX
+    /// kernels, through [`join_rows`] by the fast mode without VNNI, row by row in the exact
+    /// mode).
+    layout: Layout,
     path: Path,
     m: usize,
     n: usize,
@@ -110,6 +123,9 @@ pub struct QMatmulKernel {
     xblk: Vec<f32>,
     /// The `amx` path's activation layout and per-chunk scratch.
     amx: Option<amx::AmxScratch>,
+    /// `Path::Q8` without VNNI on weights in `Layout::SplitRows`: per chunk, [`JOIN_ROWS`] rows
+    /// converted back into blocks.
+    wjoin: Vec<u8>,
 }
 
 impl QMatmulKernel {
@@ -152,6 +168,8 @@ pub fn select(
         return None;
     }
     let (ty, n, k, bytes) = rlx_gguf::ir_ops::parse_attrs(&c.attrs).ok()?;
+    let layout = rlx_gguf::ir_ops::parse_layout(&c.attrs, ty).ok()?;
+    let split = layout == Layout::SplitRows;
     let ((xd, xt), (wd, wt)) = (&ins[0], &ins[1]);
     if *xt != DType::F32 || *wt != DType::U8 || xd.last() != Some(&k) || wd.iter().product::<usize>() != bytes {
         return None;
@@ -163,9 +181,11 @@ pub fn select(
         Path::Amx
     } else if fast {
         Path::Q8(int8::simd_level(opts.simd.avx512()))
-    } else if m <= FUSED_ROWS && simd && exact::has_decoder(ty) {
+    } else if m <= FUSED_ROWS && simd && exact::has_decoder(ty) && !split {
         Path::Fused
-    } else if m <= 1 {
+    } else if m <= 1 || split {
+        // The exact mode reads split rows one at a time (the layout is made for the fast
+        // mode's decode; this keeps any graph that holds it correct).
         Path::Rowwise
     } else {
         Path::Tile
@@ -201,8 +221,11 @@ pub fn select(
         }
     };
     let q8 = if matches!(path, Path::Q8(_) | Path::Amx) { m * int8::act_row_bytes(ty, k) } else { 0 };
+    let join = split && matches!(path, Path::Q8(l) if l != 2);
+    let amx = (path == Path::Amx).then(|| amx::AmxScratch::new(ty, m, k, n.div_ceil(chunk)));
     Some(QMatmulKernel {
         ty,
+        layout,
         path,
         m,
         n,
@@ -217,7 +240,8 @@ pub fn select(
         ct: if on_sgemm { vec![0.0; scratch / ld.max(1) * m] } else { vec![] },
         ld,
         xblk: vec![0.0; if path == Path::Fused && decode::needs_block_sums(ty) { k / decode::sum_len(ty) } else { 0 }],
-        amx: (path == Path::Amx).then(|| amx::AmxScratch::new(ty, m, k, n.div_ceil(chunk))),
+        amx,
+        wjoin: if join { vec![0; n.div_ceil(chunk) * JOIN_ROWS * row_bytes] } else { vec![] },
     })
 }
 
@@ -248,7 +272,7 @@ pub fn run(k: &mut QMatmulKernel, x: &Tensor, w: &Tensor, out: &mut Tensor) -> R
         amx::layout_acts(k.ty, &k.xq, m, kk, s);
         // SAFETY: `Path::Amx` is planned only where `SimdLevel::amx` and the AVX-512 decoders'
         // features were detected; the scratch was made for this shape; lengths checked above.
-        unsafe { amx::run(k.ty, wb, k.row_bytes, n, m, kk, k.chunk, s, y) };
+        unsafe { amx::run(k.ty, k.layout == Layout::SplitRows, wb, k.row_bytes, n, m, kk, k.chunk, s, y) };
         return Ok(());
     }
     if let Path::Q8(level) = k.path {
@@ -261,14 +285,14 @@ pub fn run(k: &mut QMatmulKernel, x: &Tensor, w: &Tensor, out: &mut Tensor) -> R
         return Ok(());
     }
     let yp = OutPtr(y.as_mut_ptr());
-    let (chunk, row_bytes, ty, path) = (k.chunk, k.row_bytes, k.ty, k.path);
+    let (chunk, row_bytes, ty, path, layout) = (k.chunk, k.row_bytes, k.ty, k.path, k.layout);
     let body = |c: usize, scratch: &mut [f32]| {
         let j1 = ((c + 1) * chunk).min(n);
         for j in c * chunk..j1 {
             let wrow = &wb[j * row_bytes..(j + 1) * row_bytes];
             if path == Path::Rowwise {
-                // The lengths were checked at select time.
-                let _ = dequantize_into(ty, wrow, scratch);
+                // The lengths and the layout were checked at select time.
+                let _ = dequantize_rows(ty, layout, wrow, kk, scratch);
             }
             for mi in 0..m {
                 let xr = &xs[mi * kk..(mi + 1) * kk];
@@ -289,19 +313,46 @@ pub fn run(k: &mut QMatmulKernel, x: &Tensor, w: &Tensor, out: &mut Tensor) -> R
     Ok(())
 }
 
-/// The fast path: chunks of weight rows across threads, each through [`int8::tile`].
-fn run_q8(k: &QMatmulKernel, level: u8, wb: &[u8], y: &mut [f32]) {
+/// The fast path: chunks of weight rows across threads, each through [`int8::tile`] (weights
+/// in `Layout::SplitRows`: [`int8::tile_split`] with VNNI, else [`JOIN_ROWS`] rows at a time
+/// converted back into blocks in the chunk's scratch).
+fn run_q8(k: &mut QMatmulKernel, level: u8, wb: &[u8], y: &mut [f32]) {
     let (m, n, chunk, row_bytes, ty, xq) = (k.m, k.n, k.chunk, k.row_bytes, k.ty, &k.xq[..]);
     let yp = OutPtr(y.as_mut_ptr());
-    let body = |c: usize| {
-        let j0 = c * chunk;
-        let j1 = ((c + 1) * chunk).min(n);
-        int8::tile(ty, level, &wb[j0 * row_bytes..j1 * row_bytes], row_bytes, xq, m, &mut |mi, r, v| {
-            // SAFETY: mi < m, j0 + r < j1 <= n: inside `y`; no other chunk writes these columns.
-            unsafe { *yp.get().add(mi * n + j0 + r) = v };
+    // SAFETY (every `put` below): mi < m, j0 + r < j1 <= n: inside `y`; no other chunk writes
+    // these columns.
+    let put = |j0: usize| move |mi: usize, r: usize, v: f32| unsafe { *yp.get().add(mi * n + j0 + r) = v };
+    let rows = |c: usize| (c * chunk, ((c + 1) * chunk).min(n));
+    if k.wjoin.is_empty() {
+        let split = k.layout == Layout::SplitRows;
+        spin::for_each(n.div_ceil(chunk), |c| {
+            let (j0, j1) = rows(c);
+            let w = &wb[j0 * row_bytes..j1 * row_bytes];
+            if split {
+                int8::tile_split(ty, w, row_bytes, xq, m, &mut put(j0));
+            } else {
+                int8::tile(ty, level, w, row_bytes, xq, m, &mut put(j0));
+            }
         });
-    };
-    spin::for_each(n.div_ceil(chunk), body);
+        return;
+    }
+    spin::for_chunks_mut(&mut k.wjoin, JOIN_ROWS * row_bytes, |c, buf| {
+        let (j0, j1) = rows(c);
+        for s0 in (j0..j1).step_by(JOIN_ROWS) {
+            let s1 = (s0 + JOIN_ROWS).min(j1);
+            let blocks = &mut buf[..(s1 - s0) * row_bytes];
+            join_rows(ty, &wb[s0 * row_bytes..s1 * row_bytes], row_bytes, blocks);
+            int8::tile(ty, level, blocks, row_bytes, xq, m, &mut put(s0));
+        }
+    });
+}
+
+/// Rows of `src` (`row_bytes` each, in `Layout::SplitRows`) back into GGUF blocks in `dst`
+/// (same length; lengths and type checked when the kernel was planned).
+fn join_rows(ty: GgmlType, src: &[u8], row_bytes: usize, dst: &mut [u8]) {
+    for (s, d) in src.chunks_exact(row_bytes).zip(dst.chunks_exact_mut(row_bytes)) {
+        let _ = split_row_to_blocks(ty, s, d);
+    }
 }
 
 /// The `fused` path for the schemes of [`decode`]: per activation row, chunks of weight rows

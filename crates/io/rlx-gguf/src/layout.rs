@@ -1,0 +1,258 @@
+//! Byte layouts of a packed weight matrix for `dequant_matmul` (see `rlx_ir::compose::quant`).
+//!
+//! - [`Layout::Blocks`]: the GGUF layout, each row `K / block_size` consecutive blocks as the
+//!   file stores them (every scheme).
+//! - [`Layout::SplitRows`] (Q4_0, Q4_1): the same bytes per row, regrouped: first every block's
+//!   16 quant bytes (in block order, each as in its block), then the row's f16 `d` of every
+//!   block, then (Q4_1) its f16 `m` of every block. A row of `nb` Q4_0 blocks is
+//!   `[16 nb quant bytes][2 nb bytes of d]` (18 nb bytes, as in GGUF). A decode kernel then
+//!   reads four blocks' quants with one 64-byte load and 16 blocks' scales with one 32-byte
+//!   load, where the GGUF layout needs four 16-byte loads and a gather (llama.cpp repacks its
+//!   CPU weights for the same reason, into interleaved-row layouts). The values are the
+//!   blocks' values: [`dequantize_rows`] of a split matrix equals `dequantize` of the blocks,
+//!   bit for bit.
+//!
+//! [`to_split_rows`] converts a matrix in place; [`split_row_to_blocks`] is the inverse for one
+//! row (kernels that read blocks convert a few rows at a time into scratch).
+
+use crate::quants::dequantize_into;
+use crate::{GgmlType, GgufError, Result};
+
+/// Byte layout of a packed weight matrix. `dequant_matmul` names it in its `"layout"`
+/// attribute ([`Layout::ATTR`]; absent means [`Layout::Blocks`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Layout {
+    /// GGUF blocks, as stored in the file.
+    #[default]
+    Blocks,
+    /// Per row: the quants of every block, then each f16 field of every block (Q4_0, Q4_1).
+    SplitRows,
+}
+
+impl Layout {
+    /// The attribute key of `dequant_matmul` / `gguf_dequantize` that names the layout.
+    pub const ATTR: &'static str = "layout";
+
+    /// The attribute value: `"blocks"` or `"split_rows"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Layout::Blocks => "blocks",
+            Layout::SplitRows => "split_rows",
+        }
+    }
+
+    /// The layout of an attribute value ([`Layout::name`]), or `None`.
+    pub fn from_name(name: &str) -> Option<Layout> {
+        [Layout::Blocks, Layout::SplitRows].into_iter().find(|l| l.name() == name)
+    }
+
+    /// True when rows of `ty` can be held in this layout.
+    pub fn supports(self, ty: GgmlType) -> bool {
+        match self {
+            Layout::Blocks => true,
+            Layout::SplitRows => split_fields(ty).is_some(),
+        }
+    }
+}
+
+/// For [`Layout::SplitRows`]: the f16 fields at the start of each block (Q4_0: `d`; Q4_1:
+/// `d`, `m`), or `None` for a type without that layout.
+fn split_fields(ty: GgmlType) -> Option<usize> {
+    match ty {
+        GgmlType::Q4_0 => Some(1),
+        GgmlType::Q4_1 => Some(2),
+        _ => None,
+    }
+}
+
+/// Blocks per row of `row_len` bytes of `ty` in [`Layout::SplitRows`], checked.
+fn split_blocks(ty: GgmlType, row_len: usize) -> Result<(usize, usize)> {
+    let fields = split_fields(ty).ok_or(GgufError::Unsupported { op: "the split_rows layout", ty })?;
+    let ts = ty.type_size();
+    if !row_len.is_multiple_of(ts) {
+        return Err(GgufError::BadLength { ty, what: "row byte", len: row_len, multiple: ts });
+    }
+    Ok((row_len / ts, fields))
+}
+
+/// Byte offsets of block `b`'s field `f` (f16) and quants in a split row of `nb` blocks with
+/// `fields` f16 fields per block.
+#[inline]
+fn split_at(ts: usize, fields: usize, nb: usize, b: usize) -> (impl Fn(usize) -> usize, usize) {
+    let qs = ts - 2 * fields;
+    (move |f: usize| nb * qs + f * 2 * nb + 2 * b, b * qs)
+}
+
+/// Regroup one row of GGUF blocks `src` into [`Layout::SplitRows`] in `dst` (same length).
+///
+/// Errors: [`GgufError::Unsupported`] for a type without that layout, [`GgufError::BadLength`]
+/// when the lengths differ or are not whole blocks.
+pub fn block_row_to_split(ty: GgmlType, src: &[u8], dst: &mut [u8]) -> Result<()> {
+    let (nb, fields) = split_blocks(ty, src.len())?;
+    if dst.len() != src.len() {
+        return Err(GgufError::BadLength { ty, what: "output row byte", len: dst.len(), multiple: src.len() });
+    }
+    let ts = ty.type_size();
+    let qs = ts - 2 * fields;
+    for (b, blk) in src.chunks_exact(ts).enumerate() {
+        let (field, q) = split_at(ts, fields, nb, b);
+        for f in 0..fields {
+            dst[field(f)..field(f) + 2].copy_from_slice(&blk[2 * f..2 * f + 2]);
+        }
+        dst[q..q + qs].copy_from_slice(&blk[2 * fields..]);
+    }
+    Ok(())
+}
+
+/// The inverse of [`block_row_to_split`]: one [`Layout::SplitRows`] row `src` back into GGUF
+/// blocks in `dst` (same length). Errors as [`block_row_to_split`].
+pub fn split_row_to_blocks(ty: GgmlType, src: &[u8], dst: &mut [u8]) -> Result<()> {
+    let (nb, fields) = split_blocks(ty, src.len())?;
+    if dst.len() != src.len() {
+        return Err(GgufError::BadLength { ty, what: "output row byte", len: dst.len(), multiple: src.len() });
+    }
+    let ts = ty.type_size();
+    let qs = ts - 2 * fields;
+    for (b, blk) in dst.chunks_exact_mut(ts).enumerate() {
+        let (field, q) = split_at(ts, fields, nb, b);
+        for f in 0..fields {
+            blk[2 * f..2 * f + 2].copy_from_slice(&src[field(f)..field(f) + 2]);
+        }
+        blk[2 * fields..].copy_from_slice(&src[q..q + qs]);
+    }
+    Ok(())
+}
+
+/// Convert a row-major matrix of GGUF blocks (`data`, rows of `k` logical elements) into
+/// [`Layout::SplitRows`] in place (one row of scratch).
+///
+/// Errors: [`GgufError::Unsupported`] for a type without that layout, [`GgufError::BadLength`]
+/// when `k` is not whole blocks or `data` not whole rows.
+pub fn to_split_rows(ty: GgmlType, data: &mut [u8], k: usize) -> Result<()> {
+    let row = row_bytes(ty, k)?;
+    if row == 0 || !data.len().is_multiple_of(row) {
+        return Err(GgufError::BadLength { ty, what: "matrix byte", len: data.len(), multiple: row });
+    }
+    let mut tmp = vec![0u8; row];
+    for r in data.chunks_exact_mut(row) {
+        tmp.copy_from_slice(r);
+        block_row_to_split(ty, &tmp, r)?;
+    }
+    Ok(())
+}
+
+/// Bytes of one row of `k` elements of `ty`.
+fn row_bytes(ty: GgmlType, k: usize) -> Result<usize> {
+    let bs = ty.block_size();
+    if !k.is_multiple_of(bs) {
+        return Err(GgufError::BadLength { ty, what: "row element", len: k, multiple: bs });
+    }
+    Ok(k / bs * ty.type_size())
+}
+
+/// Dequantize a row-major matrix (rows of `k` elements) held in `layout` into `out`
+/// (`data.len() / row bytes · k` floats): bit-identical with `quants::dequantize_into` of the
+/// same matrix as GGUF blocks (each split block is reassembled and dequantized by it).
+///
+/// Errors: as [`to_split_rows`] for the split layout; [`GgufError::OutputLength`] for an
+/// `out` of the wrong length.
+pub fn dequantize_rows(ty: GgmlType, layout: Layout, data: &[u8], k: usize, out: &mut [f32]) -> Result<()> {
+    if layout == Layout::Blocks {
+        return dequantize_into(ty, data, out);
+    }
+    let row = row_bytes(ty, k)?;
+    let (_, fields) = split_blocks(ty, row)?;
+    if row == 0 && data.is_empty() && out.is_empty() {
+        return Ok(());
+    }
+    if row == 0 || !data.len().is_multiple_of(row) {
+        return Err(GgufError::BadLength { ty, what: "matrix byte", len: data.len(), multiple: row });
+    }
+    let rows = data.len() / row;
+    if out.len() != rows * k {
+        return Err(GgufError::OutputLength {
+            ty,
+            blocks: rows * (row / ty.type_size()),
+            expected: rows * k,
+            got: out.len(),
+        });
+    }
+    let (ts, bs) = (ty.type_size(), ty.block_size());
+    let nb = row / ts;
+    let qs = ts - 2 * fields;
+    // One block reassembled on the stack (the split types' blocks are at most 20 bytes).
+    let mut blk = [0u8; 20];
+    for (src, dst) in data.chunks_exact(row).zip(out.chunks_exact_mut(k)) {
+        for (b, o) in dst.chunks_exact_mut(bs).enumerate() {
+            let (field, q) = split_at(ts, fields, nb, b);
+            for f in 0..fields {
+                blk[2 * f..2 * f + 2].copy_from_slice(&src[field(f)..field(f) + 2]);
+            }
+            blk[2 * fields..ts].copy_from_slice(&src[q..q + qs]);
+            dequantize_into(ty, &blk[..ts], o)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quants::{dequantize, quantize};
+
+    fn weights(n: usize, k: usize) -> Vec<f32> {
+        (0..n * k).map(|i| ((i * 7919 % 1000) as f32 / 500.0 - 1.0) * (1.0 + (i / k) as f32)).collect()
+    }
+
+    #[test]
+    fn split_rows_dequantize_bit_identical_and_round_trip() {
+        for ty in [GgmlType::Q4_0, GgmlType::Q4_1] {
+            for k in [32, 64, 576, 4096 + 32] {
+                let n = 3;
+                let blocks = quantize(ty, &weights(n, k)).unwrap();
+                let mut split = blocks.clone();
+                to_split_rows(ty, &mut split, k).unwrap();
+                assert_ne!(split, blocks, "{ty} k={k}: the layout moved nothing");
+                let want = dequantize(ty, &blocks).unwrap();
+                let mut got = vec![0f32; n * k];
+                dequantize_rows(ty, Layout::SplitRows, &split, k, &mut got).unwrap();
+                assert!(want.iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits()), "{ty} k={k}");
+                let row = blocks.len() / n;
+                let mut back = vec![0u8; row];
+                for r in 0..n {
+                    split_row_to_blocks(ty, &split[r * row..(r + 1) * row], &mut back).unwrap();
+                    assert_eq!(back, blocks[r * row..(r + 1) * row], "{ty} k={k} row {r}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn split_row_places_quants_then_scales() {
+        // Two Q4_1 blocks: d, m, then 16 quant bytes each.
+        let src: Vec<u8> = (0..40).collect();
+        let mut dst = vec![0u8; 40];
+        block_row_to_split(GgmlType::Q4_1, &src, &mut dst).unwrap();
+        let mut want: Vec<u8> = (4..20).chain(24..40).collect();
+        want.extend([0, 1, 20, 21, 2, 3, 22, 23]);
+        assert_eq!(dst, want);
+    }
+
+    #[test]
+    fn split_rows_refuses_bad_input() {
+        let mut b = vec![0u8; 34];
+        assert!(matches!(to_split_rows(GgmlType::Q8_0, &mut b, 32), Err(GgufError::Unsupported { .. })));
+        let mut b = vec![0u8; 30];
+        assert!(matches!(to_split_rows(GgmlType::Q4_0, &mut b, 32), Err(GgufError::BadLength { .. })));
+        assert!(matches!(to_split_rows(GgmlType::Q4_0, &mut [0u8; 18], 31), Err(GgufError::BadLength { .. })));
+        let mut out = vec![0f32; 31];
+        assert!(matches!(
+            dequantize_rows(GgmlType::Q4_0, Layout::SplitRows, &[0u8; 18], 32, &mut out),
+            Err(GgufError::OutputLength { .. })
+        ));
+        assert!(split_row_to_blocks(GgmlType::Q4_0, &[0u8; 18], &mut [0u8; 36]).is_err());
+        assert_eq!(Layout::from_name("split_rows"), Some(Layout::SplitRows));
+        assert_eq!(Layout::from_name("rows"), None);
+        assert!(Layout::SplitRows.supports(GgmlType::Q4_1) && !Layout::SplitRows.supports(GgmlType::Q4_K));
+    }
+}
