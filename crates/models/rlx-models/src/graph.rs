@@ -115,11 +115,13 @@ pub fn step_graph(
     let rows = g.take(emb, flat, 0);
     let x = match emb_w {
         Weight::Dense(_) => rows,
-        Weight::Packed { scheme, .. } => {
+        Weight::Packed { scheme, layout, .. } => {
+            // Split rows are self-contained too: a gathered row dequantizes in its layout.
             let a: Attrs = [
                 ("scheme".to_string(), Attr::Str(scheme.clone())),
                 ("n".to_string(), Attr::Int((b * s) as i64)),
                 ("k".to_string(), Attr::Int(e as i64)),
+                (rlx_gguf::Layout::ATTR.to_string(), Attr::Str(layout.name().into())),
             ]
             .into_iter()
             .collect();
@@ -214,9 +216,9 @@ fn linear(g: &mut Graph, x: NodeId, (w, wt): (NodeId, &Weight)) -> NodeId {
     let last = g.shape(x).rank().saturating_sub(1);
     match wt {
         Weight::Dense(_) => g.dot_general(x, w, DotGeneral::contract(&[last], &[1])),
-        Weight::Packed { scheme, n, k, .. } => {
+        Weight::Packed { scheme, n, k, layout, .. } => {
             debug_assert!(GgmlType::from_name(scheme).is_some());
-            g.dequant_matmul(x, w, scheme, *n, *k)
+            g.dequant_matmul_layout(x, w, scheme, layout.name(), *n, *k)
         }
     }
 }

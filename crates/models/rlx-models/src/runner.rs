@@ -104,16 +104,21 @@ struct StepGraph {
 
 impl LlamaModel {
     /// A model from a config and weights, compiled for the CPU with `opts`.
-    pub fn new(cfg: LlamaConfig, weights: Weights, opts: CompileOptions) -> Result<LlamaModel> {
+    pub fn new(cfg: LlamaConfig, mut weights: Weights, opts: CompileOptions) -> Result<LlamaModel> {
         let weight_names = crate::weights::expected(&cfg).into_iter().map(|(n, _)| n).collect::<Vec<_>>();
         for n in &weight_names {
             weights.get(n).ok_or_else(|| ModelError::MissingTensor(n.clone()))?;
+        }
+        let ggml = opts.clone().with_env_overrides().quantized_activations;
+        if ggml {
+            // The fast-mode kernels read Q4_0 / Q4_1 rows faster with their quants and scales
+            // apart (same values; see `Weights::to_split_rows`).
+            weights.to_split_rows()?;
         }
         let session = Session::try_new(Device::Cpu)?;
         let cache_names = (0..cfg.n_layer).map(|l| (format!("cache.{l}.k"), format!("cache.{l}.v"))).collect();
         let graphs = HashMap::new();
         let kv_dtype = KvCacheDtype::F32;
-        let ggml = opts.clone().with_env_overrides().quantized_activations;
         let logits = Tensor::zeros(&[0], rlx_ir::DType::F32);
         Ok(LlamaModel {
             cfg,
@@ -161,7 +166,8 @@ impl LlamaModel {
         &self.cfg
     }
 
-    /// The weights.
+    /// The weights (in fast mode with Q4_0 / Q4_1 rows in `rlx_gguf::Layout::SplitRows`, see
+    /// [`Weights::to_split_rows`]).
     pub fn weights(&self) -> &Weights {
         &self.weights
     }
