@@ -88,37 +88,38 @@ fn split_at(ts: usize, fields: usize, nb: usize, b: usize) -> (impl Fn(usize) ->
 /// Errors: [`GgufError::Unsupported`] for a type without that layout, [`GgufError::BadLength`]
 /// when the lengths differ or are not whole blocks.
 pub fn block_row_to_split(ty: GgmlType, src: &[u8], dst: &mut [u8]) -> Result<()> {
-    let (nb, fields) = split_blocks(ty, src.len())?;
-    if dst.len() != src.len() {
-        return Err(GgufError::BadLength { ty, what: "output row byte", len: dst.len(), multiple: src.len() });
-    }
-    let ts = ty.type_size();
-    let qs = ts - 2 * fields;
-    for (b, blk) in src.chunks_exact(ts).enumerate() {
-        let (field, q) = split_at(ts, fields, nb, b);
-        for f in 0..fields {
-            dst[field(f)..field(f) + 2].copy_from_slice(&blk[2 * f..2 * f + 2]);
-        }
-        dst[q..q + qs].copy_from_slice(&blk[2 * fields..]);
-    }
-    Ok(())
+    regroup(ty, src, dst, true)
 }
 
 /// The inverse of [`block_row_to_split`]: one [`Layout::SplitRows`] row `src` back into GGUF
 /// blocks in `dst` (same length). Errors as [`block_row_to_split`].
 pub fn split_row_to_blocks(ty: GgmlType, src: &[u8], dst: &mut [u8]) -> Result<()> {
+    regroup(ty, src, dst, false)
+}
+
+/// One row from blocks to split rows (`to_split`) or back: each block's f16 fields and quants
+/// move between their place in the block and their place in the split row.
+fn regroup(ty: GgmlType, src: &[u8], dst: &mut [u8], to_split: bool) -> Result<()> {
     let (nb, fields) = split_blocks(ty, src.len())?;
     if dst.len() != src.len() {
         return Err(GgufError::BadLength { ty, what: "output row byte", len: dst.len(), multiple: src.len() });
     }
     let ts = ty.type_size();
-    let qs = ts - 2 * fields;
-    for (b, blk) in dst.chunks_exact_mut(ts).enumerate() {
+    for b in 0..nb {
         let (field, q) = split_at(ts, fields, nb, b);
+        // `len` bytes at `at` in block `b` <-> at `split` in the split row.
+        let mut mv = |at: usize, split: usize, len: usize| {
+            let blk = b * ts + at;
+            if to_split {
+                dst[split..split + len].copy_from_slice(&src[blk..blk + len]);
+            } else {
+                dst[blk..blk + len].copy_from_slice(&src[split..split + len]);
+            }
+        };
         for f in 0..fields {
-            blk[2 * f..2 * f + 2].copy_from_slice(&src[field(f)..field(f) + 2]);
+            mv(2 * f, field(f), 2);
         }
-        blk[2 * fields..].copy_from_slice(&src[q..q + qs]);
+        mv(2 * fields, q, ts - 2 * fields);
     }
     Ok(())
 }

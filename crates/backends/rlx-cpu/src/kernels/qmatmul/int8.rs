@@ -349,8 +349,8 @@ pub(super) fn tile_split(
     // SAFETY: planned only where the VNNI features were detected; whole rows (checked at run).
     unsafe {
         match ty {
-            GgmlType::Q4_0 => drive::<avx::Split<Q4_0>>(w, row_bytes, x, x_row, m, nb, put),
-            _ => drive::<avx::Split<Q4_1>>(w, row_bytes, x, x_row, m, nb, put),
+            GgmlType::Q4_0 => drive::<avx::Legacy<Q4_0, true>>(w, row_bytes, x, x_row, m, nb, put),
+            _ => drive::<avx::Legacy<Q4_1, true>>(w, row_bytes, x, x_row, m, nb, put),
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -407,14 +407,18 @@ mod avx {
     /// Blocks whose scales are converted together.
     const GROUP: usize = 16;
 
-    /// The VNNI kernels of legacy scheme `K`.
-    pub struct Legacy<const K: u8>;
+    /// The VNNI kernels of legacy scheme `K`, on GGUF blocks or (`SPLIT`, Q4_0 / Q4_1) on rows
+    /// in `rlx_gguf::Layout::SplitRows`.
+    pub struct Legacy<const K: u8, const SPLIT: bool = false>;
 
-    impl<const K: u8> RowKernel for Legacy<K> {
+    impl<const K: u8, const SPLIT: bool> RowKernel for Legacy<K, SPLIT> {
         // 1 × 4096 × 4096 from DRAM (`qmatmul_bench 1 10 Q4_0,Q4_1,Q8_0 1 fast 64`, 1 core,
         // interleaved rounds): groups of 8 instead of 4, Q4_0 0.86–0.91 → 0.80–0.82 ms, Q4_1
         // 0.93–0.96 → 0.87–0.90; Q8_0 equal from DRAM and 3% slower from L3, so it keeps 4.
-        const DECODE_ROWS: usize = if K == Q8_0 { 4 } else { 8 };
+        // Split rows keep 4 (`qmatmul_bench 1 20 Q4_0,Q4_1 1 fast 64` / `… 1`, two interleaved
+        // rounds, 8 → 4 rows: from DRAM Q4_0 0.85 → 0.80–0.81 ms, Q4_1 0.96–0.99 → 0.90–0.92;
+        // from L3 Q4_0 0.41–0.44 → 0.37–0.40, Q4_1 0.50 → 0.43–0.44).
+        const DECODE_ROWS: usize = if K == Q8_0 || SPLIT { 4 } else { 8 };
         #[inline(always)]
         unsafe fn rows<const R: usize, const C: usize>(
             w: [*const u8; R],
@@ -422,27 +426,7 @@ mod avx {
             nb: usize,
         ) -> [[f32; C]; R] {
             // SAFETY: the trait's contract.
-            unsafe { rows_legacy::<R, C, K, false>(w, x, nb) }
-        }
-    }
-
-    /// The decode kernels of Q4_0 / Q4_1 (`K`) weights in `rlx_gguf::Layout::SplitRows`.
-    pub struct Split<const K: u8>;
-
-    impl<const K: u8> RowKernel for Split<K> {
-        // Groups of 4 rows (the blocks layout takes 8): 1 × 4096 × 4096 (`qmatmul_bench 1 20
-        // Q4_0,Q4_1 1 fast 64` / `… 1`, 1 core, two interleaved rounds) from DRAM Q4_0
-        // 0.85 → 0.80–0.81 ms, Q4_1 0.96–0.99 → 0.90–0.92; from L3 Q4_0 0.41–0.44 → 0.37–0.40,
-        // Q4_1 0.50 → 0.43–0.44.
-        const DECODE_ROWS: usize = 4;
-        #[inline(always)]
-        unsafe fn rows<const R: usize, const C: usize>(
-            w: [*const u8; R],
-            x: [*const u8; C],
-            nb: usize,
-        ) -> [[f32; C]; R] {
-            // SAFETY: the trait's contract.
-            unsafe { rows_legacy::<R, C, K, true>(w, x, nb) }
+            unsafe { rows_legacy::<R, C, K, SPLIT>(w, x, nb) }
         }
     }
 
