@@ -31,10 +31,16 @@ fn main() {
     let types: Vec<GgmlType> = arg(2)
         .map_or("Q4_0,Q8_0,Q4_1,Q4_K,Q5_K,Q6_K", |s| s.as_str())
         .split(',')
-        .map(|t| GgmlType::from_name(t).unwrap_or_else(|| panic!("unknown type {t}")))
+        .map(|t| GgmlType::from_name(t).unwrap_or_else(|| usage(&format!("unknown ggml type {t:?}"))))
         .collect();
     let ms: Vec<usize> = arg(3).map_or("1,64", |s| s.as_str()).split(',').map(|v| v.parse().expect("M")).collect();
     let modes: Vec<String> = arg(4).map_or("exact,fast", |s| s.as_str()).split(',').map(String::from).collect();
+    if let Some(m) = modes.iter().find(|m| !["exact", "fast", "fast-blocks"].contains(&m.as_str())) {
+        usage(&format!("unknown mode {m:?} (exact, fast, fast-blocks)"));
+    }
+    println!(
+        "# RESULT <type> <M> <mode> <median ms> <GB/s weights> <GFLOP/s> <kernel>; STREAM <type> <median ms> <GB/s>"
+    );
     let copies: usize = arg(5).map_or(1, |s| s.parse().expect("COPIES")).max(1);
     rlx_gguf::register_ops();
     let k: usize = arg(6).map_or(4096, |s| s.parse().expect("K"));
@@ -116,6 +122,12 @@ fn main() {
             }
         }
     }
+}
+
+/// Print `msg` and the usage line to stderr and exit with status 2.
+fn usage(msg: &str) -> ! {
+    eprintln!("qmatmul_bench: {msg}\nusage: qmatmul_bench [THREADS] [MIN_REPS] [TYPES] [MS] [MODES] [COPIES] [K] [N]");
+    std::process::exit(2)
 }
 
 /// Median seconds of `f` after one warm-up call, over at least `min_reps` calls and 1 s.

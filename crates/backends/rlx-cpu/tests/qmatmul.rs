@@ -337,7 +337,7 @@ fn split_rows_layout_matches_blocks() {
                         let what = format!("{} {simd:?} t{threads} nb={nb} {lead:?}", ty.name());
                         let (kb, blocks) = run_layout(ty, Layout::Blocks, lead, shape, seed, Some(&fast));
                         let (ks, split) = run_layout(ty, Layout::SplitRows, lead, shape, seed, Some(&fast));
-                        assert_eq!(kb, ks, "{what}");
+                        assert_eq!(format!("{kb}_split_rows"), ks, "{what}");
                         assert!(blocks.iter().zip(&split).all(|(a, b)| a.to_bits() == b.to_bits()), "{what} ({ks})");
                         if simd != SimdLevel::Native || threads != 1 {
                             continue;
@@ -345,7 +345,7 @@ fn split_rows_layout_matches_blocks() {
                         let (_, want) = run_layout(ty, Layout::Blocks, lead, shape, seed, Some(&exact));
                         let (ke, got) = run_layout(ty, Layout::SplitRows, lead, shape, seed, Some(&exact));
                         let (_, body) = run_layout(ty, Layout::SplitRows, lead, shape, seed, None);
-                        assert_eq!(ke, "dequant_matmul_rowwise", "{what}");
+                        assert_eq!(ke, "dequant_matmul_rowwise_split_rows", "{what}");
                         for (i, ((w, g), b)) in want.iter().zip(&got).zip(&body).enumerate() {
                             let tol = 1e-4 * (1.0 + w.abs());
                             assert!((w - g).abs() <= tol && (w - b).abs() <= tol, "{what} [{i}]: {w} {g} {b}");

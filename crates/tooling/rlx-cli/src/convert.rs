@@ -257,7 +257,7 @@ impl ConvertReport {
             format!("{:.2}x larger", self.bytes_out as f64 / self.bytes_in.max(1) as f64)
         };
         s += &format!(
-            "{} tensors, {} bytes in, {} bytes out ({ratio})\n",
+            "{} tensors, {} bytes of tensor data in, a {}-byte file out ({ratio})\n",
             self.tensors.len(),
             self.bytes_in,
             self.bytes_out

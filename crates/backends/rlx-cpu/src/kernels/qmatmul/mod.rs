@@ -131,6 +131,15 @@ pub struct QMatmulKernel {
 impl QMatmulKernel {
     /// Name for reports.
     pub fn name(&self) -> &'static str {
+        if self.layout == Layout::SplitRows {
+            return match self.path {
+                Path::Amx => "dequant_matmul_q8_amx_split_rows",
+                Path::Q8(2) => "dequant_matmul_q8_vnni_split_rows",
+                Path::Q8(1) => "dequant_matmul_q8_avx2_split_rows",
+                Path::Q8(_) => "dequant_matmul_q8_scalar_split_rows",
+                _ => "dequant_matmul_rowwise_split_rows",
+            };
+        }
         match self.path {
             Path::Amx => "dequant_matmul_q8_amx",
             Path::Q8(2) => "dequant_matmul_q8_vnni",
