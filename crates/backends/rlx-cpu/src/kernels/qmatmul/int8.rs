@@ -492,7 +492,7 @@ mod avx {
         let mut sx = [[0f32; GROUP]; C];
         let mut g0 = 0;
         // SAFETY (every pointer below): block `b < nb` of row `r` spans `ts` bytes from
-        // `w[r] + b ts` (split: its quants; its f16 fields at `w[r] + 16 nb + 2 b` and
+        // `w[r] + b ts` (split: its quants; its `d` at `w[r] + 16 nb + 2 b` and Q4_1's `m` at
         // `+ 18 nb + 2 b`, read under the group's lane mask); activation row `c` has `32 nb`
         // bytes, then `nb` d and `nb` s floats.
         unsafe {
@@ -510,15 +510,24 @@ mod avx {
                         let row = if SPLIT { nb * (ts + 2 + 2 * usize::from(K == Q4_1)) } else { nb * ts };
                         super::super::decode::prefetch_ahead(w[r], row, g0 * ts, (g0 + gn) * ts);
                     }
+                    // `d` of the group's blocks, and Q4_1's `m` (a split Q4_0 row has no `m`
+                    // array: nothing is read past its `d`s).
                     let (dw, m) = if SPLIT {
                         let f = w[r].add(16 * nb + 2 * g0);
                         let dw = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes, f.cast()));
-                        (dw, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes, f.add(2 * nb).cast())))
+                        let m = if K == Q4_1 {
+                            _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes, f.add(2 * nb).cast()))
+                        } else {
+                            _mm512_setzero_ps()
+                        };
+                        (dw, m)
                     } else {
                         let base = w[r].add(g0 * ts);
                         let h = _mm512_mask_i32gather_epi32::<1>(_mm512_setzero_si512(), lanes, offs, base.cast());
-                        let dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));
-                        (dw, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(h))))
+                        (
+                            _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)),
+                            _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(h))),
+                        )
                     };
                     if K == Q4_1 {
                         _mm512_storeu_ps(mw[r].as_mut_ptr(), m);
@@ -590,7 +599,6 @@ mod avx {
     /// three µops per row and pair on the shuffle port (1 × 4096 × 4096, `qmatmul_bench 1 10
     /// Q4_0,Q4_1 1 fast 1` / `… 64`, three interleaved rounds: Q4_0 from L3 0.50–0.51 → 0.47–0.48
     /// ms, from DRAM equal at 0.80–0.81; Q4_1 from DRAM 0.92–0.93 → 0.85–0.88).
-    ///
     ///
     /// With `SPLIT` the rows are in `rlx_gguf::Layout::SplitRows` (block `b`'s quants at `16 b`,
     /// its `d` at `16 nb + 2 b`, Q4_1's `m` at `18 nb + 2 b`): a quad's quants are one 64-byte
