@@ -31,12 +31,12 @@ pub enum Layout {
 
 impl Layout {
     /// The attribute key of `dequant_matmul` / `gguf_dequantize` that names the layout.
-    pub const ATTR: &'static str = "layout";
+    pub const ATTR: &'static str = rlx_ir::compose::quant::LAYOUT_ATTR;
 
     /// The attribute value: `"blocks"` or `"split_rows"`.
     pub fn name(self) -> &'static str {
         match self {
-            Layout::Blocks => "blocks",
+            Layout::Blocks => rlx_ir::compose::quant::BLOCKS_LAYOUT,
             Layout::SplitRows => "split_rows",
         }
     }
@@ -75,12 +75,13 @@ fn split_blocks(ty: GgmlType, row_len: usize) -> Result<(usize, usize)> {
     Ok((row_len / ts, fields))
 }
 
-/// Byte offsets of block `b`'s field `f` (f16) and quants in a split row of `nb` blocks with
-/// `fields` f16 fields per block.
+/// Where block `b`'s bytes lie in a split row of `nb` blocks of `ts` bytes with `fields` f16
+/// fields each: `(offset in the block, offset in the split row, bytes)` for each field, then
+/// for the quants.
 #[inline]
-fn split_at(ts: usize, fields: usize, nb: usize, b: usize) -> (impl Fn(usize) -> usize, usize) {
+fn parts(ts: usize, fields: usize, nb: usize, b: usize) -> impl Iterator<Item = (usize, usize, usize)> {
     let qs = ts - 2 * fields;
-    (move |f: usize| nb * qs + f * 2 * nb + 2 * b, b * qs)
+    (0..fields).map(move |f| (2 * f, nb * qs + 2 * f * nb + 2 * b, 2)).chain([(2 * fields, b * qs, qs)])
 }
 
 /// Regroup one row of GGUF blocks `src` into [`Layout::SplitRows`] in `dst` (same length).
@@ -97,8 +98,7 @@ pub fn split_row_to_blocks(ty: GgmlType, src: &[u8], dst: &mut [u8]) -> Result<(
     regroup(ty, src, dst, false)
 }
 
-/// One row from blocks to split rows (`to_split`) or back: each block's f16 fields and quants
-/// move between their place in the block and their place in the split row.
+/// One row from blocks to split rows (`to_split`) or back, block by block ([`parts`]).
 fn regroup(ty: GgmlType, src: &[u8], dst: &mut [u8], to_split: bool) -> Result<()> {
     let (nb, fields) = split_blocks(ty, src.len())?;
     if dst.len() != src.len() {
@@ -106,20 +106,14 @@ fn regroup(ty: GgmlType, src: &[u8], dst: &mut [u8], to_split: bool) -> Result<(
     }
     let ts = ty.type_size();
     for b in 0..nb {
-        let (field, q) = split_at(ts, fields, nb, b);
-        // `len` bytes at `at` in block `b` <-> at `split` in the split row.
-        let mut mv = |at: usize, split: usize, len: usize| {
+        for (at, split, len) in parts(ts, fields, nb, b) {
             let blk = b * ts + at;
             if to_split {
                 dst[split..split + len].copy_from_slice(&src[blk..blk + len]);
             } else {
                 dst[blk..blk + len].copy_from_slice(&src[split..split + len]);
             }
-        };
-        for f in 0..fields {
-            mv(2 * f, field(f), 2);
         }
-        mv(2 * fields, q, ts - 2 * fields);
     }
     Ok(())
 }
@@ -130,10 +124,7 @@ fn regroup(ty: GgmlType, src: &[u8], dst: &mut [u8], to_split: bool) -> Result<(
 /// Errors: [`GgufError::Unsupported`] for a type without that layout, [`GgufError::BadLength`]
 /// when `k` is not whole blocks or `data` not whole rows.
 pub fn to_split_rows(ty: GgmlType, data: &mut [u8], k: usize) -> Result<()> {
-    let row = row_bytes(ty, k)?;
-    if row == 0 || !data.len().is_multiple_of(row) {
-        return Err(GgufError::BadLength { ty, what: "matrix byte", len: data.len(), multiple: row });
-    }
+    let row = matrix_row(ty, data.len(), k)?;
     let mut tmp = vec![0u8; row];
     for r in data.chunks_exact_mut(row) {
         tmp.copy_from_slice(r);
@@ -142,13 +133,18 @@ pub fn to_split_rows(ty: GgmlType, data: &mut [u8], k: usize) -> Result<()> {
     Ok(())
 }
 
-/// Bytes of one row of `k` elements of `ty`.
-fn row_bytes(ty: GgmlType, k: usize) -> Result<usize> {
+/// Bytes of one row of `k` elements of `ty` in a matrix of `len` bytes, checked: `k` whole
+/// blocks, `len` whole (non-empty) rows.
+fn matrix_row(ty: GgmlType, len: usize, k: usize) -> Result<usize> {
     let bs = ty.block_size();
     if !k.is_multiple_of(bs) {
         return Err(GgufError::BadLength { ty, what: "row element", len: k, multiple: bs });
     }
-    Ok(k / bs * ty.type_size())
+    let row = k / bs * ty.type_size();
+    if row == 0 || !len.is_multiple_of(row) {
+        return Err(GgufError::BadLength { ty, what: "matrix byte", len, multiple: row });
+    }
+    Ok(row)
 }
 
 /// Dequantize a row-major matrix (rows of `k` elements) held in `layout` into `out`
@@ -161,14 +157,14 @@ pub fn dequantize_rows(ty: GgmlType, layout: Layout, data: &[u8], k: usize, out:
     if layout == Layout::Blocks {
         return dequantize_into(ty, data, out);
     }
-    let row = row_bytes(ty, k)?;
-    let (_, fields) = split_blocks(ty, row)?;
-    if row == 0 && data.is_empty() && out.is_empty() {
+    if !Layout::SplitRows.supports(ty) {
+        return Err(GgufError::Unsupported { op: "the split_rows layout", ty });
+    }
+    if k == 0 && data.is_empty() && out.is_empty() {
         return Ok(());
     }
-    if row == 0 || !data.len().is_multiple_of(row) {
-        return Err(GgufError::BadLength { ty, what: "matrix byte", len: data.len(), multiple: row });
-    }
+    let row = matrix_row(ty, data.len(), k)?;
+    let (nb, fields) = split_blocks(ty, row)?;
     let rows = data.len() / row;
     if out.len() != rows * k {
         return Err(GgufError::OutputLength {
@@ -179,17 +175,13 @@ pub fn dequantize_rows(ty: GgmlType, layout: Layout, data: &[u8], k: usize, out:
         });
     }
     let (ts, bs) = (ty.type_size(), ty.block_size());
-    let nb = row / ts;
-    let qs = ts - 2 * fields;
     // One block reassembled on the stack (the split types' blocks are at most 20 bytes).
     let mut blk = [0u8; 20];
     for (src, dst) in data.chunks_exact(row).zip(out.chunks_exact_mut(k)) {
         for (b, o) in dst.chunks_exact_mut(bs).enumerate() {
-            let (field, q) = split_at(ts, fields, nb, b);
-            for f in 0..fields {
-                blk[2 * f..2 * f + 2].copy_from_slice(&src[field(f)..field(f) + 2]);
+            for (at, split, len) in parts(ts, fields, nb, b) {
+                blk[at..at + len].copy_from_slice(&src[split..split + len]);
             }
-            blk[2 * fields..ts].copy_from_slice(&src[q..q + qs]);
             dequantize_into(ty, &blk[..ts], o)?;
         }
     }

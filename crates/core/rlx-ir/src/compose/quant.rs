@@ -22,6 +22,11 @@ use crate::{Attr, DType, Graph, NodeId};
 
 /// Name of the registered custom op that dequantizes GGUF blocks (`rlx_gguf::register_ops`).
 pub const GGUF_DEQUANTIZE: &str = "gguf_dequantize";
+/// Attribute of `dequant_matmul` / `gguf_dequantize` naming the weights' byte layout
+/// (`rlx_gguf::Layout`); absent means [`BLOCKS_LAYOUT`].
+pub const LAYOUT_ATTR: &str = "layout";
+/// The GGUF block layout's name (`rlx_gguf::Layout::Blocks`).
+pub const BLOCKS_LAYOUT: &str = "blocks";
 
 impl Graph {
     /// `x @ Wᵀ` with `W: [n, k]` stored as packed GGUF blocks of type `scheme` (the ggml name,
@@ -35,7 +40,7 @@ impl Graph {
     /// that `k` is a multiple of its block size and the byte count (an unregistered op is an
     /// error naming it).
     pub fn dequant_matmul(&mut self, x: NodeId, w_packed: NodeId, scheme: &str, n: usize, k: usize) -> NodeId {
-        self.dequant_matmul_layout(x, w_packed, scheme, "blocks", n, k)
+        self.dequant_matmul_layout(x, w_packed, scheme, BLOCKS_LAYOUT, n, k)
     }
 
     /// [`Graph::dequant_matmul`] with the weight bytes in the byte layout `layout`
@@ -65,8 +70,8 @@ impl Graph {
         }
         let mut a =
             attrs([("scheme", Attr::Str(scheme.into())), ("n", Attr::Int(n as i64)), ("k", Attr::Int(k as i64))]);
-        if layout != "blocks" {
-            a.insert("layout".into(), Attr::Str(layout.into()));
+        if layout != BLOCKS_LAYOUT {
+            a.insert(LAYOUT_ATTR.into(), Attr::Str(layout.into()));
         }
         let last = xt.rank() - 1;
         self.composite_with(NAME, a.clone(), &[x, w_packed], |g, args| {
