@@ -38,7 +38,7 @@
 //! appends to the cache. `D` even, `H` a multiple of `Hk`; a query row that sees no key gives
 //! NaN (as softmax of an all-`-inf` row). The ops run through their reference `eval` (the
 //! `rlx-cpu` executor calls it): RMSNorm and SwiGLU on one thread, linear in the tokens;
-//! attention as one task per (query row, head) on the run's threads
+//! attention as one task per (query row, KV group) on the run's threads
 //! ([`rlx_ir::ops::custom::parallel_for`]), each linear in the keys of its row (a several-token
 //! step would make it quadratic, which is why prefill keeps the native attention). SmolLM2
 //! `--fast` decode at 2 threads: the op 1.7 → 1.0 ms per token, 116–120 → 133–151 tokens/s.
@@ -304,7 +304,7 @@ const L: usize = 16;
 const STEP: usize = 4 * L;
 
 /// The attention op: RoPE of `k` into `kn` and the transposed `v` into `vn` here, then one task
-/// per (query row, head), in parallel ([`parallel_for`]), each writing its head's `d` outputs.
+/// per (query row, KV group), in parallel ([`parallel_for`]), each writing its heads' outputs.
 fn attention(x: &Operands, dims: [usize; 6], o: &mut [f32], kn: &mut [f32], vn: &mut [f32]) {
     let [b, s, h, hk, d, c] = dims;
     for bs in 0..b * s {
@@ -336,17 +336,20 @@ fn attention(x: &Operands, dims: [usize; 6], o: &mut [f32], kn: &mut [f32], vn: 
     #[cfg(not(target_arch = "x86_64"))]
     let fma = false;
     let t = Task { x, dims, kn, vn, keys: &keys, starts: &starts, out: Out(o.as_mut_ptr()) };
-    parallel_for(b * s * h, &|i| {
-        let (row, head) = (i / h, i % h);
-        // SAFETY: task `i` writes only `o[i·d .. (i + 1)·d]` (row-major `[B·S, H, D]`), which
-        // no other task touches, and `o` outlives `parallel_for`.
-        let out = unsafe { std::slice::from_raw_parts_mut(t.out.0.add(i * d), d) };
+    // One task per (query row, KV group): the group's `H / Hk` query heads read each key and
+    // value row once from memory, the others from L1.
+    let gd = h / hk * d;
+    parallel_for(b * s * hk, &|i| {
+        let (row, group) = (i / hk, i % hk);
+        // SAFETY: task `i` writes only `o[i·gd .. (i + 1)·gd]` (row-major `[B·S, H, D]`, the
+        // group's heads adjacent), which no other task touches, and `o` outlives `parallel_for`.
+        let out = unsafe { std::slice::from_raw_parts_mut(t.out.0.add(i * gd), gd) };
         #[cfg(target_arch = "x86_64")]
         if fma {
             // SAFETY: the features were detected above.
-            return unsafe { head_fma(&t, row, head, out) };
+            return unsafe { group_fma(&t, row, group, out) };
         }
-        head_attention(dot_ggml, &t, row, head, out);
+        group_attention(dot_ggml, &t, row, group, out);
     });
     KEYS.set((keys, starts));
 }
@@ -368,24 +371,27 @@ struct Out(*mut f32);
 // SAFETY: tasks write disjoint ranges through it (see `attention`).
 unsafe impl Sync for Out {}
 
-/// [`head_attention`] compiled with FMA and AVX-512 (the lane loops vectorize; `mul_add` is one
+/// [`group_attention`] compiled with FMA and AVX-512 (the lane loops vectorize; `mul_add` is one
 /// instruction instead of a libm call), scores by [`dot_ggml_avx512`].
 ///
 /// # Safety
 /// FMA, AVX-512F and AVX-512DQ are available.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512dq,fma")]
-unsafe fn head_fma(t: &Task, row: usize, head: usize, out: &mut [f32]) {
+unsafe fn group_fma(t: &Task, row: usize, g: usize, out: &mut [f32]) {
     // SAFETY: the caller's contract (AVX-512F and FMA).
-    head_attention(|a, b| unsafe { dot_ggml_avx512(a, b) }, t, row, head, out)
+    group_attention(|a, b| unsafe { dot_ggml_avx512(a, b) }, t, row, g, out)
 }
 
-/// Attention of query row `row` (`bi·S + si`), head `head`, into `out` (`D` values).
+/// Attention of query row `row` (`bi·S + si`) for the `H / Hk` heads of KV group `g` (heads
+/// `g·H/Hk ..`), into `out` (their `D` values each, head after head). Each head computes
+/// exactly as alone; the heads take turns per key (scores) and per output slot, so a key or
+/// value row comes from memory once per group.
 #[inline(always)]
-fn head_attention<'a>(dot: impl Fn(&[f32], &[f32]) -> f32, t: &Task<'a>, row: usize, head: usize, out: &mut [f32]) {
+fn group_attention<'a>(dot: impl Fn(&[f32], &[f32]) -> f32, t: &Task<'a>, row: usize, g: usize, out: &mut [f32]) {
     let (x, [b, s, h, hk, d, c]) = (t.x, t.dims);
     debug_assert!(row < b * s);
-    let (bi, g) = (row / s, head / (h / hk));
+    let (bi, gh) = (row / s, h / hk);
     let keys = &t.keys[t.starts[row]..t.starts[row + 1]];
     if keys.is_empty() {
         out.fill(f32::NAN);
@@ -401,37 +407,24 @@ fn head_attention<'a>(dot: impl Fn(&[f32], &[f32]) -> f32, t: &Task<'a>, row: us
     // (`mul_add` became a libm call, attention 8x slower).
     let mut sc = SCRATCH.take();
     let Scratch { q, w, acc } = &mut sc;
-    q.resize(d, 0.0);
-    rope(x.style, &x.q[(row * h + head) * d..][..d], &x.cos[row * d..][..d], &x.sin[row * d..][..d], q);
-    w.resize(keys.len(), 0.0);
+    let n = keys.len();
+    q.resize(gh * d, 0.0);
+    for (e, qe) in q.chunks_exact_mut(d).enumerate() {
+        let head = g * gh + e;
+        rope(x.style, &x.q[(row * h + head) * d..][..d], &x.cos[row * d..][..d], &x.sin[row * d..][..d], qe);
+    }
+    w.resize(gh * n, 0.0);
     // Scores: w = dot · scale + mask. (Prefetching key rows 4 or 16 keys ahead, and value
     // rows for the output loop, measured within the noise on SmolLM2 decode.)
     for (i, &j) in keys.iter().enumerate() {
-        w[i] = dot(at(j, x.kc, t.kn), q) * x.scale + mask[j];
-    }
-    let n = keys.len();
-    // The max in 16 lanes after the scores, not in their loop (there it was a dependency chain
-    // through every key); a max is exact, so the order does not change it.
-    let mut lanes = [f32::NEG_INFINITY; L];
-    for grp in w[..n].chunks(L) {
-        for (m, &v) in lanes.iter_mut().zip(grp) {
-            *m = m.max(v);
+        let kr = at(j, x.kc, t.kn);
+        prefetch_row(at(j, x.vc, t.vn));
+        for (e, qe) in q.chunks_exact(d).enumerate() {
+            w[e * n + i] = dot(kr, qe) * x.scale + mask[j];
         }
     }
-    let max = lanes.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
-    // Exponentials, and their sum by aligned groups of 16 (f32 tree, f64 total).
-    let mut sum = 0f64;
-    for grp in w[..n].chunks_mut(L) {
-        let mut lanes = [0f32; L];
-        for (e, l) in grp.iter_mut().zip(&mut lanes) {
-            *e = expf_ggml(*e - max);
-            *l = *e;
-        }
-        sum += hsum16(&lanes) as f64;
-    }
-    let inv = (1.0 / sum) as f32;
-    for e in &mut w[..n] {
-        *e *= inv;
+    for we in w.chunks_exact_mut(n) {
+        softmax_ggml(we);
     }
     // Output: per head dim, `ggml_vec_dot_f32` of the value column and the weights over
     // the keys (llama.cpp's key window is padded to 256 cells, or the context size when
@@ -441,36 +434,69 @@ fn head_attention<'a>(dot: impl Fn(&[f32], &[f32]) -> f32, t: &Task<'a>, row: us
     // `ggml_vec_dot_f32`'s lanes. Slot by slot and 16 dims at a time, the accumulator stays in
     // a register over the slot's keys (key by key, every FMA loaded and stored its
     // accumulator: 33–38 → 29 µs per SmolLM2 decode layer from cache).
-    acc.resize(STEP * d, 0.0);
+    acc.resize(gh * STEP * d, 0.0);
     let v_at = |i: usize| at(keys[i], x.vc, t.vn);
     for slot in 0..STEP {
-        let dst = &mut acc[slot * d..][..d];
-        let mut c0 = 0;
-        while c0 + 8 * L <= d {
-            slot_dims::<8>(&v_at, &w[..n], slot, c0, dst);
-            c0 += 8 * L;
-        }
-        while c0 + 4 * L <= d {
-            slot_dims::<4>(&v_at, &w[..n], slot, c0, dst);
-            c0 += 4 * L;
-        }
-        while c0 + L <= d {
-            slot_dims::<1>(&v_at, &w[..n], slot, c0, dst);
-            c0 += L;
-        }
-        for (dd, a) in dst.iter_mut().enumerate().skip(c0) {
-            *a = 0.0;
-            for i in (slot..n).step_by(STEP) {
-                *a = v_at(i)[dd].mul_add(w[i], *a);
+        for (e, we) in w.chunks_exact(n).enumerate() {
+            let dst = &mut acc[(e * STEP + slot) * d..][..d];
+            let mut c0 = 0;
+            while c0 + 8 * L <= d {
+                slot_dims::<8>(&v_at, we, slot, c0, dst);
+                c0 += 8 * L;
+            }
+            while c0 + 4 * L <= d {
+                slot_dims::<4>(&v_at, we, slot, c0, dst);
+                c0 += 4 * L;
+            }
+            while c0 + L <= d {
+                slot_dims::<1>(&v_at, we, slot, c0, dst);
+                c0 += L;
+            }
+            for (dd, a) in dst.iter_mut().enumerate().skip(c0) {
+                *a = 0.0;
+                for i in (slot..n).step_by(STEP) {
+                    *a = v_at(i)[dd].mul_add(we[i], *a);
+                }
             }
         }
     }
-    reduce_rows(acc, d, out);
+    for (a, o) in acc.chunks_exact_mut(STEP * d).zip(out.chunks_exact_mut(d)) {
+        reduce_rows(a, d, o);
+    }
     SCRATCH.set(sc);
 }
 
-/// Output slot `slot` of [`head_attention`], dims `c0 .. c0 + 16·C`: `Σ p_i · v_i[dims]` over
-/// keys `i = slot, slot + 64, …` in that order, by FMAs from zero, into `dst[dims]` (`C`
+/// Scores `w` (one head's, one query row's) to softmax weights in place, as ggml's
+/// `soft_max_f32` (see the module docs).
+#[inline(always)]
+fn softmax_ggml(w: &mut [f32]) {
+    // The max in 16 lanes after the scores, not in their loop (there it was a dependency chain
+    // through every key); a max is exact, so the order does not change it.
+    let mut lanes = [f32::NEG_INFINITY; L];
+    for grp in w.chunks(L) {
+        for (m, &v) in lanes.iter_mut().zip(grp) {
+            *m = m.max(v);
+        }
+    }
+    let max = lanes.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+    // Exponentials, and their sum by aligned groups of 16 (f32 tree, f64 total).
+    let mut sum = 0f64;
+    for grp in w.chunks_mut(L) {
+        let mut lanes = [0f32; L];
+        for (e, l) in grp.iter_mut().zip(&mut lanes) {
+            *e = expf_ggml(*e - max);
+            *l = *e;
+        }
+        sum += hsum16(&lanes) as f64;
+    }
+    let inv = (1.0 / sum) as f32;
+    for e in w.iter_mut() {
+        *e *= inv;
+    }
+}
+
+/// Output slot `slot` of one head in [`group_attention`], dims `c0 .. c0 + 16·C`:
+/// `Σ p_i · v_i[dims]` over keys `i = slot, slot + 64, …` in that order, by FMAs from zero, into `dst[dims]` (`C`
 /// vectors of accumulators, kept in registers across the keys).
 #[inline(always)]
 fn slot_dims<'a, const C: usize>(
@@ -507,6 +533,16 @@ thread_local! {
     static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
     /// [`attention`]'s visible key columns and their per-row starts.
     static KEYS: std::cell::RefCell<(Vec<usize>, Vec<usize>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// Ask for `row`'s cache lines into L2 (no-op off x86_64).
+#[inline(always)]
+fn prefetch_row(row: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    for i in (0..row.len()).step_by(16) {
+        // SAFETY: a prefetch of an address inside `row` (it does not fault in any case).
+        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(row.as_ptr().add(i).cast()) };
+    }
 }
 
 /// RoPE of one head, ggml's rounding (see the module docs).
