@@ -65,7 +65,7 @@ fn main() {
                 w
             })
             .collect();
-        // The same copies in `Layout::SplitRows` (mode `fast` on Q4_0 / Q4_1, as the model
+        // The same copies in `Layout::SplitRows` (mode `fast` on Q4_0 / Q4_1 / Q8_0, as the model
         // runner holds them in fast mode).
         let split = modes.iter().any(|m| m == "fast") && Layout::SplitRows.supports(ty);
         let ws_split: Vec<Tensor> = if split {

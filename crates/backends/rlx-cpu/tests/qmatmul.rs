@@ -317,7 +317,7 @@ fn run_layout(
     (kernel, out[0].as_slice::<f32>().unwrap().to_vec())
 }
 
-/// Weights in `Layout::SplitRows` (how the model runner holds Q4_0 / Q4_1 in fast mode): fast
+/// Weights in `Layout::SplitRows` (how the model runner holds Q4_0 / Q4_1 / Q8_0 in fast mode): fast
 /// mode bit-identical with the same weights as blocks, on every path (decode with odd block
 /// counts and a short last row group, the VNNI tiles at M > 1, AMX at M >= 16, the
 /// non-VNNI levels); exact mode and the graph's own body (the interpreter) within f32
@@ -325,7 +325,7 @@ fn run_layout(
 #[test]
 fn split_rows_layout_matches_blocks() {
     let mut seed = 900;
-    for ty in [GgmlType::Q4_0, GgmlType::Q4_1] {
+    for ty in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0] {
         for simd in [SimdLevel::Native, SimdLevel::Avx512, SimdLevel::Baseline] {
             for threads in [1, 2] {
                 let fast =
@@ -370,11 +370,13 @@ fn split_rows_layout_matches_blocks() {
 #[test]
 fn split_rows_layout_refuses_other_schemes_and_names() {
     rlx_gguf::register_ops();
-    for (scheme, layout, msg) in [("Q8_0", "split_rows", "does not hold Q8_0"), ("Q4_0", "rows", "unknown layout")] {
+    for (scheme, layout, msg) in [("Q4_K", "split_rows", "does not hold Q4_K"), ("Q4_0", "rows", "unknown layout")] {
         let mut g = Graph::new("g");
-        let x = g.input("x", Shape::new(&[1, 32], DType::F32));
-        let w = g.input("w", Shape::new(&[GgmlType::from_name(scheme).unwrap().type_size()], DType::U8));
-        g.dequant_matmul_layout(x, w, scheme, layout, 1, 32);
+        let ty = GgmlType::from_name(scheme).unwrap();
+        let k = ty.block_size();
+        let x = g.input("x", Shape::new(&[1, k], DType::F32));
+        let w = g.input("w", Shape::new(&[ty.type_size()], DType::U8));
+        g.dequant_matmul_layout(x, w, scheme, layout, 1, k);
         assert!(g.error().unwrap().to_string().contains(msg), "{:?}", g.error());
     }
 }

@@ -2,12 +2,13 @@
 //!
 //! - [`Layout::Blocks`]: the GGUF layout, each row `K / block_size` consecutive blocks as the
 //!   file stores them (every scheme).
-//! - [`Layout::SplitRows`] (Q4_0, Q4_1): the same bytes per row, regrouped: first every block's
-//!   16 quant bytes (in block order, each as in its block), then the row's f16 `d` of every
-//!   block, then (Q4_1) its f16 `m` of every block. A row of `nb` Q4_0 blocks is
-//!   `[16 nb quant bytes][2 nb bytes of d]` (18 nb bytes, as in GGUF). A decode kernel then
-//!   reads four blocks' quants with one 64-byte load and 16 blocks' scales with one 32-byte
-//!   load, where the GGUF layout needs four 16-byte loads and a gather (llama.cpp repacks its
+//! - [`Layout::SplitRows`] (Q4_0, Q4_1, Q8_0): the same bytes per row, regrouped: first every
+//!   block's quant bytes (16, Q8_0 32; in block order, each as in its block), then the row's
+//!   f16 `d` of every block, then (Q4_1) its f16 `m` of every block. A row of `nb` Q4_0 blocks
+//!   is `[16 nb quant bytes][2 nb bytes of d]` (18 nb bytes, as in GGUF). A decode kernel then
+//!   reads four Q4 blocks' (two Q8_0 blocks') quants with one 64-byte load and 16 blocks'
+//!   scales with one 32-byte load, where the GGUF layout needs four 16-byte loads (two 32-byte
+//!   loads and a merge) and a gather (llama.cpp repacks its
 //!   CPU weights for the same reason, into interleaved-row layouts). The values are the
 //!   blocks' values: [`dequantize_rows`] of a split matrix equals `dequantize` of the blocks,
 //!   bit for bit.
@@ -25,7 +26,8 @@ pub enum Layout {
     /// GGUF blocks, as stored in the file.
     #[default]
     Blocks,
-    /// Per row: the quants of every block, then each f16 field of every block (Q4_0, Q4_1).
+    /// Per row: the quants of every block, then each f16 field of every block (Q4_0, Q4_1,
+    /// Q8_0).
     SplitRows,
 }
 
@@ -55,11 +57,11 @@ impl Layout {
     }
 }
 
-/// For [`Layout::SplitRows`]: the f16 fields at the start of each block (Q4_0: `d`; Q4_1:
-/// `d`, `m`), or `None` for a type without that layout.
+/// For [`Layout::SplitRows`]: the f16 fields at the start of each block (Q4_0, Q8_0: `d`;
+/// Q4_1: `d`, `m`), or `None` for a type without that layout.
 fn split_fields(ty: GgmlType) -> Option<usize> {
     match ty {
-        GgmlType::Q4_0 => Some(1),
+        GgmlType::Q4_0 | GgmlType::Q8_0 => Some(1),
         GgmlType::Q4_1 => Some(2),
         _ => None,
     }
@@ -175,8 +177,8 @@ pub fn dequantize_rows(ty: GgmlType, layout: Layout, data: &[u8], k: usize, out:
         });
     }
     let (ts, bs) = (ty.type_size(), ty.block_size());
-    // One block reassembled on the stack (the split types' blocks are at most 20 bytes).
-    let mut blk = [0u8; 20];
+    // One block reassembled on the stack (the split types' blocks are at most 34 bytes).
+    let mut blk = [0u8; 34];
     for (src, dst) in data.chunks_exact(row).zip(out.chunks_exact_mut(k)) {
         for (b, o) in dst.chunks_exact_mut(bs).enumerate() {
             for (at, split, len) in parts(ts, fields, nb, b) {
@@ -199,7 +201,7 @@ mod tests {
 
     #[test]
     fn split_rows_dequantize_bit_identical_and_round_trip() {
-        for ty in [GgmlType::Q4_0, GgmlType::Q4_1] {
+        for ty in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0] {
             for k in [32, 64, 576, 4096 + 32] {
                 let n = 3;
                 let blocks = quantize(ty, &weights(n, k)).unwrap();
@@ -229,12 +231,19 @@ mod tests {
         let mut want: Vec<u8> = (4..20).chain(24..40).collect();
         want.extend([0, 1, 20, 21, 2, 3, 22, 23]);
         assert_eq!(dst, want);
+        // Two Q8_0 blocks: d, then 32 quant bytes each.
+        let src: Vec<u8> = (0..68).collect();
+        let mut dst = vec![0u8; 68];
+        block_row_to_split(GgmlType::Q8_0, &src, &mut dst).unwrap();
+        let mut want: Vec<u8> = (2..34).chain(36..68).collect();
+        want.extend([0, 1, 34, 35]);
+        assert_eq!(dst, want);
     }
 
     #[test]
     fn split_rows_refuses_bad_input() {
-        let mut b = vec![0u8; 34];
-        assert!(matches!(to_split_rows(GgmlType::Q8_0, &mut b, 32), Err(GgufError::Unsupported { .. })));
+        let mut b = vec![0u8; 144];
+        assert!(matches!(to_split_rows(GgmlType::Q4_K, &mut b, 256), Err(GgufError::Unsupported { .. })));
         let mut b = vec![0u8; 30];
         assert!(matches!(to_split_rows(GgmlType::Q4_0, &mut b, 32), Err(GgufError::BadLength { .. })));
         assert!(matches!(to_split_rows(GgmlType::Q4_0, &mut [0u8; 18], 31), Err(GgufError::BadLength { .. })));
@@ -246,6 +255,6 @@ mod tests {
         assert!(split_row_to_blocks(GgmlType::Q4_0, &[0u8; 18], &mut [0u8; 36]).is_err());
         assert_eq!(Layout::from_name("split_rows"), Some(Layout::SplitRows));
         assert_eq!(Layout::from_name("rows"), None);
-        assert!(Layout::SplitRows.supports(GgmlType::Q4_1) && !Layout::SplitRows.supports(GgmlType::Q4_K));
+        assert!(Layout::SplitRows.supports(GgmlType::Q8_0) && !Layout::SplitRows.supports(GgmlType::Q4_K));
     }
 }

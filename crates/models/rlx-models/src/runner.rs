@@ -166,7 +166,7 @@ impl LlamaModel {
         &self.cfg
     }
 
-    /// The weights (in fast mode with Q4_0 / Q4_1 rows in `rlx_gguf::Layout::SplitRows`, see
+    /// The weights (in fast mode with Q4_0 / Q4_1 / Q8_0 rows in `rlx_gguf::Layout::SplitRows`, see
     /// [`Weights::to_split_rows`]).
     pub fn weights(&self) -> &Weights {
         &self.weights

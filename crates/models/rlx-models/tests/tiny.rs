@@ -352,7 +352,7 @@ fn f16_cache_halves_memory_and_stays_close() {
     assert_eq!(m.new_cache(2).dtype(), KvCacheDtype::F16);
 }
 
-/// Fast mode holds Q4_0 / Q4_1 weights (the token embedding too) in split rows; its prompt
+/// Fast mode holds Q4_0 / Q4_1 / Q8_0 weights (the token embedding too) in split rows; its prompt
 /// logits stay within the activation quantization error of the exact mode on the file's
 /// blocks, as `packed_q8_0_weights_run_through_dequant_matmul`'s (a wrong row or scale order
 /// in the layout, the embedding gather or a kernel would be off by the weights' size). The
@@ -361,7 +361,7 @@ fn f16_cache_halves_memory_and_stays_close() {
 /// too: fast mode's llama.cpp attention and norms, not the layout.)
 #[test]
 fn fast_mode_split_rows_match_exact_blocks() {
-    for ty in [GgmlType::Q4_0, GgmlType::Q4_1] {
+    for ty in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0] {
         let f = GgufFile::from_vec(gguf_bytes("llama", ty)).unwrap();
         let mut exact = LlamaModel::from_gguf(&f, CompileOptions::default()).unwrap();
         let mut fast = LlamaModel::from_gguf(&f, CompileOptions::default().with_quantized_activations(true)).unwrap();

@@ -147,7 +147,7 @@ pub(super) fn layout_acts(ty: GgmlType, xq: &[u8], m: usize, k: usize, s: &mut A
 }
 
 /// Every product of the weight rows `w` (`n` rows of `row_bytes`, blocks of `ty`, or with
-/// `split` Q4_0 / Q4_1 rows in `rlx_gguf::Layout::SplitRows`) with the
+/// `split` Q4_0 / Q4_1 / Q8_0 rows in `rlx_gguf::Layout::SplitRows`) with the
 /// activations laid out in `s` (`m` rows of `k`), into `y` (`[m, n]`); the rows in chunks of
 /// `chunk` (a multiple of 16) across threads.
 ///
@@ -269,7 +269,8 @@ unsafe fn unpack_rows(ty: GgmlType, split: bool, w: &[u8], row_bytes: usize, k: 
                     (GgmlType::Q4_1, false) => unpack_legacy::<20, false>(row, r, wq, ar, br),
                     (GgmlType::Q4_0, true) => unpack_legacy::<18, true>(row, r, wq, ar, br),
                     (GgmlType::Q4_1, true) => unpack_legacy::<20, true>(row, r, wq, ar, br),
-                    _ => unpack_legacy::<34, false>(row, r, wq, ar, br),
+                    (_, false) => unpack_legacy::<34, false>(row, r, wq, ar, br),
+                    (_, true) => unpack_legacy::<34, true>(row, r, wq, ar, br),
                 }
             }
             continue;
@@ -350,8 +351,8 @@ unsafe fn unpack_rows(ty: GgmlType, split: bool, w: &[u8], row_bytes: usize, k: 
 }
 
 /// Row `r` of the legacy blocks `row` (Q4_0, Q4_1, Q8_0: `TS` = 18, 20, 34 bytes; with
-/// `SPLIT`, a Q4_0 / Q4_1 row in `rlx_gguf::Layout::SplitRows`: block `i`'s quants at `16 i`,
-/// its `d` at `16 nb + 2 i`, Q4_1's `m` at `18 nb + 2 i`) into `wq` (`[block][16][32]`; Q8_0's
+/// `SPLIT`, a row in `rlx_gguf::Layout::SplitRows`: block `i`'s quants at `16 i` (Q8_0 `32 i`),
+/// its `d` after all quants at `2 i`, Q4_1's `m` at `18 nb + 2 i`) into `wq` (`[block][16][32]`; Q8_0's
 /// signed values + 128), `d` into `a`, Q4_1's `-m` into `b`.
 ///
 /// # Safety
@@ -375,6 +376,12 @@ unsafe fn unpack_legacy<const TS: usize, const SPLIT: bool>(
         for i in 0..nb {
             let p = src.add(i * TS);
             let o = dst.add((i * T + r) * 32);
+            if SPLIT && TS == 34 {
+                *a.get_unchecked_mut(i) = f16_at(src.add(32 * nb + 2 * i));
+                let v = _mm256_loadu_si256(src.add(32 * i).cast());
+                _mm256_storeu_si256(o.cast(), _mm256_xor_si256(v, _mm256_set1_epi8(-128)));
+                continue;
+            }
             if SPLIT {
                 *a.get_unchecked_mut(i) = f16_at(src.add(16 * nb + 2 * i));
                 *b.get_unchecked_mut(i) = if TS == 20 { -f16_at(src.add(18 * nb + 2 * i)) } else { 0.0 };

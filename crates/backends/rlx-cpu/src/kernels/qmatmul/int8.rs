@@ -333,7 +333,7 @@ pub(super) fn tile(
     }
 }
 
-/// [`tile`] for Q4_0 / Q4_1 weight rows held in `rlx_gguf::Layout::SplitRows`, bit-identical
+/// [`tile`] for Q4_0 / Q4_1 / Q8_0 weight rows held in `rlx_gguf::Layout::SplitRows`, bit-identical
 /// with [`tile`] on the same rows as blocks. Planned only with VNNI (`simd_level` 2) on x86_64
 /// (`super::select`; other levels convert the rows back into blocks first).
 pub(super) fn tile_split(
@@ -350,7 +350,8 @@ pub(super) fn tile_split(
     unsafe {
         match ty {
             GgmlType::Q4_0 => drive::<avx::Legacy<Q4_0, true>>(w, row_bytes, x, x_row, m, nb, put),
-            _ => drive::<avx::Legacy<Q4_1, true>>(w, row_bytes, x, x_row, m, nb, put),
+            GgmlType::Q4_1 => drive::<avx::Legacy<Q4_1, true>>(w, row_bytes, x, x_row, m, nb, put),
+            _ => drive::<avx::Legacy<Q8_0, true>>(w, row_bytes, x, x_row, m, nb, put),
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -407,7 +408,7 @@ mod avx {
     /// Blocks whose scales are converted together.
     const GROUP: usize = 16;
 
-    /// The VNNI kernels of legacy scheme `K`, on GGUF blocks or (`SPLIT`, Q4_0 / Q4_1) on rows
+    /// The VNNI kernels of legacy scheme `K`, on GGUF blocks or (`SPLIT`) on rows
     /// in `rlx_gguf::Layout::SplitRows`.
     pub struct Legacy<const K: u8, const SPLIT: bool = false>;
 
@@ -450,8 +451,9 @@ mod avx {
     /// the arithmetic, in order, of llama.cpp's AVX2/VNNI `ggml_vec_dot_q4_1_q8_1` /
     /// `_q4_0_q8_0` / `_q8_0_q8_0`.
     ///
-    /// With `SPLIT` (Q4_0 / Q4_1) the rows are in `rlx_gguf::Layout::SplitRows` (see
-    /// [`rows_q4_decode`]): the same products, bit-identical.
+    /// With `SPLIT` the rows are in `rlx_gguf::Layout::SplitRows` (see [`rows_q4_decode`]; a
+    /// Q8_0 block's 32 quant bytes at `32 b`, its `d` at `32 nb + 2 b`): the same products,
+    /// bit-identical. One activation row goes to [`rows_q4_decode`] / [`rows_q8_decode`].
     ///
     /// # Safety
     /// AVX-512F/BW/VL + VNNI, AVX2, FMA, F16C; every `w[r]` points to `nb` blocks (split rows
@@ -462,12 +464,20 @@ mod avx {
         x: [*const u8; C],
         nb: usize,
     ) -> [[f32; C]; R] {
-        if K != Q8_0 && C == 1 {
+        if C == 1 {
             // SAFETY: the caller's contract, with one activation row.
-            let o = unsafe { rows_q4_decode::<R, K, SPLIT>(w, x[0], nb) };
+            let o = unsafe {
+                if K == Q8_0 {
+                    rows_q8_decode::<R, SPLIT>(w, x[0], nb)
+                } else {
+                    rows_q4_decode::<R, K, SPLIT>(w, x[0], nb)
+                }
+            };
             return std::array::from_fn(|r| std::array::from_fn(|_| o[r]));
         }
+        // Quant bytes of block `b` at `ts b + qo` (split rows: the quants alone).
         let (ts, qo): (usize, usize) = match K {
+            _ if SPLIT && K == Q8_0 => (32, 0),
             _ if SPLIT => (16, 0),
             Q4_0 => (18, 2),
             Q4_1 => (20, 4),
@@ -492,7 +502,7 @@ mod avx {
         let mut sx = [[0f32; GROUP]; C];
         let mut g0 = 0;
         // SAFETY (every pointer below): block `b < nb` of row `r` spans `ts` bytes from
-        // `w[r] + b ts` (split: its quants; its `d` at `w[r] + 16 nb + 2 b` and Q4_1's `m` at
+        // `w[r] + b ts` (split: its quants; its `d` at `w[r] + ts nb + 2 b` and Q4_1's `m` at
         // `+ 18 nb + 2 b`, read under the group's lane mask); activation row `c` has `32 nb`
         // bytes, then `nb` d and `nb` s floats.
         unsafe {
@@ -513,7 +523,7 @@ mod avx {
                     // `d` of the group's blocks, and Q4_1's `m` (a split Q4_0 row has no `m`
                     // array: nothing is read past its `d`s).
                     let (dw, m) = if SPLIT {
-                        let f = w[r].add(16 * nb + 2 * g0);
+                        let f = w[r].add(ts * nb + 2 * g0);
                         let dw = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes, f.cast()));
                         let m = if K == Q4_1 {
                             _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes, f.add(2 * nb).cast()))
@@ -746,6 +756,102 @@ mod avx {
             }
         }
         std::array::from_fn(|r| _mm512_reduce_add_ps(acc[r]) + _mm512_reduce_add_ps(macc[r]))
+    }
+
+    /// [`rows_legacy`] for Q8_0 weights and one activation row (decode): two blocks per 512-bit
+    /// step. A pair's 64 weight bytes (split rows: one load; GGUF blocks: two 32-byte loads,
+    /// the second a masked broadcast into the upper half) are flipped to unsigned (`q + 128`),
+    /// dotted with the activation pair's 64 bytes by one `vpdpbusd` started from `-128 · Σx` per
+    /// lane (computed once per pair for all rows), and each half scaled by its block's
+    /// `d_w d_x` (one `vpermps` of the group's 16 scale products, kept in a register per row):
+    /// per pair and row 6 vector µops where one block per 256-bit step took 10. The integer
+    /// dots are exact, as in `rows_legacy`; the f32 sums are added in 16 lanes (even blocks in
+    /// the low 8, odd in the high 8), the same order for both layouts, so split rows give
+    /// bit-identical results. An odd last block of a group fills the low half (zero bytes and
+    /// activations in the high half give dots of 0).
+    ///
+    /// # Safety
+    /// As [`rows_legacy`] with `C = 1` and `K = Q8_0`; with `SPLIT` every `w[r]` points to a
+    /// split row of `nb` blocks.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    unsafe fn rows_q8_decode<const R: usize, const SPLIT: bool>(
+        w: [*const u8; R],
+        x: *const u8,
+        nb: usize,
+    ) -> [f32; R] {
+        let row = 34 * nb;
+        // Quant bytes of block `b` at `ts b + qo`; split rows' `d`s at `32 nb + 2 b`.
+        let (ts, qo): (usize, usize) = if SPLIT { (32, 0) } else { (34, 2) };
+        let flip = _mm512_set1_epi8(-128);
+        let offs = _mm512_mullo_epi32(
+            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+            _mm512_set1_epi32(ts as i32),
+        );
+        // Block of each lane in a pair (plus the pair's first block in its group).
+        let pair = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+        let mut acc = [_mm512_setzero_ps(); R];
+        let mut sc = [_mm512_setzero_ps(); R];
+        let mut g0 = 0;
+        // SAFETY (every pointer below): block `b < nb` of row `r` spans `ts` bytes from
+        // `w[r] + ts b` (split: its 32 quant bytes from `w[r] + 32 b`, its `d` at
+        // `w[r] + 32 nb + 2 b`, read under the group's lane mask); block `b + 1`'s bytes are
+        // read only when it is in the group; the activation row has `32 nb` bytes, then `nb` d
+        // and `nb` s floats.
+        unsafe {
+            while g0 < nb {
+                let gn = GROUP.min(nb - g0);
+                let lanes: __mmask16 = if gn == GROUP { 0xffff } else { (1u16 << gn) - 1 };
+                let xd = _mm512_maskz_loadu_ps(lanes, x.add(QK * nb + 4 * g0).cast::<f32>());
+                for r in 0..R {
+                    super::super::decode::prefetch_ahead(w[r], row, g0 * ts, (g0 + gn) * ts);
+                    let d = if SPLIT {
+                        let s0 = 32 * nb + 2 * g0;
+                        super::super::decode::prefetch_ahead(w[r], row, s0, s0 + 2 * gn);
+                        _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes, w[r].add(s0).cast()))
+                    } else {
+                        let h = _mm512_mask_i32gather_epi32::<1>(
+                            _mm512_setzero_si512(),
+                            lanes,
+                            offs,
+                            w[r].add(g0 * ts).cast(),
+                        );
+                        _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h))
+                    };
+                    sc[r] = _mm512_mul_ps(d, xd);
+                }
+                let mut i = 0;
+                while i < gn {
+                    let b = g0 + i;
+                    let two = i + 1 < gn;
+                    let xv = if two {
+                        _mm512_loadu_si512(x.add(QK * b).cast())
+                    } else {
+                        _mm512_zextsi256_si512(_mm256_loadu_si256(x.add(QK * b).cast()))
+                    };
+                    // `-128 · Σx` per lane: the dot below is then the signed one, exactly.
+                    let init =
+                        _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, xv));
+                    let sidx = _mm512_add_epi32(pair, _mm512_set1_epi32(i as i32));
+                    for r in 0..R {
+                        let p = w[r].add(b * ts + qo);
+                        let q = if !two {
+                            _mm512_zextsi256_si512(_mm256_loadu_si256(p.cast()))
+                        } else if SPLIT {
+                            _mm512_loadu_si512(p.cast())
+                        } else {
+                            let lo = _mm512_castsi256_si512(_mm256_loadu_si256(p.cast()));
+                            _mm512_mask_broadcast_i64x4(lo, 0xf0, _mm256_loadu_si256(p.add(ts).cast()))
+                        };
+                        let dot = _mm512_dpbusd_epi32(init, _mm512_xor_si512(q, flip), xv);
+                        let s = _mm512_permutexvar_ps(sidx, sc[r]);
+                        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), s, acc[r]);
+                    }
+                    i += 2;
+                }
+                g0 += gn;
+            }
+        }
+        std::array::from_fn(|r| _mm512_reduce_add_ps(acc[r]))
     }
 
     /// One legacy weight row against one quantized activation row with AVX2 integer ops (CPUs

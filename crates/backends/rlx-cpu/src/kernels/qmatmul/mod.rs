@@ -29,7 +29,7 @@
 //!   schemes run exact.
 //!   Results differ from the f32 reference by the activation quantization error.
 //!
-//! Weights in `rlx_gguf::Layout::SplitRows` (Q4_0 / Q4_1, attribute `"layout"`; what the model
+//! Weights in `rlx_gguf::Layout::SplitRows` (Q4_0 / Q4_1 / Q8_0, attribute `"layout"`; what the model
 //! runner uses in fast mode) run on the same paths with the same results: the VNNI and AMX
 //! kernels read them natively ([`int8::tile_split`]), the fast mode without VNNI converts 16
 //! rows at a time back into blocks, the exact mode dequantizes them row by row (`rowwise`).
