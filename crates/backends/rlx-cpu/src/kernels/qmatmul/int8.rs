@@ -666,11 +666,18 @@ mod avx {
                     super::super::decode::prefetch_ahead(w[r], row, g0 * ts, (g0 + gn) * ts);
                     if SPLIT {
                         let s0 = 16 * nb + 2 * g0;
-                        super::super::decode::prefetch_ahead(w[r], row, s0, s0 + 2 * gn);
+                        // Q4_0's `d`s in step with the groups; Q4_1's `d`s and `m`s (adjacent)
+                        // all at the row's first group: 1 × 4096 × 4096 from DRAM, five
+                        // interleaved rounds, Q4_1 0.85–0.86 → 0.81–0.83 ms (Q4_0 that way 2–3%
+                        // slower, so it keeps the steps).
+                        if K == Q4_0 {
+                            super::super::decode::prefetch_ahead(w[r], row, s0, s0 + 2 * gn);
+                        } else if g0 == 0 {
+                            super::super::decode::prefetch_ahead(w[r], row, s0, row);
+                        }
                         let d = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes, w[r].add(s0).cast()));
                         _mm512_storeu_ps(sc[r].as_mut_ptr(), _mm512_mul_ps(d, xd));
                         if K == Q4_1 {
-                            super::super::decode::prefetch_ahead(w[r], row, s0 + 2 * nb, s0 + 2 * nb + 2 * gn);
                             let m = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes, w[r].add(s0 + 2 * nb).cast()));
                             macc[r] = _mm512_fmadd_ps(m, sx, macc[r]);
                         }
