@@ -281,7 +281,7 @@ fn bad_operands_fall_back_or_error() {
     assert!(g.error().unwrap().to_string().contains("unknown ggml type"), "{:?}", g.error());
 }
 
-/// `dequant_matmul` of Q4_0 / Q4_1 weights quantized from `seed` in `layout`, with `x` of
+/// `dequant_matmul` of Q4_0 / Q4_1 / Q8_0 weights quantized from `seed` in `layout`, with `x` of
 /// dims `lead + [k]`: `(kernel, result)`; `None` layout runs the graph's body through the
 /// reference interpreter instead of the CPU backend.
 fn run_layout(

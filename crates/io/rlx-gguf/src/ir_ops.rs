@@ -53,7 +53,7 @@ pub fn parse_layout(attrs: &Attrs, ty: GgmlType) -> Result<Layout, String> {
         Some(_) => return Err("the layout attribute must be a string".into()),
     };
     if !layout.supports(ty) {
-        return Err(format!("the {} layout does not hold {} (only Q4_0 and Q4_1)", layout.name(), ty.name()));
+        return Err(format!("the {} layout does not hold {} (only Q4_0, Q4_1 and Q8_0)", layout.name(), ty.name()));
     }
     Ok(layout)
 }
