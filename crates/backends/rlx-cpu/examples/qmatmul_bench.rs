@@ -8,7 +8,7 @@
 //! With COPIES > 1 the weights are held in that many copies and each run reads the next one,
 //! so with enough copies (more bytes than the last-level cache) every run reads its weights
 //! from DRAM, as a model's decode step does; with 1 they stay in cache between runs
-//! (`fast` = `CpuOptions::quantized_activations` with Q4_0 / Q4_1 weights in
+//! (`fast` = `CpuOptions::quantized_activations` with Q4_0 / Q4_1 / Q8_0 weights in
 //! `Layout::SplitRows`, as `rlx generate --fast` holds them; `fast-blocks` = the same on GGUF
 //! blocks). K = N = 4096 by default (the issue's
 //! shapes); a model's shapes by the last two arguments, e.g. `576 1536` for SmolLM2's FFN. One warm-up run, then at least MIN_REPS runs and 1 s per
@@ -26,14 +26,21 @@ use std::time::Instant;
 fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();
     let arg = |i: usize| a.get(i).filter(|s| s.as_str() != "-");
-    let threads = arg(0).map(|s| s.parse::<usize>().expect("THREADS"));
-    let min_reps = arg(1).map_or(10, |s| s.parse().expect("MIN_REPS"));
+    // A count of at least 1, or the usage line and exit 2.
+    let count = |s: &str, what: &str| -> usize {
+        s.parse::<usize>()
+            .ok()
+            .filter(|&v| v > 0)
+            .unwrap_or_else(|| usage(&format!("{what} must be a count >= 1, got {s:?}")))
+    };
+    let threads = arg(0).map(|s| count(s, "THREADS"));
+    let min_reps = arg(1).map_or(10, |s| count(s, "MIN_REPS"));
     let types: Vec<GgmlType> = arg(2)
         .map_or("Q4_0,Q8_0,Q4_1,Q4_K,Q5_K,Q6_K", |s| s.as_str())
         .split(',')
         .map(|t| GgmlType::from_name(t).unwrap_or_else(|| usage(&format!("unknown ggml type {t:?}"))))
         .collect();
-    let ms: Vec<usize> = arg(3).map_or("1,64", |s| s.as_str()).split(',').map(|v| v.parse().expect("M")).collect();
+    let ms: Vec<usize> = arg(3).map_or("1,64", |s| s.as_str()).split(',').map(|v| count(v, "M")).collect();
     let modes: Vec<String> = arg(4).map_or("exact,fast", |s| s.as_str()).split(',').map(String::from).collect();
     if let Some(m) = modes.iter().find(|m| !["exact", "fast", "fast-blocks"].contains(&m.as_str())) {
         usage(&format!("unknown mode {m:?} (exact, fast, fast-blocks)"));
@@ -41,10 +48,13 @@ fn main() {
     println!(
         "# RESULT <type> <M> <mode> <median ms> <GB/s weights> <GFLOP/s> <kernel>; STREAM <type> <median ms> <GB/s>"
     );
-    let copies: usize = arg(5).map_or(1, |s| s.parse().expect("COPIES")).max(1);
+    let copies: usize = arg(5).map_or(1, |s| count(s, "COPIES"));
     rlx_gguf::register_ops();
-    let k: usize = arg(6).map_or(4096, |s| s.parse().expect("K"));
-    let n: usize = arg(7).map_or(4096, |s| s.parse().expect("N"));
+    let k: usize = arg(6).map_or(4096, |s| count(s, "K"));
+    let n: usize = arg(7).map_or(4096, |s| count(s, "N"));
+    if let Some(ty) = types.iter().find(|t| !k.is_multiple_of(t.block_size())) {
+        usage(&format!("K = {k} is not a multiple of {ty}'s block size {}", ty.block_size()));
+    }
     let fill = |len: usize, seed: u64| -> Vec<f32> {
         let mut s = seed;
         (0..len)

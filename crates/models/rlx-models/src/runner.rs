@@ -111,7 +111,7 @@ impl LlamaModel {
         }
         let ggml = opts.clone().with_env_overrides().quantized_activations;
         if ggml {
-            // The fast-mode kernels read Q4_0 / Q4_1 rows faster with their quants and scales
+            // The fast-mode kernels read Q4_0 / Q4_1 / Q8_0 rows faster with their quants and scales
             // apart (same values; see `Weights::to_split_rows`).
             weights.to_split_rows()?;
         }

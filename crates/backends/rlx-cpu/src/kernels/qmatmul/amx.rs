@@ -222,7 +222,7 @@ struct Acts<'a> {
     sx: &'a [f32],
 }
 
-/// Unpack the weight rows `w` (at most 16 rows of `row_bytes`; Q4_0 / Q4_1 rows in
+/// Unpack the weight rows `w` (at most 16 rows of `row_bytes`; Q4_0 / Q4_1 / Q8_0 rows in
 /// `rlx_gguf::Layout::SplitRows` when `split`) into `wq` (`[sub-block][16][sl]` bytes; the rows
 /// past the last zero) and their factors into `ab` (`[2][16][sub-block]`).
 ///

@@ -431,6 +431,27 @@ mod avx {
         }
     }
 
+    /// The group of blocks from `g0` of a row of `nb`: its length (at most [`GROUP`]) and lane
+    /// mask.
+    #[inline(always)]
+    fn group(nb: usize, g0: usize) -> (usize, __mmask16) {
+        let gn = GROUP.min(nb - g0);
+        (gn, if gn == GROUP { 0xffff } else { (1u16 << gn) - 1 })
+    }
+
+    /// [`group`], and the `d`s of the group's blocks in the activation row `x` (`32 nb` bytes,
+    /// then `nb` d floats).
+    ///
+    /// # Safety
+    /// AVX-512F; `x` is an activation row of `nb` blocks.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn group_at(x: *const u8, nb: usize, g0: usize) -> (usize, __mmask16, __m512) {
+        let (gn, lanes) = group(nb, g0);
+        // SAFETY: the group's lanes of the row's d array (caller).
+        (gn, lanes, unsafe { _mm512_maskz_loadu_ps(lanes, x.add(QK * nb + 4 * g0).cast::<f32>()) })
+    }
+
     /// `Σ` of the 8 lanes.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
     #[inline]
@@ -507,8 +528,7 @@ mod avx {
         // bytes, then `nb` d and `nb` s floats.
         unsafe {
             while g0 < nb {
-                let gn = GROUP.min(nb - g0);
-                let lanes: __mmask16 = if gn == GROUP { 0xffff } else { (1u16 << gn) - 1 };
+                let (gn, lanes) = group(nb, g0);
                 if K == Q4_1 {
                     for c in 0..C {
                         let xs = x[c].add(QK * nb + 4 * (nb + g0)).cast::<f32>();
@@ -658,9 +678,7 @@ mod avx {
         // read only when block `g0 + i + 1` is in the group (`i + 1 < gn`).
         unsafe {
             while g0 < nb {
-                let gn = GROUP.min(nb - g0);
-                let lanes: __mmask16 = if gn == GROUP { 0xffff } else { (1u16 << gn) - 1 };
-                let xd = _mm512_maskz_loadu_ps(lanes, x.add(QK * nb + 4 * g0).cast::<f32>());
+                let (gn, lanes, xd) = group_at(x, nb, g0);
                 let sx = _mm512_maskz_loadu_ps(lanes, x.add(QK * nb + 4 * (nb + g0)).cast::<f32>());
                 for r in 0..R {
                     super::super::decode::prefetch_ahead(w[r], row, g0 * ts, (g0 + gn) * ts);
@@ -806,9 +824,7 @@ mod avx {
         // and `nb` s floats.
         unsafe {
             while g0 < nb {
-                let gn = GROUP.min(nb - g0);
-                let lanes: __mmask16 = if gn == GROUP { 0xffff } else { (1u16 << gn) - 1 };
-                let xd = _mm512_maskz_loadu_ps(lanes, x.add(QK * nb + 4 * g0).cast::<f32>());
+                let (gn, lanes, xd) = group_at(x, nb, g0);
                 for r in 0..R {
                     super::super::decode::prefetch_ahead(w[r], row, g0 * ts, (g0 + gn) * ts);
                     let d = if SPLIT {
