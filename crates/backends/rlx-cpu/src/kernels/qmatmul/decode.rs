@@ -87,25 +87,42 @@ fn far_bytes(row_bytes: usize) -> usize {
     if row_bytes * ROWS >= 4096 { FAR_GROUPS * ROWS * row_bytes } else { FAR_BYTES_SHORT.next_multiple_of(row_bytes) }
 }
 
+/// How far ahead of a row [`prefetch_ahead`] reaches for rows of one length: the byte offsets
+/// of the row [`prefetch_rows`] rows on (into L1) and of [`far_bytes`] on (into L2). Built once
+/// per kernel call: `far_bytes` divides by the row length, and in the prefetch of every block
+/// group those divisions cost SmolLM2's K = 576 products (18 blocks a row) measurable time.
+#[derive(Clone, Copy)]
+pub(super) struct Ahead {
+    near: usize,
+    far: usize,
+}
+
+impl Ahead {
+    /// The distances for rows of `row_bytes` bytes.
+    #[inline(always)]
+    pub(super) fn new(row_bytes: usize) -> Ahead {
+        Ahead { near: prefetch_rows(row_bytes) * row_bytes, far: far_bytes(row_bytes) }
+    }
+}
+
 /// Prefetch into L1 the bytes `from .. to` past `p` of the row [`prefetch_rows`] rows after
-/// the one at `p` (`row_bytes` apart): the fast-mode decode kernels (`int8`, `q8k`, `C == 1`)
-/// call it block by block, in step with their reads. Measured against the burst of
-/// [`prefetch`] there: SmolLM2 `--fast` decode products, 1 thread, interleaved, none 21.1–23.0,
-/// burst 17.2–22.5, block by block 15.9–19.6 ms per token; on a 1 × 4096 × 4096 product whose
-/// weights stay in L3 the burst was 20–50% slower, block by block about equal to none. (Block
-/// by block in this module's exact kernel measured no better in-model than its burst.) The
-/// same bytes are also prefetched into L2 further on: [`FAR_GROUPS`] groups ahead for rows of
-/// 4 KiB or more per group, else [`FAR_BYTES_SHORT`] ahead.
+/// the one at `p` (`ahead` = [`Ahead::new`] of the row length): the fast-mode decode kernels
+/// (`int8`, `q8k`, `C == 1`) call it block by block, in step with their reads. Measured against
+/// the burst of [`prefetch`] there: SmolLM2 `--fast` decode products, 1 thread, interleaved,
+/// none 21.1–23.0, burst 17.2–22.5, block by block 15.9–19.6 ms per token; on a 1 × 4096 ×
+/// 4096 product whose weights stay in L3 the burst was 20–50% slower, block by block about
+/// equal to none. (Block by block in this module's exact kernel measured no better in-model
+/// than its burst.) The same bytes are also prefetched into L2 further on: [`FAR_GROUPS`]
+/// groups ahead for rows of 4 KiB or more per group, else [`FAR_BYTES_SHORT`] ahead.
 ///
 /// # Safety
 /// None needed for the prefetch itself (it never faults); `p` is a row pointer.
 #[inline(always)]
-pub(super) unsafe fn prefetch_ahead(p: *const u8, row_bytes: usize, from: usize, to: usize) {
+pub(super) unsafe fn prefetch_ahead(p: *const u8, ahead: Ahead, from: usize, to: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_MM_HINT_T0, _MM_HINT_T1, _mm_prefetch};
-        let q = p.wrapping_add(prefetch_rows(row_bytes) * row_bytes);
-        let q2 = p.wrapping_add(far_bytes(row_bytes));
+        let (q, q2) = (p.wrapping_add(ahead.near), p.wrapping_add(ahead.far));
         let mut off = from & !63;
         while off < to {
             // SAFETY: a prefetch reads nothing architecturally and never faults.
@@ -116,7 +133,7 @@ pub(super) unsafe fn prefetch_ahead(p: *const u8, row_bytes: usize, from: usize,
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = (p, row_bytes, from, to);
+    let _ = (p, ahead, from, to);
 }
 
 /// `f32` value of every f16 bit pattern (256 KiB; a model's scales use few distinct values, so

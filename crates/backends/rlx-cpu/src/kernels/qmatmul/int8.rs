@@ -521,6 +521,8 @@ mod avx {
         let mut sc = [[[0f32; GROUP]; C]; R];
         let mut mw = [[0f32; GROUP]; R];
         let mut sx = [[0f32; GROUP]; C];
+        let ahead =
+            super::super::decode::Ahead::new(if SPLIT { nb * (ts + 2 + 2 * usize::from(K == Q4_1)) } else { nb * ts });
         let mut g0 = 0;
         // SAFETY (every pointer below): block `b < nb` of row `r` spans `ts` bytes from
         // `w[r] + b ts` (split: its quants; its `d` at `w[r] + ts nb + 2 b` and Q4_1's `m` at
@@ -537,8 +539,7 @@ mod avx {
                 }
                 for r in 0..R {
                     if C == 1 {
-                        let row = if SPLIT { nb * (ts + 2 + 2 * usize::from(K == Q4_1)) } else { nb * ts };
-                        super::super::decode::prefetch_ahead(w[r], row, g0 * ts, (g0 + gn) * ts);
+                        super::super::decode::prefetch_ahead(w[r], ahead, g0 * ts, (g0 + gn) * ts);
                     }
                     // `d` of the group's blocks, and Q4_1's `m` (a split Q4_0 row has no `m`
                     // array: nothing is read past its `d`s).
@@ -649,6 +650,7 @@ mod avx {
         nb: usize,
     ) -> [f32; R] {
         let row: usize = nb * if K == Q4_1 { 20 } else { 18 };
+        let ahead = super::super::decode::Ahead::new(row);
         // Quant bytes of block `b` at `ts b + qo`.
         let (ts, qo): (usize, usize) = if SPLIT {
             (16, 0)
@@ -681,7 +683,7 @@ mod avx {
                 let (gn, lanes, xd) = group_at(x, nb, g0);
                 let sx = _mm512_maskz_loadu_ps(lanes, x.add(QK * nb + 4 * (nb + g0)).cast::<f32>());
                 for r in 0..R {
-                    super::super::decode::prefetch_ahead(w[r], row, g0 * ts, (g0 + gn) * ts);
+                    super::super::decode::prefetch_ahead(w[r], ahead, g0 * ts, (g0 + gn) * ts);
                     if SPLIT {
                         let s0 = 16 * nb + 2 * g0;
                         // Q4_0's `d`s in step with the groups; Q4_1's `d`s and `m`s (adjacent)
@@ -689,9 +691,9 @@ mod avx {
                         // interleaved rounds, Q4_1 0.85–0.86 → 0.81–0.83 ms (Q4_0 that way 2–3%
                         // slower, so it keeps the steps).
                         if K == Q4_0 {
-                            super::super::decode::prefetch_ahead(w[r], row, s0, s0 + 2 * gn);
+                            super::super::decode::prefetch_ahead(w[r], ahead, s0, s0 + 2 * gn);
                         } else if g0 == 0 {
-                            super::super::decode::prefetch_ahead(w[r], row, s0, row);
+                            super::super::decode::prefetch_ahead(w[r], ahead, s0, row);
                         }
                         let d = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes, w[r].add(s0).cast()));
                         _mm512_storeu_ps(sc[r].as_mut_ptr(), _mm512_mul_ps(d, xd));
@@ -804,7 +806,7 @@ mod avx {
         x: *const u8,
         nb: usize,
     ) -> [f32; R] {
-        let row = 34 * nb;
+        let ahead = super::super::decode::Ahead::new(34 * nb);
         // Quant bytes of block `b` at `ts b + qo`; split rows' `d`s at `32 nb + 2 b`.
         let (ts, qo): (usize, usize) = if SPLIT { (32, 0) } else { (34, 2) };
         let flip = _mm512_set1_epi8(-128);
@@ -826,10 +828,10 @@ mod avx {
             while g0 < nb {
                 let (gn, lanes, xd) = group_at(x, nb, g0);
                 for r in 0..R {
-                    super::super::decode::prefetch_ahead(w[r], row, g0 * ts, (g0 + gn) * ts);
+                    super::super::decode::prefetch_ahead(w[r], ahead, g0 * ts, (g0 + gn) * ts);
                     let d = if SPLIT {
                         let s0 = 32 * nb + 2 * g0;
-                        super::super::decode::prefetch_ahead(w[r], row, s0, s0 + 2 * gn);
+                        super::super::decode::prefetch_ahead(w[r], ahead, s0, s0 + 2 * gn);
                         _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes, w[r].add(s0).cast()))
                     } else {
                         let h = _mm512_mask_i32gather_epi32::<1>(

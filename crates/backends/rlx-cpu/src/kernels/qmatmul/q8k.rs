@@ -251,13 +251,14 @@ mod avx512 {
             )
         });
         let mut acc = [[_mm512_setzero_ps(); C]; R];
+        let ahead = crate::kernels::qmatmul::decode::Ahead::new(nb * ts);
         // SAFETY (every pointer below): inside block `b` of a row (caller's contract).
         unsafe {
             for b in 0..nb {
                 let (dx, bsp) = act_block(x, b);
                 for r in 0..R {
                     if C == 1 {
-                        crate::kernels::qmatmul::decode::prefetch_ahead(w[r], nb * ts, ts * b, ts * (b + 1));
+                        crate::kernels::qmatmul::decode::prefetch_ahead(w[r], ahead, ts * b, ts * (b + 1));
                     }
                     let p = w[r].add(ts * b);
                     let dd = _mm_cvtph_ps(_mm_cvtsi32_si128(p.cast::<i32>().read_unaligned()));
@@ -320,6 +321,7 @@ mod avx512 {
         // SAFETY: static tables of 32 words.
         let idx: [__m512i; 4] = std::array::from_fn(|q| unsafe { _mm512_loadu_si512(Q6_IDX[q].as_ptr().cast()) });
         let mut acc = [[_mm512_setzero_ps(); C]; R];
+        let ahead = crate::kernels::qmatmul::decode::Ahead::new(nb * 210);
         // SAFETY (every pointer below): inside block `b` of a row (caller's contract).
         unsafe {
             for b in 0..nb {
@@ -332,7 +334,7 @@ mod avx512 {
                 }
                 for r in 0..R {
                     if C == 1 {
-                        crate::kernels::qmatmul::decode::prefetch_ahead(w[r], nb * 210, 210 * b, 210 * (b + 1));
+                        crate::kernels::qmatmul::decode::prefetch_ahead(w[r], ahead, 210 * b, 210 * (b + 1));
                     }
                     let p = w[r].add(210 * b);
                     let d = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(
