@@ -9,7 +9,7 @@ llama-cpp-python 0.3.36 sdist, `tools/fetch.sh llama-cpp-src`; built as describe
 /work/llama-build/README.txt: GGML_NATIVE=OFF with AVX2/AVX-512/VNNI on) and runs it on the
 SmolLM2-135M-Instruct Q4_1 GGUF with 1 thread, one batch per text with logits for every
 position, extra buffer types off (the AMX path dies with an illegal instruction on these VMs),
-three times:
+four times:
 
 - `argmax`, `top5_ids`, `top5_logits`: f32 KV cache and flash attention off (`--kv-f32`), so
   llama.cpp's attention is f32 like RLX's default cache and the only arithmetic difference
@@ -18,8 +18,11 @@ three times:
   call, as llama.cpp runs generation (and as the RLX test feeds the texts). llama.cpp's
   attention and f32 products sum in another order in a batch than in a single-token step;
   its own batch and step argmax differ at ~2% of these positions (near-ties);
-- `argmax_default`: llama.cpp's default context (f16 KV cache, flash attention auto). The
-  cache type alone moves llama.cpp's own top-1 at ~3% of these positions (near-ties).
+- `argmax_default`: llama.cpp's default context (f16 KV cache, flash attention auto, which
+  turns it on for the CPU). The cache type alone moves llama.cpp's own top-1 at ~3% of these
+  positions (near-ties);
+- `argmax_default_step`, `top5_logits_default_step`: the default context, one token per
+  `llama_decode` call: the reference for fast mode with an f16 cache.
 
 llama.cpp quantizes activations to Q8 inside its quantized dot products, so this is the
 reference for RLX's fast mode (`CompileOptions::quantized_activations`), not its exact mode.
@@ -110,23 +113,26 @@ def main():
                 f.write(t)
             files.append(p)
         runs = []
-        for flags in (["--kv-f32"], ["--kv-f32", "--step"], []):
+        for flags in (["--kv-f32"], ["--kv-f32", "--step"], [], ["--step"]):
             out = subprocess.run([exe, *flags, a.model, *files], check=True, capture_output=True, text=True).stdout
             runs.append([json.loads(line) for line in out.strip().splitlines()])
-    rows, step, default = runs
+    rows, step, default, default_step = runs
     if any(len(r) != len(TEXTS) for r in runs):
         sys.exit(f"expected {len(TEXTS)} result lines per run, got {[len(r) for r in runs]}")
-    for r, s, d in zip(rows, step, default):
-        if not r["ids"] == s["ids"] == d["ids"]:
+    for r, s, d, ds in zip(rows, step, default, default_step):
+        if not r["ids"] == s["ids"] == d["ids"] == ds["ids"]:
             sys.exit("the runs tokenized differently")
         r["argmax_step"] = s["argmax"]
         r["top5_logits_step"] = s["top5_logits"]
         r["argmax_default"] = d["argmax"]
+        r["argmax_default_step"] = ds["argmax"]
+        r["top5_logits_default_step"] = ds["top5_logits"]
     fixture = {
         "generator": "tools/refgen/gen_llama_top1.py (llama.cpp from llama-cpp-python 0.3.36, 1 thread, "
                      "use_extra_bufts = false; argmax/top5: f32 KV cache, no flash attention, one batch per text; "
                      "argmax_step/top5_logits_step: the same, one token per llama_decode call; "
-                     "argmax_default: default context, f16 KV cache)",
+                     "argmax_default: default context (f16 KV cache, flash attention auto: on); "
+                     "argmax_default_step/top5_logits_default_step: the same, one token per llama_decode call)",
         "model": os.path.basename(a.model),
         "texts": [dict(text=t, **r) for t, r in zip(TEXTS, rows)],
     }

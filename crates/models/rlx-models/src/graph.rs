@@ -9,7 +9,7 @@
 //!   new columns `j ≤ i`; `-inf` elsewhere); `last` i32 `[B]` (flat row `r·S + i` of each
 //!   sequence's last new token, whose logits are returned);
 //! - `cache.{l}.k`, `cache.{l}.v` f32 or f16 `[B, Hk, C, D]` per layer (f16 is converted to f32
-//!   inside attention);
+//!   inside attention, except by fast mode's attention op, which reads it as f16);
 //! - the weights, GGUF names in [`crate::weights::expected`] order.
 //!
 //! Outputs: `logits` f32 `[B, V]` of the rows `last`, then `k_new`, `v_new` f32
@@ -159,8 +159,9 @@ pub fn step_graph(
         let q = proj(&mut g, "attn_q", cfg.n_head);
         let k = proj(&mut g, "attn_k", hk);
         let v = proj(&mut g, "attn_v", hk);
-        let (kc, vc) = (g.convert(kc, DType::F32), g.convert(vc, DType::F32));
         if ggml_attention {
+            // The cache as it is: an f16 cache takes llama.cpp's default attention (flash
+            // attention over f16 K/V), an f32 one its f32 attention.
             // ggml's scale: 1.0f / sqrtf(D), two f32 roundings.
             let a = crate::ggml_numerics::attrs(1.0 / (d as f32).sqrt(), cfg.rope_style);
             let r = g.custom(crate::ggml_numerics::GGML_ATTENTION, a, &[q, k, v, cos, sin, kc, vc, mask_in]);
@@ -170,6 +171,7 @@ pub fn step_graph(
             x = ffn(&mut g, x, l);
             continue;
         }
+        let (kc, vc) = (g.convert(kc, DType::F32), g.convert(vc, DType::F32));
         let k_new = g.transpose(k, &[0, 2, 1, 3]); // [B, Hk, S, D]
         let v_new = g.transpose(v, &[0, 2, 1, 3]);
         kv_out.extend([k_new, v_new]);

@@ -6,8 +6,9 @@
 //! per token) and the next step uses the graph compiled for the new `C`. Sequence `r` holds
 //! `lens()[r]` tokens in columns `0..lens()[r]`; columns beyond are masked out by the step
 //! graph, so sequences of different lengths share one cache. f16 halves the bytes; the step
-//! graph converts the cache to f32 inside attention, and new rows are rounded to f16 (round to
-//! nearest even) when written.
+//! graph converts the cache to f32 inside attention (fast mode's decode attention reads it as
+//! f16, llama.cpp's flash attention: `crate::ggml_numerics`), and new rows are rounded to f16
+//! (round to nearest even) when written.
 
 use crate::{LlamaConfig, ModelError};
 use rlx_ir::half::{f16, slice::HalfFloatSliceExt};

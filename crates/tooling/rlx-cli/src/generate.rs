@@ -138,7 +138,7 @@ fn parse_top_p(s: &str) -> Result<f32, String> {
 pub enum KvType {
     /// f32 (exact)
     F32,
-    /// f16 (half the memory)
+    /// f16 (half the memory; with --fast, llama.cpp's default attention: f16 K/V, flash attention)
     F16,
 }
 
