@@ -20,7 +20,9 @@ compiler, and llama.cpp's `llama-bench` (`tools/build-llama.sh`).
 (alternating, so the host's speed changes land on both sides); medians over the rounds.
 
 RATIO names: `pp128_t1` / `tg128_t1` for the default (exact) mode, `pp128_fast_t1` / … for
-`rlx generate --fast` (Q8 activations in the quantized matmuls, llama.cpp's arithmetic).
+`rlx generate --fast` (Q8 activations in the quantized matmuls, llama.cpp's arithmetic, f32 KV
+cache), `pp128_fast_f16_t1` / … for `--fast --kv-type f16` (llama.cpp's default numerics, the
+configuration `llama-bench` itself runs: f16 KV cache, flash attention).
 """
 
 import argparse
@@ -44,9 +46,10 @@ def default_model():
     return os.path.join(CACHE, "smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
-def run_rlx(rlx, model, cpus, threads, fast):
+def run_rlx(rlx, model, cpus, threads, mode):
+    flags = {"exact": [], "fast": ["--fast"], "fast_f16": ["--fast", "--kv-type", "f16"]}[mode]
     cmd = ["taskset", "-c", cpus, rlx, "generate", "--model", model, "--prompt", PROMPT, "--max-tokens", "128",
-           "--ignore-eos", "--threads", str(threads), "--json"] + (["--fast"] if fast else [])
+           "--ignore-eos", "--threads", str(threads), "--json"] + flags
     j = json.loads(run(cmd).strip().splitlines()[-1])
     if j["prompt_tokens"] != 128 or len(j["tokens"]) != 128:
         sys.exit(f"rlx: expected 128 prompt and 128 generated tokens, got {j['prompt_tokens']} / {len(j['tokens'])}")
@@ -68,8 +71,9 @@ def main():
     ap.add_argument("--rlx", default=os.path.join(ROOT, "target", "release", "rlx"))
     ap.add_argument("--llama-bench", default="/work/llama-build/bin/llama-bench")
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--modes", default="exact,fast",
-                    help="RLX numerics to run: exact (default mode), fast (--fast: Q8 activations, as llama.cpp)")
+    ap.add_argument("--modes", default="exact,fast,fast_f16",
+                    help="RLX numerics to run: exact (default mode), fast (--fast: Q8 activations, as llama.cpp), "
+                         "fast_f16 (--fast --kv-type f16: llama.cpp's default numerics)")
     a = ap.parse_args()
     r = GGUFReader(a.model)
     weight_bytes = sum(int(t.n_bytes) for t in r.tensors)
@@ -80,6 +84,8 @@ def main():
     if not have_llama:
         print(f"llama-bench not found at {a.llama_bench}: RLX only, no RATIO lines")
     modes = a.modes.split(",")
+    if any(m not in ("exact", "fast", "fast_f16") for m in modes):
+        sys.exit(f"--modes: expected a comma-separated list of exact, fast, fast_f16; got {a.modes!r}")
     for threads, cpus in [(1, "0"), (2, "0,1")]:
         # Rounds alternate the two (one llama-bench repetition, then one RLX run per mode), so a
         # change in the host's speed lands on both sides; medians over the rounds.
@@ -93,7 +99,7 @@ def main():
                 lpp.append(lp)
                 ltg.append(lt)
             for mode in modes:
-                rlx[mode].append(run_rlx(a.rlx, a.model, cpus, threads, mode == "fast"))
+                rlx[mode].append(run_rlx(a.rlx, a.model, cpus, threads, mode))
         if have_llama:
             lp, lt = statistics.median(lpp), statistics.median(ltg)
             print(f"t={threads}: llama.cpp pp128 {lp:8.1f} tok/s  tg128 {lt:7.1f} tok/s "
@@ -105,7 +111,7 @@ def main():
         for mode in modes:
             rl = rlx[mode]
             rpp, rtg = statistics.median(x[0] for x in rl), statistics.median(x[1] for x in rl)
-            print(f"t={threads}: RLX {mode:5} pp128 {rpp:8.1f} tok/s  tg128 {rtg:7.1f} tok/s "
+            print(f"t={threads}: RLX {mode:8} pp128 {rpp:8.1f} tok/s  tg128 {rtg:7.1f} tok/s "
                   f"({rtg * weight_bytes / 1e9:.1f} GB/s; rounds: tg {' '.join(f'{x[1]:.1f}' for x in rl)})", flush=True)
             tag = "" if mode == "exact" else f"_{mode}"
             if gbs:
