@@ -782,6 +782,57 @@ mod tests {
         Tensor::from_vec(v, d).unwrap()
     }
 
+    /// The operands of an attention test case (`[B, S, H, Hk, D, C]`, each batch row's cached
+    /// length): deterministic values, llama.cpp's RoPE tables for each row's positions, and the
+    /// causal mask over the visible cache columns and the new block.
+    struct Case {
+        q: Vec<f32>,
+        k: Vec<f32>,
+        v: Vec<f32>,
+        kc: Vec<f32>,
+        vc: Vec<f32>,
+        cos: Vec<f32>,
+        sin: Vec<f32>,
+        mask: Vec<f32>,
+    }
+
+    fn case([b, s, h, hk, d, c]: [usize; 6], past: [usize; 2]) -> Case {
+        let (mut cos, mut sin) = (vec![0f32; b * s * d], vec![0f32; b * s * d]);
+        for (r, &p) in past.iter().enumerate() {
+            let at = r * s * d..(r + 1) * s * d;
+            rope_tables_ggml(10000.0, 1.0, RopeStyle::AdjacentPairs, d, p, &mut cos[at.clone()], &mut sin[at]);
+        }
+        let mut mask = vec![f32::NEG_INFINITY; b * s * (c + s)];
+        for (r, &p) in past.iter().enumerate() {
+            for i in 0..s {
+                let row = &mut mask[(r * s + i) * (c + s)..][..c + s];
+                row[..p].fill(0.0);
+                row[c..=c + i].fill(0.0);
+            }
+        }
+        Case {
+            q: vals(b * s * h * d, 1),
+            k: vals(b * s * hk * d, 2),
+            v: vals(b * s * hk * d, 3),
+            kc: vals(b * hk * c * d, 4),
+            vc: vals(b * hk * c * d, 5),
+            cos,
+            sin,
+            mask,
+        }
+    }
+
+    /// One query row's attention in f64 over `(key, value)` rows, the scale the tests use
+    /// (0.125): `Σ softmax(q·k · 0.125) v`.
+    fn f64_attention(q: &[f64], keys: &[(Vec<f64>, Vec<f64>)]) -> Vec<f64> {
+        let sc: Vec<f64> =
+            keys.iter().map(|(kr, _)| kr.iter().zip(q).map(|(a, b)| a * b).sum::<f64>() * 0.125).collect();
+        let m = sc.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let e: Vec<f64> = sc.iter().map(|x| (x - m).exp()).collect();
+        let z: f64 = e.iter().sum();
+        (0..q.len()).map(|dd| keys.iter().zip(&e).map(|((_, vr), p)| vr[dd] * p / z).sum()).collect()
+    }
+
     /// The op against plain f64 attention (RoPE from the same tables, softmax, GQA, a cache
     /// part and a causal new block, batch rows of different lengths): the same function, only
     /// the rounding differs.
@@ -790,21 +841,7 @@ mod tests {
         // The second case: more keys than the 64 output slots (up to 153 per row) and a head
         // dim that is not a multiple of 16.
         for (b, s, h, hk, d, c, past) in [(2, 3, 4, 2, 32, 5, [2usize, 5]), (2, 3, 4, 2, 40, 150, [70, 150])] {
-            let (q, k, v) = (vals(b * s * h * d, 1), vals(b * s * hk * d, 2), vals(b * s * hk * d, 3));
-            let (kc, vc) = (vals(b * hk * c * d, 4), vals(b * hk * c * d, 5));
-            let (mut cos, mut sin) = (vec![0f32; b * s * d], vec![0f32; b * s * d]);
-            for (r, &p) in past.iter().enumerate() {
-                let at = r * s * d..(r + 1) * s * d;
-                rope_tables_ggml(10000.0, 1.0, RopeStyle::AdjacentPairs, d, p, &mut cos[at.clone()], &mut sin[at]);
-            }
-            let mut mask = vec![f32::NEG_INFINITY; b * s * (c + s)];
-            for (r, &p) in past.iter().enumerate() {
-                for i in 0..s {
-                    let row = &mut mask[(r * s + i) * (c + s)..][..c + s];
-                    row[..p].fill(0.0);
-                    row[c..=c + i].fill(0.0);
-                }
-            }
+            let Case { q, k, v, kc, vc, cos, sin, mask } = case([b, s, h, hk, d, c], past);
             let ins = [
                 t(q.clone(), &[b, s, h, d]),
                 t(k.clone(), &[b, s, hk, d]),
@@ -856,15 +893,7 @@ mod tests {
                                 v[at..at + d].iter().map(|&x| x as f64).collect(),
                             ));
                         }
-                        let sc: Vec<f64> = keys
-                            .iter()
-                            .map(|(kr, _)| kr.iter().zip(&qr).map(|(a, b)| a * b).sum::<f64>() * 0.125)
-                            .collect();
-                        let m = sc.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-                        let e: Vec<f64> = sc.iter().map(|x| (x - m).exp()).collect();
-                        let z: f64 = e.iter().sum();
-                        for dd in 0..d {
-                            let want: f64 = keys.iter().zip(&e).map(|((_, vr), p)| vr[dd] * p / z).sum();
+                        for (dd, want) in f64_attention(&qr, &keys).into_iter().enumerate() {
                             worst = worst.max((o[(row * h + head) * d + dd] as f64 - want).abs());
                         }
                     }
@@ -891,21 +920,7 @@ mod tests {
     fn f16_cache_attention_matches_f64_and_portable() {
         let r16 = |x: f32| f16::from_f32(x).to_f32() as f64;
         for (b, s, h, hk, d, c, past) in [(2, 1, 10, 2, 64, 150, [70usize, 150]), (2, 3, 4, 2, 40, 20, [7, 20])] {
-            let (q, k, v) = (vals(b * s * h * d, 1), vals(b * s * hk * d, 2), vals(b * s * hk * d, 3));
-            let (kc, vc) = (vals(b * hk * c * d, 4), vals(b * hk * c * d, 5));
-            let (mut cos, mut sin) = (vec![0f32; b * s * d], vec![0f32; b * s * d]);
-            for (r, &p) in past.iter().enumerate() {
-                let at = r * s * d..(r + 1) * s * d;
-                rope_tables_ggml(10000.0, 1.0, RopeStyle::AdjacentPairs, d, p, &mut cos[at.clone()], &mut sin[at]);
-            }
-            let mut mask = vec![f32::NEG_INFINITY; b * s * (c + s)];
-            for (r, &p) in past.iter().enumerate() {
-                for i in 0..s {
-                    let row = &mut mask[(r * s + i) * (c + s)..][..c + s];
-                    row[..p].fill(0.0);
-                    row[c..=c + i].fill(0.0);
-                }
-            }
+            let Case { q, k, v, kc, vc, cos, sin, mask } = case([b, s, h, hk, d, c], past);
             let (kc16, vc16): (Vec<f16>, Vec<f16>) =
                 (kc.iter().map(|&x| f16::from_f32(x)).collect(), vc.iter().map(|&x| f16::from_f32(x)).collect());
             let x = Operands {
@@ -962,16 +977,8 @@ mod tests {
                                 v[from..from + d].iter().map(|&x| r16(x)).collect(),
                             ));
                         }
-                        let sc: Vec<f64> = keys
-                            .iter()
-                            .map(|(kr, _)| kr.iter().zip(&qr).map(|(a, b)| a * b).sum::<f64>() * 0.125)
-                            .collect();
-                        let m = sc.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-                        let e: Vec<f64> = sc.iter().map(|x| (x - m).exp()).collect();
-                        let z: f64 = e.iter().sum();
                         let bound = keys.len() as f64 * 2f64.powi(-11);
-                        for dd in 0..d {
-                            let want: f64 = keys.iter().zip(&e).map(|((_, vr), p)| vr[dd] * p / z).sum();
+                        for (dd, want) in f64_attention(&qr, &keys).into_iter().enumerate() {
                             worst = worst.max((o[(row * h + head) * d + dd] as f64 - want).abs() / bound);
                         }
                     }
