@@ -57,7 +57,7 @@ use rlx_ir::{Attr, Attrs, DType, IrError, Shape, Tensor};
 use std::sync::{Arc, Once};
 
 /// Name of the attention custom op (see the module docs).
-pub const GGML_ATTENTION: &str = "ggml_f32_attention";
+pub const GGML_ATTENTION: &str = "ggml_attention";
 
 /// Name of the RMSNorm custom op: `x` f32 `[.., N]`, `w` f32 `[N]`, attr `eps` (Float);
 /// per row `sum` of the f32 squares added in f64 in order, `mean = (f32)(sum / N)`, `scale =

@@ -65,7 +65,7 @@ pub struct GenerateArgs {
     #[arg(long)]
     pub ignore_eos: bool,
     /// Fast mode: Q8_0-quantized activations inside the quantized matmuls, as llama.cpp
-    /// (default: exact f32 activations, parity with the fp32 reference)
+    /// (default: exact f32 activations, parity with the fp64 reference over the dequantized weights)
     #[arg(long)]
     pub fast: bool,
     /// Element type of the KV cache (f16 halves its memory)
