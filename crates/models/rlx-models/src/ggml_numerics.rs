@@ -990,6 +990,37 @@ mod tests {
         }
     }
 
+    /// A query row that sees no key (all `-inf` mask) gives zeros with an f16 cache, as
+    /// llama.cpp's flash attention (`S == 0`), on both paths and without a panic.
+    #[test]
+    fn f16_cache_attention_of_a_row_with_no_key_is_zero() {
+        let ([b, s, h, hk, d, c], past) = ([2, 1, 2, 1, 64, 4], [3, 0]);
+        let Case { q, k, v, kc, vc, cos, sin, .. } = case([b, s, h, hk, d, c], past);
+        let (kc16, vc16): (Vec<f16>, Vec<f16>) =
+            (kc.iter().map(|&x| f16::from_f32(x)).collect(), vc.iter().map(|&x| f16::from_f32(x)).collect());
+        let mask = vec![f32::NEG_INFINITY; b * s * (c + s)];
+        let x = Operands {
+            scale: 0.125,
+            style: RopeStyle::AdjacentPairs,
+            q: &q,
+            k: &k,
+            v: &v,
+            cos: &cos,
+            sin: &sin,
+            kc: &[],
+            vc: &[],
+            kc16: &kc16,
+            vc16: &vc16,
+            f16: true,
+            mask: &mask,
+        };
+        for simd in [true, false] {
+            let (mut o, mut kn, mut vn) = (vec![1f32; b * s * h * d], vec![0f32; k.len()], vec![0f32; v.len()]);
+            attention(&x, [b, s, h, hk, d, c], &mut o, &mut kn, &mut vn, simd);
+            assert!(o.iter().all(|&y| y == 0.0), "simd {simd}: {:?}", &o[..4]);
+        }
+    }
+
     #[test]
     fn attention_rejects_bad_operands() {
         let f = |d: &[usize]| Shape::new(d, DType::F32);

@@ -39,6 +39,11 @@ pub(super) fn group<'a, const AVX: bool>(
     let (x, [_, s, h, hk, d, c]) = (t.x, t.dims);
     let (bi, gh) = (row / s, h / hk);
     let keys = &t.keys[t.starts[row]..t.starts[row + 1]];
+    if keys.is_empty() {
+        // No visible key (a padding row): llama.cpp's `S == 0` case.
+        out.fill(0.0);
+        return;
+    }
     let mask = &x.mask[row * (c + s)..][..c + s];
     // Key or value row of column `j`: the cache's, or the new block's (rounded to f16).
     let at = |j: usize, cache: &'a [f16], new: &'a [f16]| -> &'a [f16] {
