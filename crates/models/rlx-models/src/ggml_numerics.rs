@@ -273,7 +273,6 @@ impl CustomOp for GgmlAttention {
             vc,
             kc16: h(5),
             vc16: h(6),
-            f16: ins[5].dtype() == DType::F16,
             mask: f(7),
         };
         let [o, kn, vn] = outs else { return Err(err("three results expected".into())) };
@@ -327,7 +326,6 @@ struct Operands<'a> {
     /// The caches when f16 (then `kc`, `vc` are empty): [`flash_f16`]'s arithmetic.
     kc16: &'a [f16],
     vc16: &'a [f16],
-    f16: bool,
     mask: &'a [f32],
 }
 
@@ -376,9 +374,11 @@ fn attention(x: &Operands, dims: [usize; 6], o: &mut [f32], kn: &mut [f32], vn: 
         let _ = simd;
         false
     };
-    // An f16 cache: the new block's rows as the cache will hold them.
-    let (mut kn16, mut vn16) = (Vec::new(), Vec::new());
-    if x.f16 {
+    // An f16 cache: the new block's rows as the cache will hold them (kept per thread, as
+    // the keys).
+    let f16_cache = !x.kc16.is_empty();
+    let (mut kn16, mut vn16) = NEW16.take();
+    if f16_cache {
         kn16.resize(kn.len(), f16::ZERO);
         vn16.resize(vn.len(), f16::ZERO);
         kn16.convert_from_f32_slice(kn);
@@ -393,7 +393,7 @@ fn attention(x: &Operands, dims: [usize; 6], o: &mut [f32], kn: &mut [f32], vn: 
         // SAFETY: task `i` writes only `o[i·gd .. (i + 1)·gd]` (row-major `[B·S, H, D]`, the
         // group's heads adjacent), which no other task touches, and `o` outlives `parallel_for`.
         let out = unsafe { std::slice::from_raw_parts_mut(t.out.0.add(i * gd), gd) };
-        if x.f16 {
+        if f16_cache {
             #[cfg(target_arch = "x86_64")]
             if f16c {
                 // SAFETY: the features were detected above.
@@ -409,6 +409,7 @@ fn attention(x: &Operands, dims: [usize; 6], o: &mut [f32], kn: &mut [f32], vn: 
         group_attention(dot_ggml, &t, row, group, out);
     });
     KEYS.set((keys, starts));
+    NEW16.set((kn16, vn16));
 }
 
 /// What every task of [`attention`] reads, and the output they write.
@@ -593,6 +594,8 @@ thread_local! {
     static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
     /// [`attention`]'s visible key columns and their per-row starts.
     static KEYS: std::cell::RefCell<(Vec<usize>, Vec<usize>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+    /// [`attention`]'s new key and value rows rounded to f16 (an f16 cache).
+    static NEW16: std::cell::RefCell<(Vec<f16>, Vec<f16>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
 }
 
 /// Ask for `row`'s cache lines into L2 (no-op off x86_64).
@@ -822,6 +825,30 @@ mod tests {
         }
     }
 
+    /// The op on `cs` with its caches rounded to f16 (scale 0.125, adjacent pairs): the
+    /// attention output and `k_new`. The output starts as ones, so a row left unwritten shows.
+    fn run_f16_cache(cs: &Case, [b, s, h, hk, d, c]: [usize; 6], simd: bool) -> (Vec<f32>, Vec<f32>) {
+        let to16 = |v: &[f32]| -> Vec<f16> { v.iter().map(|&x| f16::from_f32(x)).collect() };
+        let (kc16, vc16) = (to16(&cs.kc), to16(&cs.vc));
+        let x = Operands {
+            scale: 0.125,
+            style: RopeStyle::AdjacentPairs,
+            q: &cs.q,
+            k: &cs.k,
+            v: &cs.v,
+            cos: &cs.cos,
+            sin: &cs.sin,
+            kc: &[],
+            vc: &[],
+            kc16: &kc16,
+            vc16: &vc16,
+            mask: &cs.mask,
+        };
+        let (mut o, mut kn, mut vn) = (vec![1f32; b * s * h * d], vec![0f32; cs.k.len()], vec![0f32; cs.v.len()]);
+        attention(&x, [b, s, h, hk, d, c], &mut o, &mut kn, &mut vn, simd);
+        (o, kn)
+    }
+
     /// One query row's attention in f64 over `(key, value)` rows, the scale the tests use
     /// (0.125): `Σ softmax(q·k · 0.125) v`.
     fn f64_attention(q: &[f64], keys: &[(Vec<f64>, Vec<f64>)]) -> Vec<f64> {
@@ -920,29 +947,9 @@ mod tests {
     fn f16_cache_attention_matches_f64_and_portable() {
         let r16 = |x: f32| f16::from_f32(x).to_f32() as f64;
         for (b, s, h, hk, d, c, past) in [(2, 1, 10, 2, 64, 150, [70usize, 150]), (2, 3, 4, 2, 40, 20, [7, 20])] {
-            let Case { q, k, v, kc, vc, cos, sin, mask } = case([b, s, h, hk, d, c], past);
-            let (kc16, vc16): (Vec<f16>, Vec<f16>) =
-                (kc.iter().map(|&x| f16::from_f32(x)).collect(), vc.iter().map(|&x| f16::from_f32(x)).collect());
-            let x = Operands {
-                scale: 0.125,
-                style: RopeStyle::AdjacentPairs,
-                q: &q,
-                k: &k,
-                v: &v,
-                cos: &cos,
-                sin: &sin,
-                kc: &[],
-                vc: &[],
-                kc16: &kc16,
-                vc16: &vc16,
-                f16: true,
-                mask: &mask,
-            };
-            let run = |simd: bool| {
-                let (mut o, mut kn, mut vn) = (vec![0f32; b * s * h * d], vec![0f32; k.len()], vec![0f32; v.len()]);
-                attention(&x, [b, s, h, hk, d, c], &mut o, &mut kn, &mut vn, simd);
-                (o, kn)
-            };
+            let cs = case([b, s, h, hk, d, c], past);
+            let Case { q, v, kc, vc, cos, sin, .. } = &cs;
+            let run = |simd| run_f16_cache(&cs, [b, s, h, hk, d, c], simd);
             let ((o, kn), (o_portable, _)) = (run(true), run(false));
             assert!(o.iter().zip(&o_portable).all(|(a, p)| a.to_bits() == p.to_bits()), "AVX-512 and portable differ");
             let mut worst = 0f64;
@@ -995,28 +1002,10 @@ mod tests {
     #[test]
     fn f16_cache_attention_of_a_row_with_no_key_is_zero() {
         let ([b, s, h, hk, d, c], past) = ([2, 1, 2, 1, 64, 4], [3, 0]);
-        let Case { q, k, v, kc, vc, cos, sin, .. } = case([b, s, h, hk, d, c], past);
-        let (kc16, vc16): (Vec<f16>, Vec<f16>) =
-            (kc.iter().map(|&x| f16::from_f32(x)).collect(), vc.iter().map(|&x| f16::from_f32(x)).collect());
-        let mask = vec![f32::NEG_INFINITY; b * s * (c + s)];
-        let x = Operands {
-            scale: 0.125,
-            style: RopeStyle::AdjacentPairs,
-            q: &q,
-            k: &k,
-            v: &v,
-            cos: &cos,
-            sin: &sin,
-            kc: &[],
-            vc: &[],
-            kc16: &kc16,
-            vc16: &vc16,
-            f16: true,
-            mask: &mask,
-        };
+        let mut cs = case([b, s, h, hk, d, c], past);
+        cs.mask.fill(f32::NEG_INFINITY);
         for simd in [true, false] {
-            let (mut o, mut kn, mut vn) = (vec![1f32; b * s * h * d], vec![0f32; k.len()], vec![0f32; v.len()]);
-            attention(&x, [b, s, h, hk, d, c], &mut o, &mut kn, &mut vn, simd);
+            let (o, _) = run_f16_cache(&cs, [b, s, h, hk, d, c], simd);
             assert!(o.iter().all(|&y| y == 0.0), "simd {simd}: {:?}", &o[..4]);
         }
     }

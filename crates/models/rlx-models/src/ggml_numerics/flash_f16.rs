@@ -93,7 +93,7 @@ pub(super) fn group<'a, const AVX: bool>(
     }
     acc.clear();
     acc.resize(gh * d, 0.0);
-    accumulate::<AVX>(t, keys, (row, g), w, ms, acc);
+    accumulate::<AVX>(t, keys, (row, g), w, ms, acc, kf);
     for ((o, a), &f) in out.chunks_exact_mut(d).zip(acc.chunks_exact(d)).zip(inv.iter()) {
         for (o, &a) in o.iter_mut().zip(a) {
             *o = a * f;
@@ -113,6 +113,7 @@ fn accumulate<const AVX: bool>(
     w: &[f32],
     ms: &[f32],
     acc: &mut [f32],
+    kf: &mut [f32],
 ) {
     let (x, [_, s, _, hk, d, c]) = (t.x, t.dims);
     let (bi, n) = (row / s, keys.len());
@@ -128,15 +129,16 @@ fn accumulate<const AVX: bool>(
         // SAFETY: `AVX` means the caller enabled AVX-512F, F16C and FMA; `D == 64`.
         return unsafe { avx::accumulate_d64(&v_at, n, keys, w, ms, acc) };
     }
-    let mut vf = vec![0f32; d];
+    // The key row's buffer, free by now, takes each value row.
+    let vf = kf;
     for (i, &j) in keys.iter().enumerate() {
-        widen::<AVX>(v_at(j), &mut vf);
+        widen::<AVX>(v_at(j), vf);
         for (k, a) in acc.chunks_exact_mut(d).enumerate() {
             let (f, v) = (ms[k * n + i], w[k * n + i]);
             if f != 1.0 {
                 scale_f16::<AVX>(a, f);
             }
-            mad_f16::<AVX>(a, &vf, v);
+            mad_f16::<AVX>(a, vf, v);
         }
     }
 }
