@@ -65,6 +65,18 @@ fn dot64(w: &[f32], x: &[f32]) -> (f64, f64) {
     })
 }
 
+/// AVX-512 VNNI on this CPU.
+fn vnni() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("avx512vnni")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 /// Exact mode: every output within `1e-5 · Σ|w·x|` of the f64 product of the dequantized
 /// weights (f32 rounding of a K-term sum is far below that).
 fn check_exact(ty: GgmlType, lead: &[usize], k: usize, n: usize, seed: u64, opts: &CpuOptions) -> String {
@@ -95,8 +107,11 @@ fn exact_mode_matches_f64_reference() {
                 seed += 3;
                 let kernel = check_exact(ty, lead, k, n, seed, &opts);
                 let m: usize = lead.iter().product();
-                // Up to 8 activation rows run the fused kernel once per row.
+                // Up to 8 activation rows run the fused kernel once per row (Q4_0 / Q4_1 with
+                // VNNI: on integer dots against block floating point activations).
+                let bfp = matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1) && vnni();
                 let want = match (m, NATIVE.contains(&ty) && avx) {
+                    (1..=8, true) if bfp => "dequant_matmul_fused_vnni",
                     (1..=8, true) => "dequant_matmul_fused_avx512",
                     (1, false) => "dequant_matmul_rowwise",
                     (_, true) => "dequant_matmul_tile_avx512",

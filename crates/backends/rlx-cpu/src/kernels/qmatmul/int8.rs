@@ -398,6 +398,9 @@ fn nib_dot(qs: &[u8], q: &[u8], off: i32) -> i32 {
 }
 
 #[cfg(target_arch = "x86_64")]
+pub(super) use avx::reduce_rows;
+
+#[cfg(target_arch = "x86_64")]
 // The kernels index several per-row / per-column arrays with one tile index.
 #[allow(clippy::needless_range_loop)]
 mod avx {
@@ -458,7 +461,7 @@ mod avx {
     /// instead of 32 µops (SmolLM2's rows of 18 blocks spend a fifth of their time in sums).
     #[target_feature(enable = "avx512f")]
     #[inline]
-    pub(super) fn reduce_rows<const R: usize>(v: [__m512; R]) -> [f32; R] {
+    pub(in crate::kernels::qmatmul) fn reduce_rows<const R: usize>(v: [__m512; R]) -> [f32; R] {
         let mut out = [0f32; R];
         let mut r = 0;
         while r + 4 <= R {

@@ -39,6 +39,7 @@
 //! by [`select`]; [`run`] allocates nothing.
 
 mod amx;
+mod bfp;
 mod decode;
 mod exact;
 mod int8;
@@ -121,6 +122,9 @@ pub struct QMatmulKernel {
     ct: Vec<f32>,
     /// `Σ x` per 32- (16-) element block (`fused` path, schemes with [`decode::needs_block_sums`]).
     xblk: Vec<f32>,
+    /// The `fused` path's activation row as [`bfp`]'s block floating point (Q4_0 / Q4_1 with
+    /// VNNI; empty otherwise).
+    xbfp: Vec<u8>,
     /// The `amx` path's activation layout and per-chunk scratch.
     amx: Option<amx::AmxScratch>,
     /// `Path::Q8` without VNNI on weights in `Layout::SplitRows`: per chunk, [`JOIN_ROWS`] rows
@@ -145,6 +149,7 @@ impl QMatmulKernel {
             Path::Q8(2) => "dequant_matmul_q8_vnni",
             Path::Q8(1) => "dequant_matmul_q8_avx2",
             Path::Q8(_) => "dequant_matmul_q8_scalar",
+            Path::Fused if !self.xbfp.is_empty() => "dequant_matmul_fused_vnni",
             Path::Fused => "dequant_matmul_fused_avx512",
             Path::Tile if self.simd && exact::has_decoder(self.ty) => "dequant_matmul_tile_avx512",
             Path::Tile => "dequant_matmul_tile",
@@ -229,6 +234,7 @@ pub fn select(
             (chunk, 0, if path == Path::Rowwise { n.div_ceil(chunk) * k } else { 0 })
         }
     };
+    let bfp_ok = bfp::has_path(ty) && int8::simd_level(opts.simd.avx512()) == 2;
     let q8 = if matches!(path, Path::Q8(_) | Path::Amx) { m * int8::act_row_bytes(ty, k) } else { 0 };
     let join = split && matches!(path, Path::Q8(l) if l != 2);
     let amx = (path == Path::Amx).then(|| amx::AmxScratch::new(ty, m, k, n.div_ceil(chunk)));
@@ -249,6 +255,7 @@ pub fn select(
         ct: if on_sgemm { vec![0.0; scratch / ld.max(1) * m] } else { vec![] },
         ld,
         xblk: vec![0.0; if path == Path::Fused && decode::needs_block_sums(ty) { k / decode::sum_len(ty) } else { 0 }],
+        xbfp: vec![0; if path == Path::Fused && bfp_ok { bfp::act_bytes(k) } else { 0 }],
         amx,
         wjoin: if join { vec![0; n.div_ceil(chunk) * JOIN_ROWS * row_bytes] } else { vec![] },
     })
@@ -374,6 +381,16 @@ fn run_decode(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32]) {
         }
         let (chunk, row_bytes, ty, xblk) = (k.chunk, k.row_bytes, k.ty, &k.xblk[..]);
         let yp = OutPtr(y.as_mut_ptr());
+        if !k.xbfp.is_empty() && bfp_quantize(x, &mut k.xbfp) {
+            let (xa, nb) = (&k.xbfp[..], kk / 32);
+            spin::for_each(n.div_ceil(chunk), |c| {
+                let (j0, j1) = (c * chunk, ((c + 1) * chunk).min(n));
+                // SAFETY: chunks write disjoint ranges `j0..j1` of `y`, which outlives the call.
+                let yc = unsafe { yp.slice(j0, j1 - j0) };
+                bfp_dot_rows(ty, &wb[j0 * row_bytes..j1 * row_bytes], row_bytes, xa, nb, yc);
+            });
+            continue;
+        }
         spin::for_each(n.div_ceil(chunk), |c| {
             let (j0, j1) = (c * chunk, ((c + 1) * chunk).min(n));
             // SAFETY: chunks write disjoint ranges `j0..j1` of `y`, which outlives the call.
@@ -389,6 +406,30 @@ fn decode_dot_rows(ty: GgmlType, w: &[u8], row_bytes: usize, x: &[f32], xblk: &[
     // SAFETY: `Path::Fused` is planned only when the features were detected; lengths checked
     // in `run`; `xblk` was filled above where the scheme needs it.
     unsafe { decode::dot_rows(ty, w, row_bytes, x, xblk, y) }
+}
+
+/// [`bfp::quantize`] (`xbfp` is allocated only where it can run).
+#[cfg(target_arch = "x86_64")]
+fn bfp_quantize(x: &[f32], xa: &mut [u8]) -> bool {
+    // SAFETY: `xbfp` is planned only with AVX-512 + VNNI detected, `act_bytes(k)` long.
+    unsafe { bfp::quantize(x, xa) }
+}
+
+/// [`bfp::dot_rows`] on GGUF blocks.
+#[cfg(target_arch = "x86_64")]
+fn bfp_dot_rows(ty: GgmlType, w: &[u8], row_bytes: usize, xa: &[u8], nb: usize, y: &mut [f32]) {
+    // SAFETY: as `bfp_quantize`; `xa` was written by it; lengths checked in `run`.
+    unsafe { bfp::dot_rows(ty, false, w, row_bytes, xa, nb, y) }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn bfp_quantize(_: &[f32], _: &mut [u8]) -> bool {
+    false
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn bfp_dot_rows(_: GgmlType, _: &[u8], _: usize, _: &[u8], _: usize, _: &mut [f32]) {
+    unreachable!("the bfp kernel is planned only on x86_64")
 }
 
 #[cfg(not(target_arch = "x86_64"))]

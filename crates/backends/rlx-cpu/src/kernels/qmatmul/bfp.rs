@@ -1,0 +1,329 @@
+//! Exact-mode decode (`M = 1`) of Q4_0 / Q4_1 on integer dot products: the activation row is
+//! held as 23-bit block floating point, so `Σ q · x` of every 32-weight block is an exact
+//! integer computed with `vpdpbusd`, as the fast mode computes its dots, without the fast
+//! mode's 8-bit rounding of the activations.
+//!
+//! Per 32-element block `b` of `x`: `x_i = s_b · n_i` with `s_b` the power of two that makes
+//! `max |n_i| ≤ 2²²` (`n_i = round(x_i / s_b)`; every element in the top binade of the block
+//! keeps all 24 bits of its f32 mantissa, smaller ones keep their bits down to `s_b / 2`), and
+//! each `n_i` split into three signed bytes `n = 2¹⁶ h + 2⁸ m + l` (`l, m ∈ [-128, 127]`,
+//! `|h| ≤ 65`). Then `Σ q n = 2¹⁶ Σ q h + 2⁸ Σ q m + Σ q l`: six `vpdpbusd` per four blocks
+//! (low and high nibbles against each digit plane), accumulated in one `i32` lane chain with two
+//! shifts (`|Σ q n| ≤ 8 · 15 · 2²²` per lane), converted to f32 once (the first and only
+//! rounding of the block's integer dot) and scaled by `d · s_b`. Q4_0's `-8 Σ n` per lane is
+//! an exact integer added before the conversion; Q4_1's `m · Σ x_b` is one FMA per block, with
+//! `Σ x_b = s_b Σ n_i`.
+//!
+//! Error: `|x_i - s_b n_i| ≤ s_b / 2 ≤ 2⁻²³ max_b |x|`, so a block's result is within
+//! `2⁻²³ · 15 · 32 · max_b |x| · |d|` plus one f32 rounding of each of the terms above, the
+//! order of an f32 sum's rounding (the exact mode's contract: agreement with the f64 reference up
+//! to f32 rounding, `tests/qmatmul.rs`). A row with a non-finite element, or a block whose
+//! largest element is nonzero and below 2⁻⁸¹ (where `d · s_b` could fall below the normal f32
+//! range), is not converted:
+//! [`quantize`] returns `false` and the caller runs `decode`'s f32 kernel.
+//!
+//! Activation row layout ([`act_bytes`]): per quad of 4 blocks 384 bytes of digits, the planes
+//! `h, m, l` each as the quad's 16-byte low halves (elements 0–15 of block `j` at bytes
+//! `16 j ..`) then its high halves (elements 16–31), the layout of a quad's nibbles in
+//! one 512-bit register; then per quad 64 bytes of Q4_0's correction (`i32` per lane); then
+//! `s_b` and `Σ x_b` as f32 per block. Blocks past the row's end, up to a whole quad, are zero.
+
+use rlx_gguf::GgmlType;
+
+/// Bytes of one quad's digit planes.
+const QUAD_BYTES: usize = 3 * 2 * 64;
+/// Bytes of one quad's Q4_0 correction.
+const CORR_BYTES: usize = 64;
+
+/// True when `ty` has this kernel.
+pub(super) fn has_path(ty: GgmlType) -> bool {
+    matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1)
+}
+
+/// Bytes of one converted activation row of `k` elements (`k` a multiple of 32).
+pub(super) fn act_bytes(k: usize) -> usize {
+    let nb = k / 32;
+    nb.div_ceil(4) * (QUAD_BYTES + CORR_BYTES) + 8 * nb
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(super) use avx512::{dot_rows, quantize};
+
+#[cfg(target_arch = "x86_64")]
+// The kernels index several per-row arrays with one row index.
+#[allow(clippy::needless_range_loop)]
+mod avx512 {
+    use super::{CORR_BYTES, QUAD_BYTES};
+    use crate::kernels::qmatmul::decode::{Ahead, prefetch, prefetch_ahead, prefetch_rows};
+    use crate::kernels::qmatmul::int8::reduce_rows;
+    use rlx_gguf::GgmlType;
+    use std::arch::x86_64::*;
+
+    /// Weight rows per group (sharing the activation loads).
+    const ROWS: usize = 4;
+    /// Blocks whose scales are read together.
+    const GROUP: usize = 16;
+
+    /// Convert the activation row `x` (`32 nb` floats) into `out` ([`super::act_bytes`] bytes).
+    /// Returns `false`, leaving `out` unspecified, for a row with a non-finite element or a
+    /// block whose largest magnitude is nonzero and below 2⁻⁸¹.
+    ///
+    /// # Safety
+    /// AVX-512F/BW/VL + VNNI must be available; `out.len() >= act_bytes(x.len())`, `x.len()` a
+    /// multiple of 32.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    pub(in crate::kernels::qmatmul) unsafe fn quantize(x: &[f32], out: &mut [u8]) -> bool {
+        let nb = x.len() / 32;
+        let nq = nb.div_ceil(4);
+        debug_assert!(out.len() >= super::act_bytes(x.len()));
+        let (o, xp) = (out.as_mut_ptr(), x.as_ptr());
+        let (corr, scales) = (nq * QUAD_BYTES, nq * (QUAD_BYTES + CORR_BYTES));
+        let sums = scales + 4 * nb;
+        let (byte, half) = (_mm512_set1_epi32(255), _mm512_set1_epi32(128));
+        let expo = _mm512_set1_epi32(0x7f80_0000);
+        // SAFETY (every pointer below): block `b < nb` has 32 floats at `xp + 32 b`; a quad's
+        // digits span `QUAD_BYTES` from `o + q QUAD_BYTES`, its correction `CORR_BYTES` from
+        // `o + corr + q CORR_BYTES`; the scales and sums `4 nb` bytes each.
+        unsafe {
+            for b in 0..4 * nq {
+                let at = o.add(b / 4 * QUAD_BYTES + 16 * (b % 4));
+                if b >= nb {
+                    for t in 0..6 {
+                        _mm_storeu_si128(at.add(64 * t).cast(), _mm_setzero_si128());
+                    }
+                    continue;
+                }
+                let xs = [_mm512_loadu_ps(xp.add(32 * b)), _mm512_loadu_ps(xp.add(32 * b + 16))];
+                let inf = _mm512_cmpeq_epi32_mask(_mm512_and_si512(_mm512_castps_si512(xs[0]), expo), expo)
+                    | _mm512_cmpeq_epi32_mask(_mm512_and_si512(_mm512_castps_si512(xs[1]), expo), expo);
+                if inf != 0 {
+                    return false;
+                }
+                let amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(xs[0]), _mm512_abs_ps(xs[1])));
+                // amax in [2^(e-127), 2^(e-126)): s = 2^(e-148), so |x / s| < 2^22; e >= 46
+                // keeps s >= 2^-102, so d s is a normal f32 for every f16 d.
+                let e = amax.to_bits() >> 23;
+                let (s, inv) = if amax == 0.0 {
+                    (1.0, 1.0)
+                } else if e < 46 {
+                    return false;
+                } else {
+                    (f32::from_bits((e - 21) << 23), f32::from_bits((275 - e) << 23))
+                };
+                let inv = _mm512_set1_ps(inv);
+                let mut total = _mm512_setzero_si512();
+                for (hf, &xv) in xs.iter().enumerate() {
+                    // Exact scaling by a power of two, then rounding to nearest even.
+                    let n = _mm512_cvtps_epi32(_mm512_mul_ps(xv, inv));
+                    total = _mm512_add_epi32(total, n);
+                    let l = _mm512_sub_epi32(_mm512_and_si512(_mm512_add_epi32(n, half), byte), half);
+                    let t = _mm512_srai_epi32::<8>(_mm512_sub_epi32(n, l));
+                    let m = _mm512_sub_epi32(_mm512_and_si512(_mm512_add_epi32(t, half), byte), half);
+                    let h = _mm512_srai_epi32::<8>(_mm512_sub_epi32(t, m));
+                    for (p, d) in [h, m, l].into_iter().enumerate() {
+                        _mm_storeu_si128(at.add(64 * (2 * p + hf)).cast(), _mm512_cvtepi32_epi8(d));
+                    }
+                }
+                o.add(scales + 4 * b).cast::<f32>().write_unaligned(s);
+                // |Σ n| ≤ 2^27: exact in i32; one rounding to f32, exact scaling.
+                o.add(sums + 4 * b).cast::<f32>().write_unaligned(_mm512_reduce_add_epi32(total) as f32 * s);
+            }
+            // Q4_0's `-8 Σ n` per lane: the kernel's own chain on nibbles of 8.
+            let eight = _mm512_set1_epi8(8);
+            for q in 0..nq {
+                let d = quad_dot(o.add(q * QUAD_BYTES), eight, eight, _mm512_setzero_si512());
+                _mm512_storeu_si512(o.add(corr + q * CORR_BYTES).cast(), _mm512_sub_epi32(_mm512_setzero_si512(), d));
+            }
+        }
+        true
+    }
+
+    /// `Σ q n` per lane of one quad: the unsigned nibbles `zlo` / `zhi` (block `j`'s low / high
+    /// nibbles in 128-bit lane `j`) against the quad's digit planes at `xq`, added to `init`.
+    ///
+    /// # Safety
+    /// AVX-512F + VNNI; `xq` points to a quad's `QUAD_BYTES`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    #[inline]
+    unsafe fn quad_dot(xq: *const u8, zlo: __m512i, zhi: __m512i, init: __m512i) -> __m512i {
+        // SAFETY: six 64-byte loads inside the quad (caller).
+        let x = |t: usize| unsafe { _mm512_loadu_si512(xq.add(64 * t).cast()) };
+        let a = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(init, zlo, x(0)), zhi, x(1));
+        let a = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_slli_epi32::<8>(a), zlo, x(2)), zhi, x(3));
+        _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_slli_epi32::<8>(a), zlo, x(4)), zhi, x(5))
+    }
+
+    /// Block layouts (const parameters of the row kernel): `d f16, 16 bytes`, `w = d (q - 8)`.
+    const Q4_0: u8 = 0;
+    /// `d f16, m f16, 16 bytes`, `w = d q + m`.
+    const Q4_1: u8 = 1;
+
+    /// The dot products of `R` rows.
+    type RowsFn<const R: usize> = unsafe fn([*const u8; R], *const u8, usize) -> [f32; R];
+
+    /// `y[r] = Σ dequant(w row r) · x` for every row of `w` (`y.len()` rows of `row_bytes`),
+    /// `xa` the activation row converted by [`quantize`]; with `split` the rows are in
+    /// `rlx_gguf::Layout::SplitRows`.
+    ///
+    /// # Safety
+    /// AVX-512F/BW/VL + VNNI, AVX2, FMA and F16C must be available; `ty` satisfies
+    /// [`super::has_path`]; `w.len() == y.len() · row_bytes`, `row_bytes` = `nb` blocks of `ty`;
+    /// `xa` holds `act_bytes(32 nb)` bytes written by [`quantize`].
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    pub(in crate::kernels::qmatmul) unsafe fn dot_rows(
+        ty: GgmlType,
+        split: bool,
+        w: &[u8],
+        row_bytes: usize,
+        xa: &[u8],
+        nb: usize,
+        y: &mut [f32],
+    ) {
+        debug_assert_eq!(w.len(), y.len() * row_bytes);
+        debug_assert!(xa.len() >= super::act_bytes(32 * nb));
+        let (dot, dot1): (RowsFn<ROWS>, RowsFn<1>) = match (ty, split) {
+            (GgmlType::Q4_0, false) => (rows::<ROWS, Q4_0, false>, rows::<1, Q4_0, false>),
+            (GgmlType::Q4_0, true) => (rows::<ROWS, Q4_0, true>, rows::<1, Q4_0, true>),
+            (_, false) => (rows::<ROWS, Q4_1, false>, rows::<1, Q4_1, false>),
+            (_, true) => (rows::<ROWS, Q4_1, true>, rows::<1, Q4_1, true>),
+        };
+        let (wp, xp) = (w.as_ptr(), xa.as_ptr());
+        let full = y.len() / ROWS * ROWS;
+        // SAFETY: rows `j .. j + ROWS` (or `j`) lie inside `w`; the callee's contract is ours.
+        unsafe {
+            // The rows between the first group and the first ones the kernel prefetches.
+            prefetch(w, ROWS * row_bytes, prefetch_rows(row_bytes) * row_bytes);
+            for j in (0..full).step_by(ROWS) {
+                let rows = std::array::from_fn(|r| wp.add((j + r) * row_bytes));
+                y[j..j + ROWS].copy_from_slice(&dot(rows, xp, nb));
+            }
+            for (j, yj) in y.iter_mut().enumerate().skip(full) {
+                *yj = dot1([wp.add(j * row_bytes)], xp, nb)[0];
+            }
+        }
+    }
+
+    /// The dot products of `R` rows of scheme `K` (`nb` blocks each; `SPLIT`: in
+    /// `rlx_gguf::Layout::SplitRows`) with the converted activation row at `xa`.
+    ///
+    /// # Safety
+    /// As [`dot_rows`]; every `w[r]` points to a whole row.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    unsafe fn rows<const R: usize, const K: u8, const SPLIT: bool>(
+        w: [*const u8; R],
+        xa: *const u8,
+        nb: usize,
+    ) -> [f32; R] {
+        let row: usize = nb * if K == Q4_1 { 20 } else { 18 };
+        let ahead = Ahead::new(row);
+        // Quant bytes of block `b` at `ts b + qo`.
+        let (ts, qo): (usize, usize) = if SPLIT {
+            (16, 0)
+        } else if K == Q4_1 {
+            (20, 4)
+        } else {
+            (18, 2)
+        };
+        let nq = nb.div_ceil(4);
+        let m4 = _mm512_set1_epi8(0x0f);
+        let offs = _mm512_mullo_epi32(
+            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+            _mm512_set1_epi32(ts as i32),
+        );
+        // Block of each lane in a quad (plus the quad's first block in its group).
+        let quad = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+        let (corr, scales) = (xa.wrapping_add(nq * QUAD_BYTES), xa.wrapping_add(nq * (QUAD_BYTES + CORR_BYTES)));
+        let sums = scales.wrapping_add(4 * nb);
+        let mut acc = [_mm512_setzero_ps(); R];
+        let mut macc = [_mm512_setzero_ps(); R];
+        let mut sc = [_mm512_setzero_ps(); R];
+        let mut g0 = 0;
+        // SAFETY (every pointer below): block `b < nb` of row `r` spans `ts` bytes from
+        // `w[r] + ts b` (split: its quants 16 bytes from `w[r] + 16 b`, its f16 fields at
+        // `w[r] + 16 nb + 2 b` and `+ 18 nb + 2 b`), read under the group's lane mask or for
+        // blocks `< nb` only; the activation row is `act_bytes(32 nb)` bytes (`quantize`).
+        unsafe {
+            while g0 < nb {
+                let gn = GROUP.min(nb - g0);
+                let lanes: __mmask16 = if gn == GROUP { 0xffff } else { (1u16 << gn) - 1 };
+                let xs = _mm512_maskz_loadu_ps(lanes, scales.add(4 * g0).cast());
+                let sx = _mm512_maskz_loadu_ps(lanes, sums.add(4 * g0).cast());
+                for r in 0..R {
+                    prefetch_ahead(w[r], ahead, g0 * ts, (g0 + gn) * ts);
+                    let (d, m) = if SPLIT {
+                        let s0 = 16 * nb + 2 * g0;
+                        if K == Q4_0 {
+                            prefetch_ahead(w[r], ahead, s0, s0 + 2 * gn);
+                        } else if g0 == 0 {
+                            prefetch_ahead(w[r], ahead, s0, row);
+                        }
+                        let d = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes, w[r].add(s0).cast()));
+                        let m = if K == Q4_1 {
+                            _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes, w[r].add(s0 + 2 * nb).cast()))
+                        } else {
+                            _mm512_setzero_ps()
+                        };
+                        (d, m)
+                    } else {
+                        let h = _mm512_mask_i32gather_epi32::<1>(
+                            _mm512_setzero_si512(),
+                            lanes,
+                            offs,
+                            w[r].add(g0 * ts).cast(),
+                        );
+                        let m = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(h)));
+                        (_mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)), m)
+                    };
+                    sc[r] = _mm512_mul_ps(d, xs);
+                    if K == Q4_1 {
+                        macc[r] = _mm512_fmadd_ps(m, sx, macc[r]);
+                    }
+                }
+                let mut i = 0;
+                while i < gn {
+                    let b = g0 + i;
+                    let xq = xa.add(b / 4 * QUAD_BYTES);
+                    let init = if K == Q4_0 {
+                        _mm512_loadu_si512(corr.add(b / 4 * CORR_BYTES).cast())
+                    } else {
+                        _mm512_setzero_si512()
+                    };
+                    let sidx = _mm512_add_epi32(quad, _mm512_set1_epi32(i as i32));
+                    let nblk = 4.min(gn - i);
+                    for r in 0..R {
+                        let p = w[r].add(b * ts + qo);
+                        let q = if SPLIT && nblk == 4 {
+                            _mm512_loadu_si512(p.cast())
+                        } else if SPLIT {
+                            _mm512_maskz_loadu_epi32((1u16 << (4 * nblk)) - 1, p.cast())
+                        } else {
+                            let mut q = _mm512_castsi128_si512(_mm_loadu_si128(p.cast()));
+                            if nblk > 1 {
+                                q = _mm512_mask_broadcast_i32x4(q, 0x00f0, _mm_loadu_si128(p.add(ts).cast()));
+                            }
+                            if nblk > 2 {
+                                q = _mm512_mask_broadcast_i32x4(q, 0x0f00, _mm_loadu_si128(p.add(2 * ts).cast()));
+                            }
+                            if nblk > 3 {
+                                q = _mm512_mask_broadcast_i32x4(q, 0xf000, _mm_loadu_si128(p.add(3 * ts).cast()));
+                            }
+                            q
+                        };
+                        // Lanes of missing blocks: zero nibbles against zero digits.
+                        let q =
+                            if !SPLIT && nblk < 4 { _mm512_maskz_mov_epi32((1u16 << (4 * nblk)) - 1, q) } else { q };
+                        let zlo = _mm512_and_si512(q, m4);
+                        let zhi = _mm512_and_si512(_mm512_srli_epi16::<4>(q), m4);
+                        let dot = _mm512_add_epi32(quad_dot(xq, zlo, zhi, _mm512_setzero_si512()), init);
+                        let s = _mm512_permutexvar_ps(sidx, sc[r]);
+                        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), s, acc[r]);
+                    }
+                    i += 4;
+                }
+                g0 += gn;
+            }
+        }
+        let (a, m) = (reduce_rows(acc), reduce_rows(macc));
+        std::array::from_fn(|r| a[r] + m[r])
+    }
+}
