@@ -107,9 +107,9 @@ fn exact_mode_matches_f64_reference() {
                 seed += 3;
                 let kernel = check_exact(ty, lead, k, n, seed, &opts);
                 let m: usize = lead.iter().product();
-                // Up to 8 activation rows run the fused kernel once per row (Q4_0 / Q4_1 with
+                // Up to 8 activation rows run the fused kernel once per row (Q4_0 / Q4_1 / Q8_0 with
                 // VNNI: on integer dots against block floating point activations).
-                let bfp = matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1) && vnni();
+                let bfp = matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0) && vnni();
                 let want = match (m, NATIVE.contains(&ty) && avx) {
                     (1..=8, true) if bfp => "dequant_matmul_fused_vnni",
                     (1..=8, true) => "dequant_matmul_fused_avx512",

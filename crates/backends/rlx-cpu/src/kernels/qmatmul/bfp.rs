@@ -1,49 +1,54 @@
-//! Exact-mode decode (`M = 1`) of Q4_0 / Q4_1 on integer dot products: the activation row is
-//! held as 23-bit block floating point, so `Σ q · x` of every 32-weight block is an exact
-//! integer computed with `vpdpbusd`, as the fast mode computes its dots, without the fast
-//! mode's 8-bit rounding of the activations.
+//! Exact-mode decode (`M = 1`) of Q4_0 / Q4_1 / Q8_0 on integer dot products: the activation
+//! row is held as block floating point with 22 (Q8_0: 21) bits per element, so `Σ q · x` of
+//! every 32-weight block is an exact integer computed with `vpdpbusd`, as the fast mode computes
+//! its dots, without the fast mode's 8-bit rounding of the activations.
 //!
 //! Per 32-element block `b` of `x`: `x_i = s_b · n_i` with `s_b` the power of two that makes
-//! `max |n_i| ≤ 2²²` (`n_i = round(x_i / s_b)`; every element in the top binade of the block
-//! keeps all 24 bits of its f32 mantissa, smaller ones keep their bits down to `s_b / 2`), and
-//! each `n_i` split into three signed bytes `n = 2¹⁶ h + 2⁸ m + l` (`l, m ∈ [-128, 127]`,
-//! `|h| ≤ 65`). Then `Σ q n = 2¹⁶ Σ q h + 2⁸ Σ q m + Σ q l`: six `vpdpbusd` per four blocks
-//! (low and high nibbles against each digit plane), accumulated in one `i32` lane chain with two
-//! shifts (`|Σ q n| ≤ 8 · 15 · 2²²` per lane), converted to f32 once (the first and only
-//! rounding of the block's integer dot) and scaled by `d · s_b`. Q4_0's `-8 Σ n` per lane is
-//! an exact integer added before the conversion; Q4_1's `m · Σ x_b` is one FMA per block, with
+//! `max |n_i| ≤ 2^B` (`B = 22`, Q8_0 21; `n_i = round(x_i / s_b)`: the block's largest
+//! elements keep 23 (22) of their 24 mantissa bits, smaller ones their bits down to `s_b / 2`),
+//! and each `n_i` split into three signed bytes `n = 2¹⁶ h + 2⁸ m + l` (`l, m ∈ [-128, 127]`,
+//! `|h| ≤ 65`). Then `Σ q n = 2¹⁶ Σ q h + 2⁸ Σ q m + Σ q l`: three `vpdpbusd` per 64 weights
+//! (Q4: the low and the high nibbles of four blocks against each digit plane, six per quad;
+//! Q8_0: two blocks, flipped to unsigned `q + 128`), accumulated in one `i32` lane chain with
+//! two shifts, converted to f32 once (the first and only rounding of the integer dot) and
+//! scaled by `d · s_b`. Per lane `|Σ q n| ≤ 8 · 15 · 2²²` (Q4) or `4 · 128 · 2²¹` (Q8_0): no
+//! overflow, and the `i32` arithmetic wraps, so the unsigned form's larger intermediate sums
+//! are exact once the correction is added. Q4_0's `-8 Σ n` and Q8_0's `-128 Σ n` per lane are
+//! exact integers added before the conversion; Q4_1's `m · Σ x_b` is one FMA per block, with
 //! `Σ x_b = s_b Σ n_i`.
 //!
-//! Error: `|x_i - s_b n_i| ≤ s_b / 2 ≤ 2⁻²³ max_b |x|`, so a block's result is within
-//! `2⁻²³ · 15 · 32 · max_b |x| · |d|` plus one f32 rounding of each of the terms above, the
-//! order of an f32 sum's rounding (the exact mode's contract: agreement with the f64 reference up
-//! to f32 rounding, `tests/qmatmul.rs`). A row with a non-finite element, or a block whose
+//! Error: `|x_i - s_b n_i| ≤ s_b / 2 ≤ 2^-B max_b |x|`, so a block's dot is within `2^-B · 32 ·
+//! max_b |x| · max |w|` plus one f32 rounding of each of the terms above, the order of an f32
+//! sum's rounding (the exact mode's contract: agreement with the f64 reference up to f32
+//! rounding; `tests/qmatmul.rs`, and [`tests`] here with large outliers). A row with a
+//! non-finite element, or a block whose
 //! largest element is nonzero and below 2⁻⁸¹ (where `d · s_b` could fall below the normal f32
 //! range), is not converted:
 //! [`quantize`] returns `false` and the caller runs `decode`'s f32 kernel.
 //!
-//! Activation row layout ([`act_bytes`]): per quad of 4 blocks 384 bytes of digits, the planes
-//! `h, m, l` each as the quad's 16-byte low halves (elements 0–15 of block `j` at bytes
-//! `16 j ..`) then its high halves (elements 16–31), the layout of a quad's nibbles in
-//! one 512-bit register; then per quad 64 bytes of Q4_0's correction (`i32` per lane); then
-//! `s_b` and `Σ x_b` as f32 per block. Blocks past the row's end, up to a whole quad, are zero.
+//! Activation row layout ([`act_bytes`]): per quad of 4 blocks 384 bytes of digits. Q4: the
+//! planes `h, m, l` each as the quad's 16-byte low halves (elements 0–15 of block `j` at bytes
+//! `16 j ..`) then its high halves (elements 16–31), the layout of a quad's nibbles in one
+//! 512-bit register. Q8_0: per pair of blocks the planes `h, m, l`, each 64 bytes in element
+//! order. Then 64 bytes of correction (`i32` per lane) per quad (Q4) or pair (Q8_0); then `s_b`
+//! and `Σ x_b` as f32 per block. Blocks past the row's end, up to a whole quad, are zero.
 
 use rlx_gguf::GgmlType;
 
 /// Bytes of one quad's digit planes.
 const QUAD_BYTES: usize = 3 * 2 * 64;
-/// Bytes of one quad's Q4_0 correction.
+/// Bytes of one quad's (Q4) or pair's (Q8_0) correction.
 const CORR_BYTES: usize = 64;
 
 /// True when `ty` has this kernel.
 pub(super) fn has_path(ty: GgmlType) -> bool {
-    matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1)
+    matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0)
 }
 
 /// Bytes of one converted activation row of `k` elements (`k` a multiple of 32).
 pub(super) fn act_bytes(k: usize) -> usize {
     let nb = k / 32;
-    nb.div_ceil(4) * (QUAD_BYTES + CORR_BYTES) + 8 * nb
+    nb.div_ceil(4) * (QUAD_BYTES + 2 * CORR_BYTES) + 8 * nb
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -64,21 +69,33 @@ mod avx512 {
     /// Blocks whose scales are read together.
     const GROUP: usize = 16;
 
-    /// Convert the activation row `x` (`32 nb` floats) into `out` ([`super::act_bytes`] bytes).
-    /// Returns `false`, leaving `out` unspecified, for a row with a non-finite element or a
-    /// block whose largest magnitude is nonzero and below 2⁻⁸¹.
+    /// Convert the activation row `x` (`32 nb` floats) into `out` ([`super::act_bytes`] bytes)
+    /// for the weights `ty` (a scheme of [`super::has_path`]). Returns `false`, leaving `out`
+    /// unspecified, for a row with a non-finite element or a block whose largest magnitude is
+    /// nonzero and below 2⁻⁸¹.
     ///
     /// # Safety
     /// AVX-512F/BW/VL + VNNI must be available; `out.len() >= act_bytes(x.len())`, `x.len()` a
     /// multiple of 32.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-    pub(in crate::kernels::qmatmul) unsafe fn quantize(x: &[f32], out: &mut [u8]) -> bool {
+    pub(in crate::kernels::qmatmul) unsafe fn quantize(ty: GgmlType, x: &[f32], out: &mut [u8]) -> bool {
+        let q8 = ty == GgmlType::Q8_0;
+        // Bits of `|n|`: four products of up to 128 · 2^21 per lane stay inside i32.
+        let bits: u32 = if q8 { 21 } else { 22 };
         let nb = x.len() / 32;
         let nq = nb.div_ceil(4);
         debug_assert!(out.len() >= super::act_bytes(x.len()));
         let (o, xp) = (out.as_mut_ptr(), x.as_ptr());
-        let (corr, scales) = (nq * QUAD_BYTES, nq * (QUAD_BYTES + CORR_BYTES));
+        let (corr, scales) = (nq * QUAD_BYTES, nq * (QUAD_BYTES + 2 * CORR_BYTES));
         let sums = scales + 4 * nb;
+        // Byte offset of plane `p`, half `hf` (elements 16 hf ..) of block `b`.
+        let at = |b: usize, p: usize, hf: usize| {
+            if q8 {
+                b / 2 * (QUAD_BYTES / 2) + 64 * p + 32 * (b % 2) + 16 * hf
+            } else {
+                b / 4 * QUAD_BYTES + 64 * (2 * p + hf) + 16 * (b % 4)
+            }
+        };
         let (byte, half) = (_mm512_set1_epi32(255), _mm512_set1_epi32(128));
         let expo = _mm512_set1_epi32(0x7f80_0000);
         // SAFETY (every pointer below): block `b < nb` has 32 floats at `xp + 32 b`; a quad's
@@ -86,10 +103,9 @@ mod avx512 {
         // `o + corr + q CORR_BYTES`; the scales and sums `4 nb` bytes each.
         unsafe {
             for b in 0..4 * nq {
-                let at = o.add(b / 4 * QUAD_BYTES + 16 * (b % 4));
                 if b >= nb {
                     for t in 0..6 {
-                        _mm_storeu_si128(at.add(64 * t).cast(), _mm_setzero_si128());
+                        _mm_storeu_si128(o.add(at(b, t / 2, t % 2)).cast(), _mm_setzero_si128());
                     }
                     continue;
                 }
@@ -100,15 +116,15 @@ mod avx512 {
                     return false;
                 }
                 let amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(xs[0]), _mm512_abs_ps(xs[1])));
-                // amax in [2^(e-127), 2^(e-126)): s = 2^(e-148), so |x / s| < 2^22; e >= 46
-                // keeps s >= 2^-102, so d s is a normal f32 for every f16 d.
+                // amax in [2^(e-127), 2^(e-126)): s = 2^(e-126-bits), so |x / s| < 2^bits;
+                // e >= 46 keeps s >= 2^-102, so d s is a normal f32 for every f16 d.
                 let e = amax.to_bits() >> 23;
                 let (s, inv) = if amax == 0.0 {
                     (1.0, 1.0)
                 } else if e < 46 {
                     return false;
                 } else {
-                    (f32::from_bits((e - 21) << 23), f32::from_bits((275 - e) << 23))
+                    (f32::from_bits((e + 1 - bits) << 23), f32::from_bits((253 + bits - e) << 23))
                 };
                 let inv = _mm512_set1_ps(inv);
                 let mut total = _mm512_setzero_si512();
@@ -121,18 +137,28 @@ mod avx512 {
                     let m = _mm512_sub_epi32(_mm512_and_si512(_mm512_add_epi32(t, half), byte), half);
                     let h = _mm512_srai_epi32::<8>(_mm512_sub_epi32(t, m));
                     for (p, d) in [h, m, l].into_iter().enumerate() {
-                        _mm_storeu_si128(at.add(64 * (2 * p + hf)).cast(), _mm512_cvtepi32_epi8(d));
+                        _mm_storeu_si128(o.add(at(b, p, hf)).cast(), _mm512_cvtepi32_epi8(d));
                     }
                 }
                 o.add(scales + 4 * b).cast::<f32>().write_unaligned(s);
                 // |Σ n| ≤ 2^27: exact in i32; one rounding to f32, exact scaling.
                 o.add(sums + 4 * b).cast::<f32>().write_unaligned(_mm512_reduce_add_epi32(total) as f32 * s);
             }
-            // Q4_0's `-8 Σ n` per lane: the kernel's own chain on nibbles of 8.
-            let eight = _mm512_set1_epi8(8);
-            for q in 0..nq {
-                let d = quad_dot(o.add(q * QUAD_BYTES), eight, eight, _mm512_setzero_si512());
-                _mm512_storeu_si512(o.add(corr + q * CORR_BYTES).cast(), _mm512_sub_epi32(_mm512_setzero_si512(), d));
+            // `-8 Σ n` (Q4_0) or `-128 Σ n` (Q8_0) per lane: the kernel's own chain on bytes of
+            // 8 (128).
+            let zero = _mm512_setzero_si512();
+            if q8 {
+                let flip = _mm512_set1_epi8(-128);
+                for pr in 0..2 * nq {
+                    let d = pair_dot(o.add(pr * QUAD_BYTES / 2), flip, zero);
+                    _mm512_storeu_si512(o.add(corr + pr * CORR_BYTES).cast(), _mm512_sub_epi32(zero, d));
+                }
+            } else {
+                let eight = _mm512_set1_epi8(8);
+                for q in 0..nq {
+                    let d = quad_dot(o.add(q * QUAD_BYTES), eight, eight, zero);
+                    _mm512_storeu_si512(o.add(corr + q * CORR_BYTES).cast(), _mm512_sub_epi32(zero, d));
+                }
             }
         }
         true
@@ -151,6 +177,21 @@ mod avx512 {
         let a = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(init, zlo, x(0)), zhi, x(1));
         let a = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_slli_epi32::<8>(a), zlo, x(2)), zhi, x(3));
         _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_slli_epi32::<8>(a), zlo, x(4)), zhi, x(5))
+    }
+
+    /// `Σ q n` per lane of one pair of Q8_0 blocks: the unsigned bytes `u` against the pair's
+    /// digit planes at `xp`, added to `init`.
+    ///
+    /// # Safety
+    /// AVX-512F + VNNI; `xp` points to a pair's `QUAD_BYTES / 2`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    #[inline]
+    unsafe fn pair_dot(xp: *const u8, u: __m512i, init: __m512i) -> __m512i {
+        // SAFETY: three 64-byte loads inside the pair (caller).
+        let x = |t: usize| unsafe { _mm512_loadu_si512(xp.add(64 * t).cast()) };
+        let a = _mm512_dpbusd_epi32(init, u, x(0));
+        let a = _mm512_dpbusd_epi32(_mm512_slli_epi32::<8>(a), u, x(1));
+        _mm512_dpbusd_epi32(_mm512_slli_epi32::<8>(a), u, x(2))
     }
 
     /// Block layouts (const parameters of the row kernel): `d f16, 16 bytes`, `w = d (q - 8)`.
@@ -182,6 +223,8 @@ mod avx512 {
         debug_assert_eq!(w.len(), y.len() * row_bytes);
         debug_assert!(xa.len() >= super::act_bytes(32 * nb));
         let (dot, dot1): (RowsFn<ROWS>, RowsFn<1>) = match (ty, split) {
+            (GgmlType::Q8_0, false) => (rows_q8::<ROWS, false>, rows_q8::<1, false>),
+            (GgmlType::Q8_0, true) => (rows_q8::<ROWS, true>, rows_q8::<1, true>),
             (GgmlType::Q4_0, false) => (rows::<ROWS, Q4_0, false>, rows::<1, Q4_0, false>),
             (GgmlType::Q4_0, true) => (rows::<ROWS, Q4_0, true>, rows::<1, Q4_0, true>),
             (_, false) => (rows::<ROWS, Q4_1, false>, rows::<1, Q4_1, false>),
@@ -232,7 +275,7 @@ mod avx512 {
         );
         // Block of each lane in a quad (plus the quad's first block in its group).
         let quad = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-        let (corr, scales) = (xa.wrapping_add(nq * QUAD_BYTES), xa.wrapping_add(nq * (QUAD_BYTES + CORR_BYTES)));
+        let (corr, scales) = (xa.wrapping_add(nq * QUAD_BYTES), xa.wrapping_add(nq * (QUAD_BYTES + 2 * CORR_BYTES)));
         let sums = scales.wrapping_add(4 * nb);
         let mut acc = [_mm512_setzero_ps(); R];
         let mut macc = [_mm512_setzero_ps(); R];
@@ -325,5 +368,82 @@ mod avx512 {
         }
         let (a, m) = (reduce_rows(acc), reduce_rows(macc));
         std::array::from_fn(|r| a[r] + m[r])
+    }
+
+    /// [`rows`] for Q8_0 (`d f16, 32 i8`; `SPLIT`: quants at `32 b`, `d` at `32 nb + 2 b`),
+    /// two blocks per 512-bit step.
+    ///
+    /// # Safety
+    /// As [`rows`].
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    unsafe fn rows_q8<const R: usize, const SPLIT: bool>(w: [*const u8; R], xa: *const u8, nb: usize) -> [f32; R] {
+        let ahead = Ahead::new(34 * nb);
+        let (ts, qo): (usize, usize) = if SPLIT { (32, 0) } else { (34, 2) };
+        let nq = nb.div_ceil(4);
+        let flip = _mm512_set1_epi8(-128);
+        let offs = _mm512_mullo_epi32(
+            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+            _mm512_set1_epi32(ts as i32),
+        );
+        // Block of each lane in a pair (plus the pair's first block in its group).
+        let pair = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+        let (corr, scales) = (xa.wrapping_add(nq * QUAD_BYTES), xa.wrapping_add(nq * (QUAD_BYTES + 2 * CORR_BYTES)));
+        let mut acc = [_mm512_setzero_ps(); R];
+        let mut sc = [_mm512_setzero_ps(); R];
+        let mut g0 = 0;
+        // SAFETY (every pointer below): block `b < nb` of row `r` spans `ts` bytes from
+        // `w[r] + ts b` (split: its 32 quants from `w[r] + 32 b`, its `d` at `w[r] + 32 nb +
+        // 2 b`), read under the group's lane mask or for blocks `< nb` only; the activation row
+        // is `act_bytes(32 nb)` bytes (`quantize`).
+        unsafe {
+            while g0 < nb {
+                let gn = GROUP.min(nb - g0);
+                let lanes: __mmask16 = if gn == GROUP { 0xffff } else { (1u16 << gn) - 1 };
+                let xs = _mm512_maskz_loadu_ps(lanes, scales.add(4 * g0).cast());
+                for r in 0..R {
+                    prefetch_ahead(w[r], ahead, g0 * ts, (g0 + gn) * ts);
+                    let d = if SPLIT {
+                        let s0 = 32 * nb + 2 * g0;
+                        prefetch_ahead(w[r], ahead, s0, s0 + 2 * gn);
+                        _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes, w[r].add(s0).cast()))
+                    } else {
+                        let h = _mm512_mask_i32gather_epi32::<1>(
+                            _mm512_setzero_si512(),
+                            lanes,
+                            offs,
+                            w[r].add(g0 * ts).cast(),
+                        );
+                        _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h))
+                    };
+                    sc[r] = _mm512_mul_ps(d, xs);
+                }
+                let mut i = 0;
+                while i < gn {
+                    let b = g0 + i;
+                    let two = i + 1 < gn;
+                    let xp = xa.add(b / 2 * (QUAD_BYTES / 2));
+                    let c = _mm512_loadu_si512(corr.add(b / 2 * CORR_BYTES).cast());
+                    let sidx = _mm512_add_epi32(pair, _mm512_set1_epi32(i as i32));
+                    for r in 0..R {
+                        let p = w[r].add(b * ts + qo);
+                        // A missing second block: zero bytes, flipped to 128, against zero digits.
+                        let q = if !two {
+                            _mm512_zextsi256_si512(_mm256_loadu_si256(p.cast()))
+                        } else if SPLIT {
+                            _mm512_loadu_si512(p.cast())
+                        } else {
+                            let lo = _mm512_castsi256_si512(_mm256_loadu_si256(p.cast()));
+                            _mm512_mask_broadcast_i64x4(lo, 0xf0, _mm256_loadu_si256(p.add(ts).cast()))
+                        };
+                        let dot = _mm512_add_epi32(pair_dot(xp, _mm512_xor_si512(q, flip), _mm512_setzero_si512()), c);
+                        let s = _mm512_permutexvar_ps(sidx, sc[r]);
+                        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), s, acc[r]);
+                    }
+                    i += 2;
+                }
+                g0 += gn;
+            }
+        }
+        reduce_rows(acc)
     }
 }

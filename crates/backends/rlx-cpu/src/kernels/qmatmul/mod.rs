@@ -381,7 +381,7 @@ fn run_decode(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32]) {
         }
         let (chunk, row_bytes, ty, xblk) = (k.chunk, k.row_bytes, k.ty, &k.xblk[..]);
         let yp = OutPtr(y.as_mut_ptr());
-        if !k.xbfp.is_empty() && bfp_quantize(x, &mut k.xbfp) {
+        if !k.xbfp.is_empty() && bfp_quantize(ty, x, &mut k.xbfp) {
             let (xa, nb) = (&k.xbfp[..], kk / 32);
             spin::for_each(n.div_ceil(chunk), |c| {
                 let (j0, j1) = (c * chunk, ((c + 1) * chunk).min(n));
@@ -410,9 +410,9 @@ fn decode_dot_rows(ty: GgmlType, w: &[u8], row_bytes: usize, x: &[f32], xblk: &[
 
 /// [`bfp::quantize`] (`xbfp` is allocated only where it can run).
 #[cfg(target_arch = "x86_64")]
-fn bfp_quantize(x: &[f32], xa: &mut [u8]) -> bool {
+fn bfp_quantize(ty: GgmlType, x: &[f32], xa: &mut [u8]) -> bool {
     // SAFETY: `xbfp` is planned only with AVX-512 + VNNI detected, `act_bytes(k)` long.
-    unsafe { bfp::quantize(x, xa) }
+    unsafe { bfp::quantize(ty, x, xa) }
 }
 
 /// [`bfp::dot_rows`] on GGUF blocks.
@@ -423,7 +423,7 @@ fn bfp_dot_rows(ty: GgmlType, w: &[u8], row_bytes: usize, xa: &[u8], nb: usize, 
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-fn bfp_quantize(_: &[f32], _: &mut [u8]) -> bool {
+fn bfp_quantize(_: GgmlType, _: &[f32], _: &mut [u8]) -> bool {
     false
 }
 
