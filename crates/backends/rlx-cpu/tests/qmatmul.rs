@@ -264,6 +264,119 @@ fn fast_mode_decode_odd_block_counts() {
     }
 }
 
+/// `dequant_matmul` of the packed weights `packed` (`[n, k]` of `ty`) with the one activation
+/// row `x`, exact mode on two threads: `(kernel, result)`.
+fn run_row(ty: GgmlType, x: &[f32], packed: &[u8], n: usize) -> (String, Vec<f64>) {
+    rlx_gguf::register_ops();
+    let k = x.len();
+    let mut g = Graph::new("qmm");
+    let xi = g.input("x", Shape::new(&[1, k], DType::F32));
+    let wi = g.input("w", Shape::new(&[packed.len()], DType::U8));
+    let y = g.dequant_matmul(xi, wi, ty.name(), n, k);
+    g.set_outputs(vec![y]);
+    let opts = CpuOptions { threads: Some(2), ..Default::default() };
+    let mut exe = CpuExecutable::compile(&g, &opts).unwrap();
+    let kernel = exe.steps().iter().find(|s| s.op.contains("dequant_matmul")).unwrap().kernel.to_string();
+    let xt = Tensor::from_vec(x.to_vec(), &[1, k]).unwrap();
+    let wt = Tensor::from_vec(packed.to_vec(), &[packed.len()]).unwrap();
+    (kernel, exe.run(&[&xt, &wt], &[]).unwrap()[0].to_f64_vec())
+}
+
+/// Exact-mode decode where the block floating point activations of the VNNI kernel
+/// (`dequant_matmul_fused_vnni`, 22 bits per element for Q4_0 / Q4_1, 21 for Q8_0) are weakest,
+/// against the f64 product of the dequantized weights: a 3000x outlier in every block (the
+/// small elements lose low bits), the largest integer dots (all weights at their most negative,
+/// all activations just under 2), a block below the converted range, NaN and infinity (those
+/// rows run the f32 kernel). Bound: the conversion's `Σ_b 2^-B max_b |x| Σ_b |w|` plus an
+/// f32 sum's rounding, `(2 nb + 8) 2^-24 Σ |w x|`.
+#[test]
+fn exact_decode_block_floating_point_edges() {
+    let (k, n) = (576, 37);
+    let check = |ty: GgmlType, x: &[f32], packed: &[u8], what: &str| {
+        let (kernel, got) = run_row(ty, x, packed, n);
+        let wd = dequantize(ty, packed).unwrap();
+        let bits = if ty == GgmlType::Q8_0 { 21 } else { 22 };
+        for j in 0..n {
+            let w = &wd[j * k..(j + 1) * k];
+            let (want, mag) = dot64(w, x);
+            let conv: f64 = w
+                .chunks(32)
+                .zip(x.chunks(32))
+                .map(|(wb, xb)| {
+                    let amax = xb.iter().fold(0f64, |a, &v| a.max((v as f64).abs()));
+                    (2f64).powi(-bits) * amax * wb.iter().map(|&v| (v as f64).abs()).sum::<f64>()
+                })
+                .sum();
+            let bound = conv + (2.0 * (k / 32) as f64 + 8.0) * (2f64).powi(-24) * mag;
+            let err = (got[j] - want).abs();
+            assert!(err <= bound, "{} {what} {kernel}: [{j}] {} vs {want} (bound {bound})", ty.name(), got[j]);
+        }
+        kernel
+    };
+    for (t, &ty) in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0].iter().enumerate() {
+        let wf = rand_tensor(&[n, k], DType::F32, 900 + t as u64, -1.0, 1.0);
+        let packed = quantize(ty, wf.as_slice::<f32>().unwrap()).unwrap();
+        let mut x: Vec<f32> =
+            rand_tensor(&[k], DType::F32, 910 + t as u64, -1e-2, 1e-2).as_slice::<f32>().unwrap().to_vec();
+        for b in 0..k / 32 {
+            x[32 * b + (5 * b) % 32] = if b % 2 == 0 { 30.0 } else { -30.0 };
+        }
+        let kernel = check(ty, &x, &packed, "outliers");
+        if vnni() && rlx_cpu::SimdLevel::Native.avx512() {
+            assert_eq!(kernel, "dequant_matmul_fused_vnni");
+        }
+        // A block of magnitude 1e-30 (below 2^-81): the row runs the f32 kernel.
+        let mut tiny = x.clone();
+        tiny[64..96].iter_mut().for_each(|v| *v *= 1e-30 / 30.0);
+        check(ty, &tiny, &packed, "tiny block");
+        for (bad, what) in [(f32::NAN, "NaN"), (f32::INFINITY, "inf")] {
+            let mut xb = x.clone();
+            xb[40] = bad;
+            let (_, got) = run_row(ty, &xb, &packed, n);
+            let wd = dequantize(ty, &packed).unwrap();
+            for j in (0..n).filter(|&j| wd[j * k + 40] != 0.0) {
+                assert!(!got[j].is_finite(), "{} {what}: [{j}] = {}", ty.name(), got[j]);
+            }
+        }
+    }
+    // Activations the conversion holds exactly (a block maximum of 1.0, so `s_b` is 2^-21, Q8_0
+    // 2^-20, and the other elements multiples of `s_b`) against weights that are zero where
+    // the maximum sits: only the f32 rounding is left, far below what one bit fewer costs.
+    for (t, ty) in [GgmlType::Q4_0, GgmlType::Q8_0].into_iter().enumerate() {
+        let mut wf = rand_tensor(&[n, k], DType::F32, 920 + t as u64, -1.0, 1.0).as_slice::<f32>().unwrap().to_vec();
+        wf.iter_mut().step_by(32).for_each(|v| *v = 0.0);
+        let packed = quantize(ty, &wf).unwrap();
+        let j = rand_tensor(&[k], DType::F32, 930 + t as u64, -1000.0, 1000.0);
+        let s_b = (2f32).powi(if ty == GgmlType::Q8_0 { -20 } else { -21 });
+        let mut x: Vec<f32> = j.as_slice::<f32>().unwrap().iter().map(|v| v.round() * s_b).collect();
+        x.iter_mut().step_by(32).for_each(|v| *v = 1.0);
+        let (_, got) = run_row(ty, &x, &packed, n);
+        let wd = dequantize(ty, &packed).unwrap();
+        for jj in 0..n {
+            let (want, mag) = dot64(&wd[jj * k..(jj + 1) * k], &x);
+            let bound = (2.0 * (k / 32) as f64 + 8.0) * (2f64).powi(-24) * mag;
+            assert!(
+                (got[jj] - want).abs() <= bound,
+                "{} exact digits: [{jj}] {} vs {want} (bound {bound})",
+                ty.name(),
+                got[jj]
+            );
+        }
+    }
+    // The largest dots: every weight at its scheme's most negative value (d = 1; Q8_0 q = -128,
+    // Q4_0 nibble 0 = -8), every activation just under 2 (|n| rounds up to 2^B), both signs.
+    let just_under_2 = f32::from_bits(2f32.to_bits() - 1);
+    for (ty, block) in [
+        (GgmlType::Q8_0, [&[0x00u8, 0x3c][..], &[0x80; 32]].concat()),
+        (GgmlType::Q4_0, [&[0x00u8, 0x3c][..], &[0x00; 16]].concat()),
+    ] {
+        let packed: Vec<u8> = block.iter().copied().cycle().take(block.len() * n * k / 32).collect();
+        for sign in [1.0f32, -1.0] {
+            check(ty, &vec![sign * just_under_2; k], &packed, "extreme");
+        }
+    }
+}
+
 /// Schemes without an integer kernel run exact in fast mode too.
 #[test]
 fn fast_mode_falls_back_to_exact() {
