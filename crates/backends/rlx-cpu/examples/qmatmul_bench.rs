@@ -8,9 +8,9 @@
 //! With COPIES > 1 the weights are held in that many copies and each run reads the next one,
 //! so with enough copies (more bytes than the last-level cache) every run reads its weights
 //! from DRAM, as a model's decode step does; with 1 they stay in cache between runs
-//! (`fast` = `CpuOptions::quantized_activations` with Q4_0 / Q4_1 / Q8_0 weights in
-//! `Layout::SplitRows`, as `rlx generate --fast` holds them; `fast-blocks` = the same on GGUF
-//! blocks). K = N = 4096 by default (the issue's
+//! (`exact` = the default options, `fast` = `CpuOptions::quantized_activations`, both with
+//! Q4_0 / Q4_1 / Q8_0 weights in `Layout::SplitRows`, as `rlx generate` holds them;
+//! `exact-blocks` / `fast-blocks` = the same on GGUF blocks). K = N = 4096 by default (the issue's
 //! shapes); a model's shapes by the last two arguments, e.g. `576 1536` for SmolLM2's FFN. One warm-up run, then at least MIN_REPS runs and 1 s per
 //! case. One line per case:
 //! `RESULT <type> <M> <mode> <median ms> <GB/s weights> <GFLOP/s> <kernel>`, and per type the
@@ -42,8 +42,8 @@ fn main() {
         .collect();
     let ms: Vec<usize> = arg(3).map_or("1,64", |s| s.as_str()).split(',').map(|v| count(v, "M")).collect();
     let modes: Vec<String> = arg(4).map_or("exact,fast", |s| s.as_str()).split(',').map(String::from).collect();
-    if let Some(m) = modes.iter().find(|m| !["exact", "fast", "fast-blocks"].contains(&m.as_str())) {
-        usage(&format!("unknown mode {m:?} (exact, fast, fast-blocks)"));
+    if let Some(m) = modes.iter().find(|m| !["exact", "exact-blocks", "fast", "fast-blocks"].contains(&m.as_str())) {
+        usage(&format!("unknown mode {m:?} (exact, exact-blocks, fast, fast-blocks)"));
     }
     println!(
         "# RESULT <type> <M> <mode> <median ms> <GB/s weights> <GFLOP/s> <kernel>; STREAM <type> <median ms> <GB/s>"
@@ -75,9 +75,9 @@ fn main() {
                 w
             })
             .collect();
-        // The same copies in `Layout::SplitRows` (mode `fast` on Q4_0 / Q4_1 / Q8_0, as the model
-        // runner holds them in fast mode).
-        let split = modes.iter().any(|m| m == "fast") && Layout::SplitRows.supports(ty);
+        // The same copies in `Layout::SplitRows` (modes `exact` and `fast` on Q4_0 / Q4_1 / Q8_0,
+        // as the model runner holds them).
+        let split = modes.iter().any(|m| m == "fast" || m == "exact") && Layout::SplitRows.supports(ty);
         let ws_split: Vec<Tensor> = if split {
             ws.iter()
                 .map(|w| {
@@ -107,8 +107,9 @@ fn main() {
         for &m in &ms {
             for mode in &modes {
                 let fast = mode == "fast" || mode == "fast-blocks";
+                let blocks = mode.ends_with("-blocks");
                 let (set, layout) =
-                    if mode == "fast" && split { (&ws_split, Layout::SplitRows) } else { (&ws, Layout::Blocks) };
+                    if !blocks && split { (&ws_split, Layout::SplitRows) } else { (&ws, Layout::Blocks) };
                 let mut g = Graph::new("qmm");
                 let x = g.input("x", Shape::new(&[m, k], DType::F32));
                 let wi = g.param("w", Shape::new(&[packed.len()], DType::U8));

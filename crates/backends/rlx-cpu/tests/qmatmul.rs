@@ -264,15 +264,20 @@ fn fast_mode_decode_odd_block_counts() {
     }
 }
 
-/// `dequant_matmul` of the packed weights `packed` (`[n, k]` of `ty`) with the one activation
-/// row `x`, exact mode on two threads: `(kernel, result)`.
-fn run_row(ty: GgmlType, x: &[f32], packed: &[u8], n: usize) -> (String, Vec<f64>) {
+/// `dequant_matmul` of the packed weights `packed` (`[n, k]` GGUF blocks of `ty`, given to the
+/// graph in `layout`) with the one activation row `x`, exact mode on two threads: `(kernel,
+/// result)`.
+fn run_row(ty: GgmlType, layout: Layout, x: &[f32], packed: &[u8], n: usize) -> (String, Vec<f64>) {
     rlx_gguf::register_ops();
     let k = x.len();
+    let mut packed = packed.to_vec();
+    if layout == Layout::SplitRows {
+        rlx_gguf::layout::to_split_rows(ty, &mut packed, k).unwrap();
+    }
     let mut g = Graph::new("qmm");
     let xi = g.input("x", Shape::new(&[1, k], DType::F32));
     let wi = g.input("w", Shape::new(&[packed.len()], DType::U8));
-    let y = g.dequant_matmul(xi, wi, ty.name(), n, k);
+    let y = g.dequant_matmul_layout(xi, wi, ty.name(), layout.name(), n, k);
     g.set_outputs(vec![y]);
     let opts = CpuOptions { threads: Some(2), ..Default::default() };
     let mut exe = CpuExecutable::compile(&g, &opts).unwrap();
@@ -287,13 +292,18 @@ fn run_row(ty: GgmlType, x: &[f32], packed: &[u8], n: usize) -> (String, Vec<f64
 /// against the f64 product of the dequantized weights: a 3000x outlier in every block (the
 /// small elements lose low bits), the largest integer dots (all weights at their most negative,
 /// all activations just under 2), a block below the converted range, NaN and infinity (those
-/// rows run the f32 kernel). Bound: the conversion's `Σ_b 2^-B max_b |x| Σ_b |w|` plus an
-/// f32 sum's rounding, `(2 nb + 8) 2^-24 Σ |w x|`.
+/// rows run the f32 kernel, on split rows after converting them back into blocks). Bound: the
+/// conversion's `Σ_b 2^-B max_b |x| Σ_b |w|` plus an f32 sum's rounding, `(2 nb + 8) 2^-24 Σ
+/// |w x|`. Each case on GGUF blocks and on `Layout::SplitRows`, bit-identical.
 #[test]
 fn exact_decode_block_floating_point_edges() {
     let (k, n) = (576, 37);
     let check = |ty: GgmlType, x: &[f32], packed: &[u8], what: &str| {
-        let (kernel, got) = run_row(ty, x, packed, n);
+        let (kernel, got) = run_row(ty, Layout::Blocks, x, packed, n);
+        let (ks, split) = run_row(ty, Layout::SplitRows, x, packed, n);
+        assert_eq!(format!("{kernel}_split_rows"), ks);
+        let same = got.iter().zip(&split).all(|(a, b)| a.to_bits() == b.to_bits());
+        assert!(same, "{} {what}: split rows {split:?} vs blocks {got:?}", ty.name());
         let wd = dequantize(ty, packed).unwrap();
         let bits = if ty == GgmlType::Q8_0 { 21 } else { 22 };
         for j in 0..n {
@@ -332,10 +342,12 @@ fn exact_decode_block_floating_point_edges() {
         for (bad, what) in [(f32::NAN, "NaN"), (f32::INFINITY, "inf")] {
             let mut xb = x.clone();
             xb[40] = bad;
-            let (_, got) = run_row(ty, &xb, &packed, n);
             let wd = dequantize(ty, &packed).unwrap();
-            for j in (0..n).filter(|&j| wd[j * k + 40] != 0.0) {
-                assert!(!got[j].is_finite(), "{} {what}: [{j}] = {}", ty.name(), got[j]);
+            for layout in [Layout::Blocks, Layout::SplitRows] {
+                let (_, got) = run_row(ty, layout, &xb, &packed, n);
+                for j in (0..n).filter(|&j| wd[j * k + 40] != 0.0) {
+                    assert!(!got[j].is_finite(), "{} {what} {layout:?}: [{j}] = {}", ty.name(), got[j]);
+                }
             }
         }
     }
@@ -350,7 +362,7 @@ fn exact_decode_block_floating_point_edges() {
         let s_b = (2f32).powi(if ty == GgmlType::Q8_0 { -20 } else { -21 });
         let mut x: Vec<f32> = j.as_slice::<f32>().unwrap().iter().map(|v| v.round() * s_b).collect();
         x.iter_mut().step_by(32).for_each(|v| *v = 1.0);
-        let (_, got) = run_row(ty, &x, &packed, n);
+        let (_, got) = run_row(ty, Layout::Blocks, &x, &packed, n);
         let wd = dequantize(ty, &packed).unwrap();
         for jj in 0..n {
             let (want, mag) = dot64(&wd[jj * k..(jj + 1) * k], &x);
@@ -468,14 +480,18 @@ fn split_rows_layout_matches_blocks() {
                         let (ks, split) = run_layout(ty, Layout::SplitRows, lead, shape, seed, Some(&fast));
                         assert_eq!(format!("{kb}_split_rows"), ks, "{what}");
                         assert!(blocks.iter().zip(&split).all(|(a, b)| a.to_bits() == b.to_bits()), "{what} ({ks})");
+                        // Exact mode: the same kernel and bits on both layouts.
+                        let (keb, exact_blocks) = run_layout(ty, Layout::Blocks, lead, shape, seed, Some(&exact));
+                        let (ke, got) = run_layout(ty, Layout::SplitRows, lead, shape, seed, Some(&exact));
+                        assert_eq!(format!("{keb}_split_rows"), ke, "{what}");
+                        let same = exact_blocks.iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits());
+                        assert!(same, "{what} ({ke})");
                         if simd != SimdLevel::Native || threads != 1 {
                             continue;
                         }
                         // Exact mode and the body against the f64 product of the dequantized
                         // blocks, within `check_exact`'s bound (f32 rounding of a K-term sum).
-                        let (ke, got) = run_layout(ty, Layout::SplitRows, lead, shape, seed, Some(&exact));
                         let (_, body) = run_layout(ty, Layout::SplitRows, lead, shape, seed, None);
-                        assert_eq!(ke, "dequant_matmul_rowwise_split_rows", "{what}");
                         let (k, n) = shape;
                         let wf = rand_tensor(&[n, k], DType::F32, seed, -1.0, 1.0);
                         let wd = dequantize(ty, &quantize(ty, wf.as_slice::<f32>().unwrap()).unwrap()).unwrap();

@@ -110,11 +110,9 @@ impl LlamaModel {
             weights.get(n).ok_or_else(|| ModelError::MissingTensor(n.clone()))?;
         }
         let ggml = opts.clone().with_env_overrides().quantized_activations;
-        if ggml {
-            // The fast-mode kernels read Q4_0 / Q4_1 / Q8_0 rows faster with their quants and scales
-            // apart (same values; see `Weights::to_split_rows`).
-            weights.to_split_rows()?;
-        }
+        // The CPU kernels of both modes read Q4_0 / Q4_1 / Q8_0 rows faster with their quants and
+        // scales apart (same values, bit-identical results; see `Weights::to_split_rows`).
+        weights.to_split_rows()?;
         let session = Session::try_new(Device::Cpu)?;
         let cache_names = (0..cfg.n_layer).map(|l| (format!("cache.{l}.k"), format!("cache.{l}.v"))).collect();
         let graphs = HashMap::new();
@@ -166,7 +164,7 @@ impl LlamaModel {
         &self.cfg
     }
 
-    /// The weights (in fast mode with Q4_0 / Q4_1 / Q8_0 rows in `rlx_gguf::Layout::SplitRows`, see
+    /// The weights (Q4_0 / Q4_1 / Q8_0 rows in `rlx_gguf::Layout::SplitRows`, see
     /// [`Weights::to_split_rows`]).
     pub fn weights(&self) -> &Weights {
         &self.weights

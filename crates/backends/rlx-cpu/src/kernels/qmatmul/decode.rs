@@ -1,7 +1,8 @@
 //! Exact-mode decode (`M = 1`) for Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K: `y[j] = Σ_i
 //! dequant(W[j])[i] · x[i]` in f32 (only the summation order, and for the legacy 4-bit schemes
 //! the fused rounding of `d q + m`, differ from the reference, so results agree with it up to
-//! f32 rounding).
+//! f32 rounding). With VNNI, Q4_0 / Q4_1 / Q8_0 run `bfp`'s integer kernel instead and come
+//! here only for a row it does not convert (non-finite, or a block below its range).
 //!
 //! Q4_0 / Q4_1, per 32-weight block and row: the block's 16 possible values `d q + m` (`d (q -
 //! 8)`) are formed by one FMA on a 0..15 vector, then looked up by nibble with `vpermps` (it

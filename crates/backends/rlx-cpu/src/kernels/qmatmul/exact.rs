@@ -4,8 +4,8 @@
 //! prefill; decode has its own kernels in `decode.rs`).
 //!
 //! Schemes with a decoder: [`has_decoder`]. Every decoder reads one weight row of `nb` blocks
-//! and calls `f(offset, w)` for each run of 16 consecutive weights `w` starting at element
-//! `offset` of the row.
+//! (Q4_0 / Q4_1 / Q8_0 also in `rlx_gguf::Layout::SplitRows`) and calls `f(offset, w)` for each
+//! run of 16 consecutive weights `w` starting at element `offset` of the row.
 
 use rlx_gguf::GgmlType;
 
@@ -41,25 +41,37 @@ mod avx512 {
     }
 
     /// Call `f(offset, w)` for every run of 16 dequantized weights of the row at `row`
-    /// (`nb` blocks of `ty`, which must satisfy [`super::has_decoder`]).
+    /// (`nb` blocks of `ty`, which must satisfy [`super::has_decoder`]; with `split` a row in
+    /// `rlx_gguf::Layout::SplitRows`: a Q4_0 / Q4_1 / Q8_0 block's quants at `16 b` (`32 b`),
+    /// its `d` at `16 nb + 2 b` (`32 nb + 2 b`), Q4_1's `m` at `18 nb + 2 b`).
     ///
     /// # Safety
     /// AVX-512F/BW/VL, AVX2, FMA and F16C must be available; `row` must point to `nb` whole
-    /// blocks of `ty`.
+    /// blocks of `ty` (a split row of as many bytes with `split`).
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
     #[inline]
-    unsafe fn visit<F: FnMut(usize, __m512)>(ty: GgmlType, row: *const u8, nb: usize, mut f: F) {
+    unsafe fn visit<F: FnMut(usize, __m512)>(ty: GgmlType, split: bool, row: *const u8, nb: usize, mut f: F) {
         let m15 = _mm512_set1_epi32(15);
         let ts = ty.type_size();
+        // `(d, quants)` of legacy block `b` with `q` quant bytes per block and its `d` at byte
+        // `dq` of the block.
+        let legacy = |b: usize, q: usize, dq: usize| {
+            if split {
+                (row.wrapping_add(q * nb + 2 * b), row.wrapping_add(q * b))
+            } else {
+                let p = row.wrapping_add(b * ts);
+                (p, p.wrapping_add(dq))
+            }
+        };
         // SAFETY (every `add` / load below): offsets stay inside block `b` of `ts` bytes.
         unsafe {
             match ty {
                 GgmlType::Q8_0 => {
                     for b in 0..nb {
-                        let p = row.add(b * ts);
-                        let d = _mm512_set1_ps(f16s(p));
+                        let (d, q) = legacy(b, 32, 2);
+                        let d = _mm512_set1_ps(f16s(d));
                         for h in 0..2 {
-                            let q = _mm512_cvtepi8_epi32(_mm_loadu_si128(p.add(2 + 16 * h).cast()));
+                            let q = _mm512_cvtepi8_epi32(_mm_loadu_si128(q.add(16 * h).cast()));
                             f(32 * b + 16 * h, _mm512_mul_ps(_mm512_cvtepi32_ps(q), d));
                         }
                     }
@@ -67,9 +79,9 @@ mod avx512 {
                 GgmlType::Q4_0 => {
                     let eight = _mm512_set1_epi32(8);
                     for b in 0..nb {
-                        let p = row.add(b * ts);
-                        let d = _mm512_set1_ps(f16s(p));
-                        let v = u8x16(p.add(2));
+                        let (d, q) = legacy(b, 16, 2);
+                        let d = _mm512_set1_ps(f16s(d));
+                        let v = u8x16(q);
                         let lo = _mm512_sub_epi32(_mm512_and_si512(v, m15), eight);
                         let hi = _mm512_sub_epi32(_mm512_srli_epi32(v, 4), eight);
                         f(32 * b, _mm512_mul_ps(d, _mm512_cvtepi32_ps(lo)));
@@ -78,9 +90,11 @@ mod avx512 {
                 }
                 GgmlType::Q4_1 => {
                     for b in 0..nb {
-                        let p = row.add(b * ts);
-                        let (d, m) = (_mm512_set1_ps(f16s(p)), _mm512_set1_ps(f16s(p.add(2))));
-                        let v = u8x16(p.add(4));
+                        let (d, q) = legacy(b, 16, 4);
+                        // `m` follows `d`: in the block, and in a split row's `d` array, `2 nb` on.
+                        let m = if split { d.add(2 * nb) } else { d.add(2) };
+                        let (d, m) = (_mm512_set1_ps(f16s(d)), _mm512_set1_ps(f16s(m)));
+                        let v = u8x16(q);
                         // d * q is exact (11 x 4 significant bits), so the fused form rounds
                         // exactly as the reference's `d * q + m`.
                         f(32 * b, _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_and_si512(v, m15)), m));
@@ -155,17 +169,19 @@ mod avx512 {
         _mm_cvtsi32_si128(n as i32)
     }
 
-    /// Dequantize one row into `out` (bit-identical with `rlx_gguf::quants::dequantize_into`).
+    /// Dequantize one row (with `split`, in `rlx_gguf::Layout::SplitRows`) into `out`
+    /// (bit-identical with `rlx_gguf::quants::dequantize_into` of the blocks).
     ///
     /// # Safety
     /// AVX-512F/BW/VL, AVX2, FMA and F16C must be available; `row` holds
-    /// `out.len() / block_size` whole blocks of `ty` (a scheme with a decoder).
+    /// `out.len() / block_size` whole blocks of `ty` (a scheme with a decoder; with `split`
+    /// Q4_0, Q4_1 or Q8_0).
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-    pub(in super::super) unsafe fn decode_row(ty: GgmlType, row: &[u8], out: &mut [f32]) {
+    pub(in super::super) unsafe fn decode_row(ty: GgmlType, split: bool, row: &[u8], out: &mut [f32]) {
         let nb = out.len() / ty.block_size();
         debug_assert_eq!(row.len(), nb * ty.type_size());
         let op = out.as_mut_ptr();
         // SAFETY: every offset + 16 <= out.len().
-        unsafe { visit(ty, row.as_ptr(), nb, |o, w| _mm512_storeu_ps(op.add(o), w)) };
+        unsafe { visit(ty, split, row.as_ptr(), nb, |o, w| _mm512_storeu_ps(op.add(o), w)) };
     }
 }

@@ -8,8 +8,12 @@
 //!   are bit-identical with `rlx_gguf::quants::dequantize_into` where they are formed; the
 //!   summation order differs from the composite's f32 body). Paths:
 //!   - `fused` (M <= [`FUSED_ROWS`], AVX-512, Q8_0/Q4_0/Q4_1/Q4_K/Q5_K/Q6_K, one activation
-//!     row after another): no dequantized weights in
-//!     memory: `Σ_b d_b · (Σ q · x) + m_b · Σx_b` over 4 weight rows at a time sharing the
+//!     row after another): no dequantized weights in memory. Q4_0 / Q4_1 / Q8_0 with VNNI:
+//!     integer dots of the quants against the activation row held as 22- (Q8_0: 21-) bit block
+//!     floating point, one rounding per block ([`bfp`]; 1 × 4096 × 4096 Q4_1 from DRAM, 1
+//!     core: 1.27–1.30 ms with the f32 kernel, 0.88–0.90 on blocks); a row with a non-finite
+//!     or very small block, and every row without VNNI, runs the f32 kernel: 16 dequantized
+//!     weights per register, FMA'd against `x`, 4 weight rows at a time sharing the
 //!     activation loads ([`decode::dot_rows`], per-(sub-)block `Σx` computed once per call).
 //!   - `tile` (M > 1): a tile of weight rows (at most [`TILE_BYTES`] of f32, so it stays in L2)
 //!     is dequantized once into per-thread scratch (in registers for the schemes above, with
@@ -30,9 +34,13 @@
 //!   Results differ from the f32 reference by the activation quantization error.
 //!
 //! Weights in `rlx_gguf::Layout::SplitRows` (Q4_0 / Q4_1 / Q8_0, attribute `"layout"`; what the model
-//! runner uses in fast mode) run on the same paths with the same results: the VNNI and AMX
-//! kernels read them natively ([`int8::tile_split`]), the fast mode without VNNI converts 16
-//! rows at a time back into blocks, the exact mode dequantizes them row by row (`rowwise`).
+//! runner uses in both modes) run on the same paths with the same results: the VNNI, AMX and
+//! block floating point kernels and the exact mode's tile decoder read them natively
+//! ([`int8::tile_split`], [`bfp`], [`exact`]); the fast mode without VNNI and the exact
+//! decode's f32 kernel convert 16 rows at a time back into blocks. Split rows cut the block
+//! floating point kernel's per-row work (two 32-byte scale loads instead of a gather, one
+//! 64-byte load per four blocks): SmolLM2's 1 × 576 × 1536 Q4_1 from L2, 1 core, 0.035–0.037
+//! → 0.027 ms, 1 × 1536 × 576 0.028 → 0.020 (the f32 kernel on blocks: 0.030 and 0.030).
 //!
 //! Work split: output columns (weight rows) in chunks across threads when `M · N · K` is large
 //! (the executor's spinning team, [`super::spin`], else rayon); in the `tile` path one contiguous range of rows per thread. All scratch is allocated
@@ -50,7 +58,6 @@ use super::spin::{self, SyncPtr as OutPtr};
 use crate::CpuOptions;
 use rlx_gguf::GgmlType;
 use rlx_gguf::layout::{Layout, dequantize_rows, split_row_to_blocks};
-use rlx_gguf::quants::dequantize_into;
 use rlx_ir::ops::Composite;
 use rlx_ir::{DType, IrError, Tensor};
 
@@ -141,7 +148,11 @@ impl QMatmulKernel {
                 Path::Q8(2) => "dequant_matmul_q8_vnni_split_rows",
                 Path::Q8(1) => "dequant_matmul_q8_avx2_split_rows",
                 Path::Q8(_) => "dequant_matmul_q8_scalar_split_rows",
-                _ => "dequant_matmul_rowwise_split_rows",
+                Path::Fused if !self.xbfp.is_empty() => "dequant_matmul_fused_vnni_split_rows",
+                Path::Fused => "dequant_matmul_fused_avx512_split_rows",
+                Path::Tile if self.simd && exact::has_decoder(self.ty) => "dequant_matmul_tile_avx512_split_rows",
+                Path::Tile => "dequant_matmul_tile_split_rows",
+                Path::Rowwise => "dequant_matmul_rowwise_split_rows",
             };
         }
         match self.path {
@@ -190,16 +201,15 @@ pub fn select(
     }
     let m: usize = xd[..xd.len() - 1].iter().product();
     let simd = avx512_decoders(opts);
+    let bfp_ok = bfp::has_path(ty) && int8::simd_level(opts.simd.avx512()) == 2;
     let fast = opts.quantized_activations && (int8::has_q8_0_path(ty) || q8k::has_q8_k_path(ty));
     let path = if fast && m >= amx::MIN_M && opts.simd.amx() && simd {
         Path::Amx
     } else if fast {
         Path::Q8(int8::simd_level(opts.simd.avx512()))
-    } else if m <= FUSED_ROWS && simd && exact::has_decoder(ty) && !split {
+    } else if m <= FUSED_ROWS && simd && exact::has_decoder(ty) {
         Path::Fused
-    } else if m <= 1 || split {
-        // The exact mode reads split rows one at a time (the layout is made for the fast
-        // mode's decode; this keeps any graph that holds it correct).
+    } else if m <= 1 {
         Path::Rowwise
     } else {
         Path::Tile
@@ -234,9 +244,10 @@ pub fn select(
             (chunk, 0, if path == Path::Rowwise { n.div_ceil(chunk) * k } else { 0 })
         }
     };
-    let bfp_ok = bfp::has_path(ty) && int8::simd_level(opts.simd.avx512()) == 2;
     let q8 = if matches!(path, Path::Q8(_) | Path::Amx) { m * int8::act_row_bytes(ty, k) } else { 0 };
-    let join = split && matches!(path, Path::Q8(l) if l != 2);
+    // Split rows converted back into blocks: the fast mode without VNNI, and the exact decode
+    // where its block floating point kernel cannot run (no VNNI, or a row it does not convert).
+    let join = split && (matches!(path, Path::Q8(l) if l != 2) || path == Path::Fused);
     let amx = (path == Path::Amx).then(|| amx::AmxScratch::new(ty, m, k, n.div_ceil(chunk)));
     Some(QMatmulKernel {
         ty,
@@ -380,6 +391,7 @@ fn run_decode(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32]) {
             decode::block_sums(x, decode::sum_len(k.ty), &mut k.xblk);
         }
         let (chunk, row_bytes, ty, xblk) = (k.chunk, k.row_bytes, k.ty, &k.xblk[..]);
+        let split = k.layout == Layout::SplitRows;
         let yp = OutPtr(y.as_mut_ptr());
         if !k.xbfp.is_empty() && bfp_quantize(ty, x, &mut k.xbfp) {
             let (xa, nb) = (&k.xbfp[..], kk / 32);
@@ -387,7 +399,22 @@ fn run_decode(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32]) {
                 let (j0, j1) = (c * chunk, ((c + 1) * chunk).min(n));
                 // SAFETY: chunks write disjoint ranges `j0..j1` of `y`, which outlives the call.
                 let yc = unsafe { yp.slice(j0, j1 - j0) };
-                bfp_dot_rows(ty, &wb[j0 * row_bytes..j1 * row_bytes], row_bytes, xa, nb, yc);
+                bfp_dot_rows(ty, split, &wb[j0 * row_bytes..j1 * row_bytes], row_bytes, xa, nb, yc);
+            });
+            continue;
+        }
+        if split {
+            // The f32 kernel reads blocks: `JOIN_ROWS` rows at a time converted back.
+            spin::for_chunks_mut(&mut k.wjoin, JOIN_ROWS * row_bytes, |c, buf| {
+                let (j0, j1) = (c * chunk, ((c + 1) * chunk).min(n));
+                for s0 in (j0..j1).step_by(JOIN_ROWS) {
+                    let s1 = (s0 + JOIN_ROWS).min(j1);
+                    let blocks = &mut buf[..(s1 - s0) * row_bytes];
+                    join_rows(ty, &wb[s0 * row_bytes..s1 * row_bytes], row_bytes, blocks);
+                    // SAFETY: chunks write disjoint ranges of `y`, which outlives the call.
+                    let yc = unsafe { yp.slice(s0, s1 - s0) };
+                    decode_dot_rows(ty, blocks, row_bytes, x, xblk, yc);
+                }
             });
             continue;
         }
@@ -415,11 +442,12 @@ fn bfp_quantize(ty: GgmlType, x: &[f32], xa: &mut [u8]) -> bool {
     unsafe { bfp::quantize(ty, x, xa) }
 }
 
-/// [`bfp::dot_rows`] on GGUF blocks.
+/// [`bfp::dot_rows`] (`split`: rows in `Layout::SplitRows`).
 #[cfg(target_arch = "x86_64")]
-fn bfp_dot_rows(ty: GgmlType, w: &[u8], row_bytes: usize, xa: &[u8], nb: usize, y: &mut [f32]) {
-    // SAFETY: as `bfp_quantize`; `xa` was written by it; lengths checked in `run`.
-    unsafe { bfp::dot_rows(ty, false, w, row_bytes, xa, nb, y) }
+fn bfp_dot_rows(ty: GgmlType, split: bool, w: &[u8], row_bytes: usize, xa: &[u8], nb: usize, y: &mut [f32]) {
+    // SAFETY: as `bfp_quantize`; `xa` was written by it; lengths and layout checked in `run`
+    // and `select`.
+    unsafe { bfp::dot_rows(ty, split, w, row_bytes, xa, nb, y) }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -428,7 +456,7 @@ fn bfp_quantize(_: GgmlType, _: &[f32], _: &mut [u8]) -> bool {
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-fn bfp_dot_rows(_: GgmlType, _: &[u8], _: usize, _: &[u8], _: usize, _: &mut [f32]) {
+fn bfp_dot_rows(_: GgmlType, _: bool, _: &[u8], _: usize, _: &[u8], _: usize, _: &mut [f32]) {
     unreachable!("the bfp kernel is planned only on x86_64")
 }
 
@@ -440,6 +468,7 @@ fn decode_dot_rows(_: GgmlType, _: &[u8], _: usize, _: &[f32], _: &[f32], _: &mu
 /// The `tile` path: each thread dequantizes tiles of its row range and runs gemm on them.
 fn run_tile(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32]) {
     let (m, n, kk, chunk, tile, row_bytes, ty, ld) = (k.m, k.n, k.k, k.chunk, k.tile, k.row_bytes, k.ty, k.ld);
+    let (layout, split) = (k.layout, k.layout == Layout::SplitRows);
     let fast = k.simd && exact::has_decoder(ty);
     let yp = OutPtr(y.as_mut_ptr());
     if let Some(xt) = &mut k.xt {
@@ -456,10 +485,10 @@ fn run_tile(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32]) {
             for (r, out) in t.chunks_exact_mut(ld).map(|row| &mut row[..kk]).enumerate() {
                 let wrow = &wb[(j + r) * row_bytes..(j + r + 1) * row_bytes];
                 if fast {
-                    decode_row(ty, wrow, out);
+                    decode_row(ty, split, wrow, out);
                 } else {
-                    // The lengths were checked at select time.
-                    let _ = dequantize_into(ty, wrow, out);
+                    // The lengths and the layout were checked at select time.
+                    let _ = dequantize_rows(ty, layout, wrow, kk, out);
                 }
             }
             match xt {
@@ -536,13 +565,14 @@ fn run_tile(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32]) {
 
 /// [`exact::decode_row`] (used only where it can run).
 #[cfg(target_arch = "x86_64")]
-fn decode_row(ty: GgmlType, w: &[u8], out: &mut [f32]) {
-    // SAFETY: called only when `simd` (features detected); lengths checked at select time.
-    unsafe { exact::decode_row(ty, w, out) }
+fn decode_row(ty: GgmlType, split: bool, w: &[u8], out: &mut [f32]) {
+    // SAFETY: called only when `simd` (features detected); lengths and layout checked at
+    // select time.
+    unsafe { exact::decode_row(ty, split, w, out) }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-fn decode_row(_: GgmlType, _: &[u8], _: &mut [f32]) {
+fn decode_row(_: GgmlType, _: bool, _: &[u8], _: &mut [f32]) {
     unreachable!("the AVX-512 decoders are used only on x86_64")
 }
 
