@@ -60,14 +60,12 @@ pub(super) use avx512::{dot_rows, quantize};
 mod avx512 {
     use super::{CORR_BYTES, QUAD_BYTES};
     use crate::kernels::qmatmul::decode::{Ahead, prefetch, prefetch_ahead, prefetch_rows};
-    use crate::kernels::qmatmul::int8::reduce_rows;
+    use crate::kernels::qmatmul::int8::{Heads, group, reduce_rows};
     use rlx_gguf::GgmlType;
     use std::arch::x86_64::*;
 
     /// Weight rows per group (sharing the activation loads).
     const ROWS: usize = 4;
-    /// Blocks whose scales are read together.
-    const GROUP: usize = 16;
 
     /// Convert the activation row `x` (`32 nb` floats) into `out` ([`super::act_bytes`] bytes)
     /// for the weights `ty` (a scheme of [`super::has_path`]). Returns `false`, leaving `out`
@@ -269,10 +267,7 @@ mod avx512 {
         };
         let nq = nb.div_ceil(4);
         let m4 = _mm512_set1_epi8(0x0f);
-        let offs = _mm512_mullo_epi32(
-            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-            _mm512_set1_epi32(ts as i32),
-        );
+        let heads = Heads::new(ts);
         // Block of each lane in a quad (plus the quad's first block in its group).
         let quad = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
         let (corr, scales) = (xa.wrapping_add(nq * QUAD_BYTES), xa.wrapping_add(nq * (QUAD_BYTES + 2 * CORR_BYTES)));
@@ -287,8 +282,7 @@ mod avx512 {
         // blocks `< nb` only; the activation row is `act_bytes(32 nb)` bytes (`quantize`).
         unsafe {
             while g0 < nb {
-                let gn = GROUP.min(nb - g0);
-                let lanes: __mmask16 = if gn == GROUP { 0xffff } else { (1u16 << gn) - 1 };
+                let (gn, lanes) = group(nb, g0);
                 let xs = _mm512_maskz_loadu_ps(lanes, scales.add(4 * g0).cast());
                 let sx = _mm512_maskz_loadu_ps(lanes, sums.add(4 * g0).cast());
                 for r in 0..R {
@@ -308,12 +302,7 @@ mod avx512 {
                         };
                         (d, m)
                     } else {
-                        let h = _mm512_mask_i32gather_epi32::<1>(
-                            _mm512_setzero_si512(),
-                            lanes,
-                            offs,
-                            w[r].add(g0 * ts).cast(),
-                        );
+                        let h = heads.at(w[r].add(g0 * ts), lanes);
                         let m = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(h)));
                         (_mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)), m)
                     };
@@ -381,10 +370,7 @@ mod avx512 {
         let (ts, qo): (usize, usize) = if SPLIT { (32, 0) } else { (34, 2) };
         let nq = nb.div_ceil(4);
         let flip = _mm512_set1_epi8(-128);
-        let offs = _mm512_mullo_epi32(
-            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-            _mm512_set1_epi32(ts as i32),
-        );
+        let heads = Heads::new(ts);
         // Block of each lane in a pair (plus the pair's first block in its group).
         let pair = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
         let (corr, scales) = (xa.wrapping_add(nq * QUAD_BYTES), xa.wrapping_add(nq * (QUAD_BYTES + 2 * CORR_BYTES)));
@@ -397,8 +383,7 @@ mod avx512 {
         // is `act_bytes(32 nb)` bytes (`quantize`).
         unsafe {
             while g0 < nb {
-                let gn = GROUP.min(nb - g0);
-                let lanes: __mmask16 = if gn == GROUP { 0xffff } else { (1u16 << gn) - 1 };
+                let (gn, lanes) = group(nb, g0);
                 let xs = _mm512_maskz_loadu_ps(lanes, scales.add(4 * g0).cast());
                 for r in 0..R {
                     prefetch_ahead(w[r], ahead, g0 * ts, (g0 + gn) * ts);
@@ -407,12 +392,7 @@ mod avx512 {
                         prefetch_ahead(w[r], ahead, s0, s0 + 2 * gn);
                         _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes, w[r].add(s0).cast()))
                     } else {
-                        let h = _mm512_mask_i32gather_epi32::<1>(
-                            _mm512_setzero_si512(),
-                            lanes,
-                            offs,
-                            w[r].add(g0 * ts).cast(),
-                        );
+                        let h = heads.at(w[r].add(g0 * ts), lanes);
                         _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h))
                     };
                     sc[r] = _mm512_mul_ps(d, xs);

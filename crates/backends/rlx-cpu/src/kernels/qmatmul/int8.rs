@@ -398,7 +398,7 @@ fn nib_dot(qs: &[u8], q: &[u8], off: i32) -> i32 {
 }
 
 #[cfg(target_arch = "x86_64")]
-pub(super) use avx::reduce_rows;
+pub(super) use avx::{Heads, group, reduce_rows};
 
 #[cfg(target_arch = "x86_64")]
 // The kernels index several per-row / per-column arrays with one tile index.
@@ -434,10 +434,37 @@ mod avx {
         }
     }
 
+    /// The first four bytes of each of 16 consecutive blocks of `ts` bytes (a legacy block's
+    /// f16 `d`, and Q4_1's `m` after it), for the decode kernels' scale groups.
+    #[derive(Clone, Copy)]
+    pub(in crate::kernels::qmatmul) struct Heads(__m512i);
+
+    impl Heads {
+        /// For blocks of `ts` bytes.
+        #[target_feature(enable = "avx512f")]
+        #[inline]
+        pub(in crate::kernels::qmatmul) fn new(ts: usize) -> Heads {
+            let iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+            Heads(_mm512_mullo_epi32(iota, _mm512_set1_epi32(ts as i32)))
+        }
+
+        /// The heads of the blocks from `p`, lane `i` block `i`, for the lanes in `lanes`
+        /// (zero elsewhere; one gather).
+        ///
+        /// # Safety
+        /// AVX-512F; the four bytes at `p + ts i` are readable for every lane `i` in `lanes`.
+        #[target_feature(enable = "avx512f")]
+        #[inline]
+        pub(in crate::kernels::qmatmul) unsafe fn at(self, p: *const u8, lanes: __mmask16) -> __m512i {
+            // SAFETY: the caller's contract.
+            unsafe { _mm512_mask_i32gather_epi32::<1>(_mm512_setzero_si512(), lanes, self.0, p.cast()) }
+        }
+    }
+
     /// The group of blocks from `g0` of a row of `nb`: its length (at most [`GROUP`]) and lane
     /// mask.
     #[inline(always)]
-    fn group(nb: usize, g0: usize) -> (usize, __mmask16) {
+    pub(in crate::kernels::qmatmul) fn group(nb: usize, g0: usize) -> (usize, __mmask16) {
         let gn = GROUP.min(nb - g0);
         (gn, if gn == GROUP { 0xffff } else { (1u16 << gn) - 1 })
     }
@@ -553,10 +580,7 @@ mod avx {
         });
         let m4 = _mm256_set1_epi8(0x0f);
         let flip = _mm256_set1_epi8(-128);
-        let offs = _mm512_mullo_epi32(
-            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-            _mm512_set1_epi32(ts as i32),
-        );
+        let heads = Heads::new(ts);
         let mut acc = [[_mm256_setzero_ps(); C]; R];
         let mut summs = [[0f32; C]; R];
         let mut sc = [[[0f32; GROUP]; C]; R];
@@ -595,7 +619,7 @@ mod avx {
                         (dw, m)
                     } else {
                         let base = w[r].add(g0 * ts);
-                        let h = _mm512_mask_i32gather_epi32::<1>(_mm512_setzero_si512(), lanes, offs, base.cast());
+                        let h = heads.at(base, lanes);
                         (
                             _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)),
                             _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(h))),
@@ -702,10 +726,7 @@ mod avx {
         };
         let m4 = _mm512_set1_epi8(0x0f);
         let eight = _mm512_set1_epi8(8);
-        let offs = _mm512_mullo_epi32(
-            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-            _mm512_set1_epi32(ts as i32),
-        );
+        let heads = Heads::new(ts);
         // The 16-bit words of the second and fourth 128-bit lanes: the high nibbles.
         const HI: __mmask32 = 0xff00_ff00;
         // Block of each lane in a quad (plus the quad's first block in its group).
@@ -744,8 +765,7 @@ mod avx {
                         }
                         continue;
                     }
-                    let h =
-                        _mm512_mask_i32gather_epi32::<1>(_mm512_setzero_si512(), lanes, offs, w[r].add(g0 * ts).cast());
+                    let h = heads.at(w[r].add(g0 * ts), lanes);
                     _mm512_storeu_ps(sc[r].as_mut_ptr(), _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)), xd));
                     if K == Q4_1 {
                         let m = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(h)));
@@ -852,10 +872,7 @@ mod avx {
         // Quant bytes of block `b` at `ts b + qo`; split rows' `d`s at `32 nb + 2 b`.
         let (ts, qo): (usize, usize) = if SPLIT { (32, 0) } else { (34, 2) };
         let flip = _mm512_set1_epi8(-128);
-        let offs = _mm512_mullo_epi32(
-            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-            _mm512_set1_epi32(ts as i32),
-        );
+        let heads = Heads::new(ts);
         // Block of each lane in a pair (plus the pair's first block in its group).
         let pair = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
         let mut acc = [_mm512_setzero_ps(); R];
@@ -876,13 +893,7 @@ mod avx {
                         super::super::decode::prefetch_ahead(w[r], ahead, s0, s0 + 2 * gn);
                         _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes, w[r].add(s0).cast()))
                     } else {
-                        let h = _mm512_mask_i32gather_epi32::<1>(
-                            _mm512_setzero_si512(),
-                            lanes,
-                            offs,
-                            w[r].add(g0 * ts).cast(),
-                        );
-                        _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h))
+                        _mm512_cvtph_ps(_mm512_cvtepi32_epi16(heads.at(w[r].add(g0 * ts), lanes)))
                     };
                     sc[r] = _mm512_mul_ps(d, xd);
                 }
