@@ -86,8 +86,9 @@ enum Path {
     Q8(u8),
     /// Fast mode on AMX tiles (M >= [`amx::MIN_M`]).
     Amx,
-    /// In-register dequantization + FMA, one weight row at a time (M = 1; up to
-    /// [`FUSED_ROWS`] activation rows, one after another).
+    /// No dequantized weights in memory, one activation row at a time (up to [`FUSED_ROWS`]):
+    /// [`bfp`]'s integer dots (Q4_0 / Q4_1 / Q8_0 with VNNI), else in-register dequantization
+    /// + FMA ([`decode`]).
     Fused,
     /// Tiles of dequantized weight rows, then gemm (M > 1).
     Tile,
@@ -129,8 +130,8 @@ pub struct QMatmulKernel {
     ct: Vec<f32>,
     /// `Σ x` per 32- (16-) element block (`fused` path, schemes with [`decode::needs_block_sums`]).
     xblk: Vec<f32>,
-    /// The `fused` path's activation row as [`bfp`]'s block floating point (Q4_0 / Q4_1 with
-    /// VNNI; empty otherwise).
+    /// The `fused` path's activation row as [`bfp`]'s block floating point (Q4_0 / Q4_1 / Q8_0
+    /// with VNNI; empty otherwise).
     xbfp: Vec<u8>,
     /// The `amx` path's activation layout and per-chunk scratch.
     amx: Option<amx::AmxScratch>,
