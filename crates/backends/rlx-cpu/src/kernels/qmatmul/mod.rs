@@ -88,7 +88,7 @@ enum Path {
     Amx,
     /// No dequantized weights in memory, one activation row at a time (up to [`FUSED_ROWS`]):
     /// [`bfp`]'s integer dots (Q4_0 / Q4_1 / Q8_0 with VNNI), else in-register dequantization
-    /// + FMA ([`decode`]).
+    /// and FMA ([`decode`]).
     Fused,
     /// Tiles of dequantized weight rows, then gemm (M > 1).
     Tile,
