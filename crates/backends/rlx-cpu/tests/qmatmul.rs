@@ -107,9 +107,9 @@ fn exact_mode_matches_f64_reference() {
                 seed += 3;
                 let kernel = check_exact(ty, lead, k, n, seed, &opts);
                 let m: usize = lead.iter().product();
-                // Up to 8 activation rows run the fused kernel once per row (Q4_0 / Q4_1 / Q8_0 with
+                // Up to 8 activation rows run the fused kernel once per row (Q4_0 / Q4_1 / Q8_0 / Q4_K with
                 // VNNI: on integer dots against block floating point activations).
-                let bfp = matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0) && vnni();
+                let bfp = matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0 | GgmlType::Q4_K) && vnni();
                 let want = match (m, NATIVE.contains(&ty) && avx) {
                     (1..=8, true) if bfp => "dequant_matmul_fused_vnni",
                     (1..=8, true) => "dequant_matmul_fused_avx512",
@@ -297,13 +297,16 @@ fn run_row(ty: GgmlType, layout: Layout, x: &[f32], packed: &[u8], n: usize) -> 
 /// |w x|`. Each case on GGUF blocks and on `Layout::SplitRows`, bit-identical.
 #[test]
 fn exact_decode_block_floating_point_edges() {
-    let (k, n) = (576, 37);
+    let n = 37;
     let check = |ty: GgmlType, x: &[f32], packed: &[u8], what: &str| {
+        let k = x.len();
         let (kernel, got) = run_row(ty, Layout::Blocks, x, packed, n);
-        let (ks, split) = run_row(ty, Layout::SplitRows, x, packed, n);
-        assert_eq!(format!("{kernel}_split_rows"), ks);
-        let same = got.iter().zip(&split).all(|(a, b)| a.to_bits() == b.to_bits());
-        assert!(same, "{} {what}: split rows {split:?} vs blocks {got:?}", ty.name());
+        if Layout::SplitRows.supports(ty) {
+            let (ks, split) = run_row(ty, Layout::SplitRows, x, packed, n);
+            assert_eq!(format!("{kernel}_split_rows"), ks);
+            let same = got.iter().zip(&split).all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "{} {what}: split rows {split:?} vs blocks {got:?}", ty.name());
+        }
         let wd = dequantize(ty, packed).unwrap();
         let bits = if ty == GgmlType::Q8_0 { 21 } else { 22 };
         for j in 0..n {
@@ -323,7 +326,8 @@ fn exact_decode_block_floating_point_edges() {
         }
         kernel
     };
-    for (t, &ty) in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0].iter().enumerate() {
+    for (t, &ty) in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_K].iter().enumerate() {
+        let k = if ty == GgmlType::Q4_K { 512 } else { 576 };
         let wf = rand_tensor(&[n, k], DType::F32, 900 + t as u64, -1.0, 1.0);
         let packed = quantize(ty, wf.as_slice::<f32>().unwrap()).unwrap();
         let mut x: Vec<f32> =
@@ -343,7 +347,7 @@ fn exact_decode_block_floating_point_edges() {
             let mut xb = x.clone();
             xb[40] = bad;
             let wd = dequantize(ty, &packed).unwrap();
-            for layout in [Layout::Blocks, Layout::SplitRows] {
+            for layout in [Layout::Blocks, Layout::SplitRows].into_iter().filter(|l| l.supports(ty)) {
                 let (_, got) = run_row(ty, layout, &xb, &packed, n);
                 for j in (0..n).filter(|&j| wd[j * k + 40] != 0.0) {
                     assert!(!got[j].is_finite(), "{} {what} {layout:?}: [{j}] = {}", ty.name(), got[j]);
@@ -354,6 +358,7 @@ fn exact_decode_block_floating_point_edges() {
     // Activations the conversion holds exactly (a block maximum of 1.0, so `s_b` is 2^-21, Q8_0
     // 2^-20, and the other elements multiples of `s_b`) against weights that are zero where
     // the maximum sits: only the f32 rounding is left, far below what one bit fewer costs.
+    let k = 576;
     for (t, ty) in [GgmlType::Q4_0, GgmlType::Q8_0].into_iter().enumerate() {
         let mut wf = rand_tensor(&[n, k], DType::F32, 920 + t as u64, -1.0, 1.0).as_slice::<f32>().unwrap().to_vec();
         wf.iter_mut().step_by(32).for_each(|v| *v = 0.0);

@@ -1,37 +1,41 @@
-//! Exact-mode decode (`M = 1`) of Q4_0 / Q4_1 / Q8_0 on integer dot products: the activation
-//! row is held as block floating point with 22 (Q8_0: 21) bits per element, so `Σ q · x` of
-//! every 32-weight block is an exact integer computed with `vpdpbusd`, as the fast mode computes
-//! its dots, without the fast mode's 8-bit rounding of the activations.
+//! Exact-mode decode (`M = 1`) of Q4_0 / Q4_1 / Q8_0 / Q4_K on integer dot products: the
+//! activation row is held as block floating point with 22 (Q8_0: 21) bits per element, so
+//! `Σ q · x` of every 32-weight (sub-)block is an exact integer computed with `vpdpbusd`, as the
+//! fast mode computes its dots, without the fast mode's 8-bit rounding of the activations.
 //!
 //! Per 32-element block `b` of `x`: `x_i = s_b · n_i` with `s_b` the power of two that makes
 //! `max |n_i| ≤ 2^B` (`B = 22`, Q8_0 21; `n_i = round(x_i / s_b)`: the block's largest
 //! elements keep 23 (22) of their 24 mantissa bits, smaller ones their bits down to `s_b / 2`),
 //! and each `n_i` split into three signed bytes `n = 2¹⁶ h + 2⁸ m + l` (`l, m ∈ [-128, 127]`,
 //! `|h| ≤ 65`). Then `Σ q n = 2¹⁶ Σ q h + 2⁸ Σ q m + Σ q l`: three `vpdpbusd` per 64 weights
-//! (Q4: the low and the high nibbles of four blocks against each digit plane, six per quad;
-//! Q8_0: two blocks, flipped to unsigned `q + 128`), accumulated in one `i32` lane chain with
-//! two shifts, converted to f32 once (the first and only rounding of the integer dot) and
-//! scaled by `d · s_b`. Per lane `|Σ q n| ≤ 8 · 15 · 2²²` (Q4) or `4 · 128 · 2²¹` (Q8_0): no
-//! overflow, and the `i32` arithmetic wraps, so the unsigned form's larger intermediate sums
-//! are exact once the correction is added. Q4_0's `-8 Σ n` and Q8_0's `-128 Σ n` per lane are
-//! exact integers added before the conversion; Q4_1's `m · Σ x_b` is one FMA per block, with
-//! `Σ x_b = s_b Σ n_i`.
+//! (Q4_0 / Q4_1: the low and the high nibbles of four blocks against each digit plane, six per
+//! quad; Q8_0: two blocks, flipped to unsigned `q + 128`; Q4_K: the low and the high nibbles of
+//! 64 quant bytes in two chains, their sub-blocks having their own scales), accumulated in an
+//! `i32` lane chain with two shifts, converted to f32 once (the first and only rounding of the
+//! integer dot) and scaled by `d · s_b` (Q4_K: `d sc_j s_j`). Per lane `|Σ q n| ≤ 8 · 15 · 2²²`
+//! (4-bit) or `4 · 128 · 2²¹` (Q8_0): no overflow, and the `i32` arithmetic wraps, so the
+//! unsigned form's larger intermediate sums are exact once the correction is added. Q4_0's
+//! `-8 Σ n` and Q8_0's `-128 Σ n` per lane are exact integers added before the conversion;
+//! Q4_1's `m · Σ x_b` is one FMA per block, with `Σ x_b = s_b Σ n_i`, and Q4_K's
+//! `dmin m_j Σ x_j` one FMA per eight sub-blocks.
 //!
 //! Error: `|x_i - s_b n_i| ≤ s_b / 2 ≤ 2^-B max_b |x|`, so a block's dot is within `2^-B · 32 ·
 //! max_b |x| · max |w|` plus one f32 rounding of each of the terms above, the order of an f32
 //! sum's rounding (the exact mode's contract: agreement with the f64 reference up to f32
-//! rounding; `tests/qmatmul.rs`, and [`tests`] here with large outliers). A row with a
-//! non-finite element, or a block whose
-//! largest element is nonzero and below 2⁻⁸¹ (where `d · s_b` could fall below the normal f32
-//! range), is not converted:
+//! rounding; `tests/qmatmul.rs`, `exact_decode_block_floating_point_edges` with large
+//! outliers). A row with a non-finite element, or a block whose largest element is nonzero and
+//! below 2⁻⁸¹ (where `d · s_b` could fall below the normal f32 range), is not converted:
 //! [`quantize`] returns `false` and the caller runs `decode`'s f32 kernel.
 //!
-//! Activation row layout ([`act_bytes`]): per quad of 4 blocks 384 bytes of digits. Q4: the
-//! planes `h, m, l` each as the quad's 16-byte low halves (elements 0–15 of block `j` at bytes
-//! `16 j ..`) then its high halves (elements 16–31), the layout of a quad's nibbles in one
-//! 512-bit register. Q8_0: per pair of blocks the planes `h, m, l`, each 64 bytes in element
-//! order. Then 64 bytes of correction (`i32` per lane) per quad (Q4) or pair (Q8_0); then `s_b`
-//! and `Σ x_b` as f32 per block. Blocks past the row's end, up to a whole quad, are zero.
+//! Activation row layout ([`act_bytes`]): per quad of 4 blocks 384 bytes of digits, each plane
+//! `h, m, l` as two 64-byte registers. Q4_0 / Q4_1: the quad's 16-byte low halves (elements
+//! 0–15 of block `j` at bytes `16 j ..`), then its high halves (elements 16–31), the layout of a
+//! quad's nibbles in one 512-bit register. Q4_K (sub-blocks `4g .. 4g + 4`): sub-blocks `4g`,
+//! `4g + 2` (32 bytes each), then `4g + 1`, `4g + 3`, as a Q4_K block's 64 quant bytes hold
+//! their low and their high nibbles. Q8_0: per pair of blocks the planes, each 64 bytes in
+//! element order. Then 64 bytes of correction (`i32` per lane) per quad (Q4_0) or pair (Q8_0);
+//! then `s_b` and `Σ x_b` as f32 per block. Blocks past the row's end, up to a whole quad, are
+//! zero.
 
 use rlx_gguf::GgmlType;
 
@@ -42,7 +46,7 @@ const CORR_BYTES: usize = 64;
 
 /// True when `ty` has this kernel.
 pub(super) fn has_path(ty: GgmlType) -> bool {
-    matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0)
+    matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0 | GgmlType::Q4_K)
 }
 
 /// Bytes of one converted activation row of `k` elements (`k` a multiple of 32).
@@ -62,6 +66,7 @@ mod avx512 {
     use crate::kernels::qmatmul::decode::{Ahead, prefetch, prefetch_ahead, prefetch_rows};
     use crate::kernels::qmatmul::int8::{Heads, group, reduce_rows};
     use rlx_gguf::GgmlType;
+    use rlx_gguf::quants::kquants::scale_min_k4;
     use std::arch::x86_64::*;
 
     /// Weight rows per group (sharing the activation loads).
@@ -77,7 +82,7 @@ mod avx512 {
     /// multiple of 32.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
     pub(in crate::kernels::qmatmul) unsafe fn quantize(ty: GgmlType, x: &[f32], out: &mut [u8]) -> bool {
-        let q8 = ty == GgmlType::Q8_0;
+        let (q8, q4k) = (ty == GgmlType::Q8_0, ty == GgmlType::Q4_K);
         // Bits of `|n|`: four products of up to 128 · 2^21 per lane stay inside i32.
         let bits: u32 = if q8 { 21 } else { 22 };
         let nb = x.len() / 32;
@@ -90,6 +95,9 @@ mod avx512 {
         let at = |b: usize, p: usize, hf: usize| {
             if q8 {
                 b / 2 * (QUAD_BYTES / 2) + 64 * p + 32 * (b % 2) + 16 * hf
+            } else if q4k {
+                // Sub-blocks 4g, 4g + 2 in the low-nibble register, 4g + 1, 4g + 3 in the high.
+                b / 4 * QUAD_BYTES + 64 * (2 * p + b % 2) + 32 * (b % 4 / 2) + 16 * hf
             } else {
                 b / 4 * QUAD_BYTES + 64 * (2 * p + hf) + 16 * (b % 4)
             }
@@ -145,6 +153,9 @@ mod avx512 {
             // `-8 Σ n` (Q4_0) or `-128 Σ n` (Q8_0) per lane: the kernel's own chain on bytes of
             // 8 (128).
             let zero = _mm512_setzero_si512();
+            if q4k {
+                return true;
+            }
             if q8 {
                 let flip = _mm512_set1_epi8(-128);
                 for pr in 0..2 * nq {
@@ -175,6 +186,21 @@ mod avx512 {
         let a = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(init, zlo, x(0)), zhi, x(1));
         let a = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_slli_epi32::<8>(a), zlo, x(2)), zhi, x(3));
         _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_slli_epi32::<8>(a), zlo, x(4)), zhi, x(5))
+    }
+
+    /// `Σ q n` per lane of the unsigned bytes `z` against the digit planes `t, t + 2, t + 4` of
+    /// the quad at `xq` (Q4_K: `t = 0` the low-nibble sub-blocks, 1 the high).
+    ///
+    /// # Safety
+    /// AVX-512F + VNNI; `xq` points to a quad's `QUAD_BYTES`, `t < 2`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    #[inline]
+    unsafe fn plane_dot(xq: *const u8, z: __m512i, t: usize) -> __m512i {
+        // SAFETY: three 64-byte loads inside the quad (caller).
+        let x = |p: usize| unsafe { _mm512_loadu_si512(xq.add(64 * (t + 2 * p)).cast()) };
+        let a = _mm512_dpbusd_epi32(_mm512_setzero_si512(), z, x(0));
+        let a = _mm512_dpbusd_epi32(_mm512_slli_epi32::<8>(a), z, x(1));
+        _mm512_dpbusd_epi32(_mm512_slli_epi32::<8>(a), z, x(2))
     }
 
     /// `Σ q n` per lane of one pair of Q8_0 blocks: the unsigned bytes `u` against the pair's
@@ -221,6 +247,7 @@ mod avx512 {
         debug_assert_eq!(w.len(), y.len() * row_bytes);
         debug_assert!(xa.len() >= super::act_bytes(32 * nb));
         let (dot, dot1): (RowsFn<ROWS>, RowsFn<1>) = match (ty, split) {
+            (GgmlType::Q4_K, _) => (rows_q4k::<ROWS>, rows_q4k::<1>),
             (GgmlType::Q8_0, false) => (rows_q8::<ROWS, false>, rows_q8::<1, false>),
             (GgmlType::Q8_0, true) => (rows_q8::<ROWS, true>, rows_q8::<1, true>),
             (GgmlType::Q4_0, false) => (rows::<ROWS, Q4_0, false>, rows::<1, Q4_0, false>),
@@ -425,5 +452,74 @@ mod avx512 {
             }
         }
         reduce_rows(acc)
+    }
+
+    /// [`rows`] for Q4_K (144-byte blocks of 256: `d`, `dmin` f16, 12 bytes of 6-bit scales and
+    /// mins, 128 bytes of nibbles; `w = d sc_j q - dmin m_j` per 32-weight sub-block `j`,
+    /// `nb` sub-blocks per row): per 64 quant bytes (four sub-blocks), the low and the high
+    /// nibbles each in their own integer chain (their sub-blocks have their own scales), each
+    /// lane scaled by `d sc_j s_j`; the `dmin m_j Σ x_j` terms in 8 f32 lanes per row.
+    ///
+    /// # Safety
+    /// As [`rows`] (`nb` a multiple of 8).
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    unsafe fn rows_q4k<const R: usize>(w: [*const u8; R], xa: *const u8, nb: usize) -> [f32; R] {
+        let ahead = Ahead::new(144 * nb / 8);
+        let nq = nb.div_ceil(4);
+        let m4 = _mm512_set1_epi8(0x0f);
+        // Sub-block of each lane: the low nibbles of a 64-byte load are sub-blocks 4g and
+        // 4g + 2, the high ones 4g + 1 and 4g + 3.
+        let idx = |g: i32, t: i32| {
+            let (a, b) = (4 * g + t, 4 * g + t + 2);
+            _mm512_setr_epi32(a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b)
+        };
+        let sel = [[idx(0, 0), idx(0, 1)], [idx(1, 0), idx(1, 1)]];
+        let (scales, sums) = (
+            xa.wrapping_add(nq * (QUAD_BYTES + 2 * CORR_BYTES)),
+            xa.wrapping_add(nq * (QUAD_BYTES + 2 * CORR_BYTES) + 4 * nb),
+        );
+        let mut acc = [_mm512_setzero_ps(); R];
+        let mut macc = [_mm256_setzero_ps(); R];
+        // SAFETY (every pointer below): block `b < nb / 8` of row `r` spans 144 bytes from
+        // `w[r] + 144 b`; the activation row is `act_bytes(32 nb)` bytes (`quantize`).
+        unsafe {
+            for b in 0..nb / 8 {
+                let xs = _mm256_loadu_ps(scales.add(32 * b).cast());
+                let sx = _mm256_loadu_ps(sums.add(32 * b).cast());
+                for r in 0..R {
+                    let p = w[r].add(144 * b);
+                    prefetch_ahead(w[r], ahead, 144 * b, 144 * (b + 1));
+                    let hd = _mm_cvtph_ps(_mm_cvtsi32_si128(p.cast::<i32>().read_unaligned()));
+                    let scb = std::slice::from_raw_parts(p.add(4), 12);
+                    let (mut sc, mut mn) = ([0u8; 8], [0u8; 8]);
+                    for j in 0..8 {
+                        (sc[j], mn[j]) = scale_min_k4(j, scb);
+                    }
+                    let to_f =
+                        |v: [u8; 8]| _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(v.as_ptr().cast())));
+                    let d = _mm256_broadcastss_ps(hd);
+                    let dmin = _mm256_broadcastss_ps(_mm_movehdup_ps(hd));
+                    macc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dmin, to_f(mn)), sx, macc[r]);
+                    let s16 = _mm512_castps256_ps512(_mm256_mul_ps(_mm256_mul_ps(d, to_f(sc)), xs));
+                    for g in 0..2 {
+                        let q = _mm512_loadu_si512(p.add(16 + 64 * g).cast());
+                        let xq = xa.add((2 * b + g) * QUAD_BYTES);
+                        let zlo = _mm512_and_si512(q, m4);
+                        let zhi = _mm512_and_si512(_mm512_srli_epi16::<4>(q), m4);
+                        let lo = _mm512_cvtepi32_ps(plane_dot(xq, zlo, 0));
+                        let hi = _mm512_cvtepi32_ps(plane_dot(xq, zhi, 1));
+                        acc[r] = _mm512_fmadd_ps(lo, _mm512_permutexvar_ps(sel[g][0], s16), acc[r]);
+                        acc[r] = _mm512_fmadd_ps(hi, _mm512_permutexvar_ps(sel[g][1], s16), acc[r]);
+                    }
+                }
+            }
+        }
+        let a = reduce_rows(acc);
+        std::array::from_fn(|r| {
+            let m = macc[r];
+            let m4 = _mm_add_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps::<1>(m));
+            let m2 = _mm_add_ps(m4, _mm_movehl_ps(m4, m4));
+            a[r] - _mm_cvtss_f32(_mm_add_ss(m2, _mm_movehdup_ps(m2)))
+        })
     }
 }
