@@ -107,9 +107,11 @@ fn exact_mode_matches_f64_reference() {
                 seed += 3;
                 let kernel = check_exact(ty, lead, k, n, seed, &opts);
                 let m: usize = lead.iter().product();
-                // Up to 8 activation rows run the fused kernel once per row (Q4_0 / Q4_1 / Q8_0 / Q4_K with
+                // Up to 8 activation rows run the fused kernel once per row (Q4_0 / Q4_1 / Q8_0 / Q4_K / Q5_K with
                 // VNNI: on integer dots against block floating point activations).
-                let bfp = matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0 | GgmlType::Q4_K) && vnni();
+                let bfp =
+                    matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0 | GgmlType::Q4_K | GgmlType::Q5_K)
+                        && vnni();
                 let want = match (m, NATIVE.contains(&ty) && avx) {
                     (1..=8, true) if bfp => "dequant_matmul_fused_vnni",
                     (1..=8, true) => "dequant_matmul_fused_avx512",
@@ -326,8 +328,9 @@ fn exact_decode_block_floating_point_edges() {
         }
         kernel
     };
-    for (t, &ty) in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_K].iter().enumerate() {
-        let k = if ty == GgmlType::Q4_K { 512 } else { 576 };
+    for (t, &ty) in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K].iter().enumerate()
+    {
+        let k = if ty.block_size() == 256 { 512 } else { 576 };
         let wf = rand_tensor(&[n, k], DType::F32, 900 + t as u64, -1.0, 1.0);
         let packed = quantize(ty, wf.as_slice::<f32>().unwrap()).unwrap();
         let mut x: Vec<f32> =

@@ -1,4 +1,4 @@
-//! Exact-mode decode (`M = 1`) of Q4_0 / Q4_1 / Q8_0 / Q4_K on integer dot products: the
+//! Exact-mode decode (`M = 1`) of Q4_0 / Q4_1 / Q8_0 / Q4_K / Q5_K on integer dot products: the
 //! activation row is held as block floating point with 22 (Q8_0: 21) bits per element, so
 //! `Σ q · x` of every 32-weight (sub-)block is an exact integer computed with `vpdpbusd`, as the
 //! fast mode computes its dots, without the fast mode's 8-bit rounding of the activations.
@@ -10,7 +10,8 @@
 //! `|h| ≤ 65`). Then `Σ q n = 2¹⁶ Σ q h + 2⁸ Σ q m + Σ q l`: three `vpdpbusd` per 64 weights
 //! (Q4_0 / Q4_1: the low and the high nibbles of four blocks against each digit plane, six per
 //! quad; Q8_0: two blocks, flipped to unsigned `q + 128`; Q4_K: the low and the high nibbles of
-//! 64 quant bytes in two chains, their sub-blocks having their own scales), accumulated in an
+//! 64 quant bytes in two chains, their sub-blocks having their own scales; Q5_K the same with
+//! its fifth bits added as 16), accumulated in an
 //! `i32` lane chain with two shifts, converted to f32 once (the first and only rounding of the
 //! integer dot) and scaled by `d · s_b` (Q4_K: `d sc_j s_j`). Per lane `|Σ q n| ≤ 8 · 15 · 2²²`
 //! (4-bit) or `4 · 128 · 2²¹` (Q8_0): no overflow, and the `i32` arithmetic wraps, so the
@@ -46,7 +47,7 @@ const CORR_BYTES: usize = 64;
 
 /// True when `ty` has this kernel.
 pub(super) fn has_path(ty: GgmlType) -> bool {
-    matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0 | GgmlType::Q4_K)
+    matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0 | GgmlType::Q4_K | GgmlType::Q5_K)
 }
 
 /// Bytes of one converted activation row of `k` elements (`k` a multiple of 32).
@@ -82,7 +83,7 @@ mod avx512 {
     /// multiple of 32.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
     pub(in crate::kernels::qmatmul) unsafe fn quantize(ty: GgmlType, x: &[f32], out: &mut [u8]) -> bool {
-        let (q8, q4k) = (ty == GgmlType::Q8_0, ty == GgmlType::Q4_K);
+        let (q8, q4k) = (ty == GgmlType::Q8_0, matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K));
         // Bits of `|n|`: four products of up to 128 · 2^21 per lane stay inside i32.
         let bits: u32 = if q8 { 21 } else { 22 };
         let nb = x.len() / 32;
@@ -247,7 +248,8 @@ mod avx512 {
         debug_assert_eq!(w.len(), y.len() * row_bytes);
         debug_assert!(xa.len() >= super::act_bytes(32 * nb));
         let (dot, dot1): (RowsFn<ROWS>, RowsFn<1>) = match (ty, split) {
-            (GgmlType::Q4_K, _) => (rows_q4k::<ROWS>, rows_q4k::<1>),
+            (GgmlType::Q4_K, _) => (rows_q4k::<ROWS, false>, rows_q4k::<1, false>),
+            (GgmlType::Q5_K, _) => (rows_q4k::<ROWS, true>, rows_q4k::<1, true>),
             (GgmlType::Q8_0, false) => (rows_q8::<ROWS, false>, rows_q8::<1, false>),
             (GgmlType::Q8_0, true) => (rows_q8::<ROWS, true>, rows_q8::<1, true>),
             (GgmlType::Q4_0, false) => (rows::<ROWS, Q4_0, false>, rows::<1, Q4_0, false>),
@@ -458,13 +460,23 @@ mod avx512 {
     /// mins, 128 bytes of nibbles; `w = d sc_j q - dmin m_j` per 32-weight sub-block `j`,
     /// `nb` sub-blocks per row): per 64 quant bytes (four sub-blocks), the low and the high
     /// nibbles each in their own integer chain (their sub-blocks have their own scales), each
-    /// lane scaled by `d sc_j s_j`; the `dmin m_j Σ x_j` terms in 8 f32 lanes per row.
+    /// lane scaled by `d sc_j s_j`; the `dmin m_j Σ x_j` terms in 8 f32 lanes per row. With
+    /// `FIVE`, Q5_K (176-byte blocks: 32 bytes of fifth bits before the nibbles, bit `j` of
+    /// byte `l` for element `l` of sub-block `j`): `16` added to the nibble bytes whose bit is
+    /// set (`q ≤ 31`, so a lane's `|Σ q n| ≤ 4 · 31 · 2²²` per chain step stays inside `i32`).
     ///
     /// # Safety
     /// As [`rows`] (`nb` a multiple of 8).
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-    unsafe fn rows_q4k<const R: usize>(w: [*const u8; R], xa: *const u8, nb: usize) -> [f32; R] {
-        let ahead = Ahead::new(144 * nb / 8);
+    unsafe fn rows_q4k<const R: usize, const FIVE: bool>(w: [*const u8; R], xa: *const u8, nb: usize) -> [f32; R] {
+        let (ts, qo): (usize, usize) = if FIVE { (176, 48) } else { (144, 16) };
+        let ahead = Ahead::new(ts * nb / 8);
+        let sixteen = _mm512_set1_epi8(16);
+        // Q5_K: the fifth bit of each nibble byte of a 64-byte load (the low nibbles: sub-blocks
+        // 4g in bytes 0..32, 4g + 2 in 32..64; the high: 4g + 1, 4g + 3).
+        let bit =
+            |j: i32| _mm512_mask_blend_epi8(!0u64 << 32, _mm512_set1_epi8(1 << j), _mm512_set1_epi8(1 << (j + 2)));
+        let bits = [[bit(0), bit(1)], [bit(4), bit(5)]];
         let nq = nb.div_ceil(4);
         let m4 = _mm512_set1_epi8(0x0f);
         // Sub-block of each lane: the low nibbles of a 64-byte load are sub-blocks 4g and
@@ -480,15 +492,20 @@ mod avx512 {
         );
         let mut acc = [_mm512_setzero_ps(); R];
         let mut macc = [_mm256_setzero_ps(); R];
-        // SAFETY (every pointer below): block `b < nb / 8` of row `r` spans 144 bytes from
-        // `w[r] + 144 b`; the activation row is `act_bytes(32 nb)` bytes (`quantize`).
+        // SAFETY (every pointer below): block `b < nb / 8` of row `r` spans `ts` bytes from
+        // `w[r] + ts b`; the activation row is `act_bytes(32 nb)` bytes (`quantize`).
         unsafe {
             for b in 0..nb / 8 {
                 let xs = _mm256_loadu_ps(scales.add(32 * b).cast());
                 let sx = _mm256_loadu_ps(sums.add(32 * b).cast());
                 for r in 0..R {
-                    let p = w[r].add(144 * b);
-                    prefetch_ahead(w[r], ahead, 144 * b, 144 * (b + 1));
+                    let p = w[r].add(ts * b);
+                    prefetch_ahead(w[r], ahead, ts * b, ts * (b + 1));
+                    let qh = if FIVE {
+                        _mm512_broadcast_i64x4(_mm256_loadu_si256(p.add(16).cast()))
+                    } else {
+                        _mm512_setzero_si512()
+                    };
                     let hd = _mm_cvtph_ps(_mm_cvtsi32_si128(p.cast::<i32>().read_unaligned()));
                     let scb = std::slice::from_raw_parts(p.add(4), 12);
                     let (mut sc, mut mn) = ([0u8; 8], [0u8; 8]);
@@ -502,10 +519,14 @@ mod avx512 {
                     macc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dmin, to_f(mn)), sx, macc[r]);
                     let s16 = _mm512_castps256_ps512(_mm256_mul_ps(_mm256_mul_ps(d, to_f(sc)), xs));
                     for g in 0..2 {
-                        let q = _mm512_loadu_si512(p.add(16 + 64 * g).cast());
+                        let q = _mm512_loadu_si512(p.add(qo + 64 * g).cast());
                         let xq = xa.add((2 * b + g) * QUAD_BYTES);
-                        let zlo = _mm512_and_si512(q, m4);
-                        let zhi = _mm512_and_si512(_mm512_srli_epi16::<4>(q), m4);
+                        let mut zlo = _mm512_and_si512(q, m4);
+                        let mut zhi = _mm512_and_si512(_mm512_srli_epi16::<4>(q), m4);
+                        if FIVE {
+                            zlo = _mm512_mask_add_epi8(zlo, _mm512_test_epi8_mask(qh, bits[g][0]), zlo, sixteen);
+                            zhi = _mm512_mask_add_epi8(zhi, _mm512_test_epi8_mask(qh, bits[g][1]), zhi, sixteen);
+                        }
                         let lo = _mm512_cvtepi32_ps(plane_dot(xq, zlo, 0));
                         let hi = _mm512_cvtepi32_ps(plane_dot(xq, zhi, 1));
                         acc[r] = _mm512_fmadd_ps(lo, _mm512_permutexvar_ps(sel[g][0], s16), acc[r]);

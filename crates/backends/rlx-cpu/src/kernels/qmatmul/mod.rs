@@ -8,7 +8,7 @@
 //!   are bit-identical with `rlx_gguf::quants::dequantize_into` where they are formed; the
 //!   summation order differs from the composite's f32 body). Paths:
 //!   - `fused` (M <= [`FUSED_ROWS`], AVX-512, Q8_0/Q4_0/Q4_1/Q4_K/Q5_K/Q6_K, one activation
-//!     row after another): no dequantized weights in memory. Q4_0 / Q4_1 / Q8_0 / Q4_K with VNNI:
+//!     row after another): no dequantized weights in memory. Q4_0 / Q4_1 / Q8_0 / Q4_K / Q5_K with VNNI:
 //!     integer dots of the quants against the activation row held as 22- (Q8_0: 21-) bit block
 //!     floating point, one rounding per block ([`bfp`]; 1 × 4096 × 4096 Q4_1 from DRAM, 1
 //!     core: 1.27–1.30 ms with the f32 kernel, 0.88–0.90 on blocks); a row with a non-finite
@@ -87,7 +87,7 @@ enum Path {
     /// Fast mode on AMX tiles (M >= [`amx::MIN_M`]).
     Amx,
     /// No dequantized weights in memory, one activation row at a time (up to [`FUSED_ROWS`]):
-    /// [`bfp`]'s integer dots (Q4_0 / Q4_1 / Q8_0 / Q4_K with VNNI), else in-register dequantization
+    /// [`bfp`]'s integer dots (Q4_0 / Q4_1 / Q8_0 / Q4_K / Q5_K with VNNI), else in-register dequantization
     /// and FMA ([`decode`]).
     Fused,
     /// Tiles of dequantized weight rows, then gemm (M > 1).
@@ -131,7 +131,7 @@ pub struct QMatmulKernel {
     /// `Σ x` per 32- (16-) element block (`fused` path, schemes with [`decode::needs_block_sums`]).
     xblk: Vec<f32>,
     /// The `fused` path's activation row as [`bfp`]'s block floating point (Q4_0 / Q4_1 / Q8_0
-    /// / Q4_K with VNNI; empty otherwise).
+    /// / Q4_K / Q5_K with VNNI; empty otherwise).
     xbfp: Vec<u8>,
     /// The `amx` path's activation layout and per-chunk scratch.
     amx: Option<amx::AmxScratch>,
