@@ -64,10 +64,9 @@ pub(super) use avx512::{dot_rows, quantize};
 #[allow(clippy::needless_range_loop)]
 mod avx512 {
     use super::{CORR_BYTES, QUAD_BYTES};
-    use crate::kernels::qmatmul::decode::{Ahead, prefetch, prefetch_ahead, prefetch_rows};
+    use crate::kernels::qmatmul::decode::{Ahead, k4_scales, prefetch, prefetch_ahead, prefetch_rows};
     use crate::kernels::qmatmul::int8::{Heads, group, reduce_rows};
     use rlx_gguf::GgmlType;
-    use rlx_gguf::quants::kquants::scale_min_k4;
     use std::arch::x86_64::*;
 
     /// Weight rows per group (sharing the activation loads).
@@ -506,18 +505,9 @@ mod avx512 {
                     } else {
                         _mm512_setzero_si512()
                     };
-                    let hd = _mm_cvtph_ps(_mm_cvtsi32_si128(p.cast::<i32>().read_unaligned()));
-                    let scb = std::slice::from_raw_parts(p.add(4), 12);
-                    let (mut sc, mut mn) = ([0u8; 8], [0u8; 8]);
-                    for j in 0..8 {
-                        (sc[j], mn[j]) = scale_min_k4(j, scb);
-                    }
-                    let to_f =
-                        |v: [u8; 8]| _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(v.as_ptr().cast())));
-                    let d = _mm256_broadcastss_ps(hd);
-                    let dmin = _mm256_broadcastss_ps(_mm_movehdup_ps(hd));
-                    macc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dmin, to_f(mn)), sx, macc[r]);
-                    let s16 = _mm512_castps256_ps512(_mm256_mul_ps(_mm256_mul_ps(d, to_f(sc)), xs));
+                    let (dsc, mmn) = k4_scales(p);
+                    macc[r] = _mm256_fmadd_ps(mmn, sx, macc[r]);
+                    let s16 = _mm512_castps256_ps512(_mm256_mul_ps(dsc, xs));
                     for g in 0..2 {
                         let q = _mm512_loadu_si512(p.add(qo + 64 * g).cast());
                         let xq = xa.add((2 * b + g) * QUAD_BYTES);

@@ -169,7 +169,7 @@ pub(super) fn block_sums(x: &[f32], len: usize, out: &mut [f32]) {
 }
 
 #[cfg(target_arch = "x86_64")]
-pub(super) use avx512::dot_rows;
+pub(super) use avx512::{dot_rows, k4_scales};
 
 #[cfg(target_arch = "x86_64")]
 // The kernels index several per-row arrays with one row index.
@@ -299,6 +299,32 @@ mod avx512 {
         std::array::from_fn(|r| _mm512_reduce_add_ps(acc[r]))
     }
 
+    /// A Q4_K / Q5_K block's 8 sub-block factors `(d · sc_j, dmin · m_j)` (the block starts
+    /// with `d`, `dmin` as f16, then the 12 bytes of 6-bit scales and mins).
+    ///
+    /// # Safety
+    /// AVX2, F16C; `p` points to a whole block.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+    #[inline]
+    pub(in crate::kernels::qmatmul) unsafe fn k4_scales(p: *const u8) -> (__m256, __m256) {
+        // SAFETY: 16 header bytes of the block (caller).
+        let (hd, scales) = unsafe {
+            (
+                _mm_cvtph_ps(_mm_cvtsi32_si128(p.cast::<i32>().read_unaligned())),
+                std::slice::from_raw_parts(p.add(4), 12),
+            )
+        };
+        let (mut sc, mut mn) = ([0u8; 8], [0u8; 8]);
+        for j in 0..8 {
+            (sc[j], mn[j]) = scale_min_k4(j, scales);
+        }
+        // SAFETY: 8 bytes of `v`.
+        let to_f = |v: [u8; 8]| _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(unsafe { _mm_loadl_epi64(v.as_ptr().cast()) }));
+        let d = _mm256_broadcastss_ps(hd);
+        let dmin = _mm256_broadcastss_ps(_mm_movehdup_ps(hd));
+        (_mm256_mul_ps(d, to_f(sc)), _mm256_mul_ps(dmin, to_f(mn)))
+    }
+
     /// [`rows_dot`] for Q4_K (`FIVE = false`, 144-byte blocks) and Q5_K (176) (`nb32` 32-weight
     /// sub-blocks per row, `nb32 / 8` blocks).
     ///
@@ -326,18 +352,9 @@ mod avx512 {
                 let s8 = _mm256_loadu_ps(sp.add(8 * b));
                 for r in 0..R {
                     let p = rows[r].add(ts * b);
-                    let hd = _mm_cvtph_ps(_mm_cvtsi32_si128(p.cast::<i32>().read_unaligned()));
-                    let scales = std::slice::from_raw_parts(p.add(4), 12);
-                    let (mut sc, mut mn) = ([0u8; 8], [0u8; 8]);
-                    for j in 0..8 {
-                        (sc[j], mn[j]) = scale_min_k4(j, scales);
-                    }
-                    let to_f =
-                        |v: [u8; 8]| _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(v.as_ptr().cast())));
-                    let d = _mm256_broadcastss_ps(hd);
-                    let dmin = _mm256_broadcastss_ps(_mm_movehdup_ps(hd));
-                    _mm256_storeu_ps(dl[r].as_mut_ptr(), _mm256_mul_ps(d, to_f(sc)));
-                    macc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dmin, to_f(mn)), s8, macc[r]);
+                    let (dsc, mmn) = k4_scales(p);
+                    _mm256_storeu_ps(dl[r].as_mut_ptr(), dsc);
+                    macc[r] = _mm256_fmadd_ps(mmn, s8, macc[r]);
                 }
                 for pair in 0..4 {
                     let xb = xp.add(256 * b + 64 * pair);
