@@ -151,21 +151,18 @@ mod avx512 {
                 o.add(sums + 4 * b).cast::<f32>().write_unaligned(_mm512_reduce_add_epi32(total) as f32 * s);
             }
             // `-8 Σ n` (Q4_0) or `-128 Σ n` (Q8_0) per lane: the kernel's own chain on bytes of
-            // 8 (128).
+            // 8 (128). Q4_1 and the K-quants have none.
             let zero = _mm512_setzero_si512();
-            if q4k {
-                return true;
-            }
             if q8 {
                 let flip = _mm512_set1_epi8(-128);
                 for pr in 0..2 * nq {
-                    let d = pair_dot(o.add(pr * QUAD_BYTES / 2), flip, zero);
+                    let d = chain_dot(o.add(pr * QUAD_BYTES / 2), 64, flip);
                     _mm512_storeu_si512(o.add(corr + pr * CORR_BYTES).cast(), _mm512_sub_epi32(zero, d));
                 }
-            } else {
+            } else if ty == GgmlType::Q4_0 {
                 let eight = _mm512_set1_epi8(8);
                 for q in 0..nq {
-                    let d = quad_dot(o.add(q * QUAD_BYTES), eight, eight, zero);
+                    let d = quad_dot(o.add(q * QUAD_BYTES), eight, eight);
                     _mm512_storeu_si512(o.add(corr + q * CORR_BYTES).cast(), _mm512_sub_epi32(zero, d));
                 }
             }
@@ -174,48 +171,35 @@ mod avx512 {
     }
 
     /// `Σ q n` per lane of one quad: the unsigned nibbles `zlo` / `zhi` (block `j`'s low / high
-    /// nibbles in 128-bit lane `j`) against the quad's digit planes at `xq`, added to `init`.
+    /// nibbles in 128-bit lane `j`) against the quad's digit planes at `xq` (two interleaved
+    /// [`chain_dot`]s summed in one chain).
     ///
     /// # Safety
     /// AVX-512F + VNNI; `xq` points to a quad's `QUAD_BYTES`.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
     #[inline]
-    unsafe fn quad_dot(xq: *const u8, zlo: __m512i, zhi: __m512i, init: __m512i) -> __m512i {
+    unsafe fn quad_dot(xq: *const u8, zlo: __m512i, zhi: __m512i) -> __m512i {
         // SAFETY: six 64-byte loads inside the quad (caller).
         let x = |t: usize| unsafe { _mm512_loadu_si512(xq.add(64 * t).cast()) };
-        let a = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(init, zlo, x(0)), zhi, x(1));
+        let a = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), zlo, x(0)), zhi, x(1));
         let a = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_slli_epi32::<8>(a), zlo, x(2)), zhi, x(3));
         _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_slli_epi32::<8>(a), zlo, x(4)), zhi, x(5))
     }
 
-    /// `Σ q n` per lane of the unsigned bytes `z` against the digit planes `t, t + 2, t + 4` of
-    /// the quad at `xq` (Q4_K: `t = 0` the low-nibble sub-blocks, 1 the high).
+    /// `Σ q n` per lane of the unsigned bytes `z` against the digit planes `h, m, l` at `x`,
+    /// `x + step`, `x + 2 step` (a Q8_0 pair's planes: `step` 64; a Q4_K quad's low-nibble
+    /// sub-blocks from its first register, the high ones from its second: `step` 128).
     ///
     /// # Safety
-    /// AVX-512F + VNNI; `xq` points to a quad's `QUAD_BYTES`, `t < 2`.
+    /// AVX-512F + VNNI; the three 64-byte planes are readable.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
     #[inline]
-    unsafe fn plane_dot(xq: *const u8, z: __m512i, t: usize) -> __m512i {
-        // SAFETY: three 64-byte loads inside the quad (caller).
-        let x = |p: usize| unsafe { _mm512_loadu_si512(xq.add(64 * (t + 2 * p)).cast()) };
+    unsafe fn chain_dot(x: *const u8, step: usize, z: __m512i) -> __m512i {
+        // SAFETY: three 64-byte loads (caller).
+        let x = |p: usize| unsafe { _mm512_loadu_si512(x.add(step * p).cast()) };
         let a = _mm512_dpbusd_epi32(_mm512_setzero_si512(), z, x(0));
         let a = _mm512_dpbusd_epi32(_mm512_slli_epi32::<8>(a), z, x(1));
         _mm512_dpbusd_epi32(_mm512_slli_epi32::<8>(a), z, x(2))
-    }
-
-    /// `Σ q n` per lane of one pair of Q8_0 blocks: the unsigned bytes `u` against the pair's
-    /// digit planes at `xp`, added to `init`.
-    ///
-    /// # Safety
-    /// AVX-512F + VNNI; `xp` points to a pair's `QUAD_BYTES / 2`.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-    #[inline]
-    unsafe fn pair_dot(xp: *const u8, u: __m512i, init: __m512i) -> __m512i {
-        // SAFETY: three 64-byte loads inside the pair (caller).
-        let x = |t: usize| unsafe { _mm512_loadu_si512(xp.add(64 * t).cast()) };
-        let a = _mm512_dpbusd_epi32(init, u, x(0));
-        let a = _mm512_dpbusd_epi32(_mm512_slli_epi32::<8>(a), u, x(1));
-        _mm512_dpbusd_epi32(_mm512_slli_epi32::<8>(a), u, x(2))
     }
 
     /// Block layouts (const parameters of the row kernel): `d f16, 16 bytes`, `w = d (q - 8)`.
@@ -374,7 +358,7 @@ mod avx512 {
                             if !SPLIT && nblk < 4 { _mm512_maskz_mov_epi32((1u16 << (4 * nblk)) - 1, q) } else { q };
                         let zlo = _mm512_and_si512(q, m4);
                         let zhi = _mm512_and_si512(_mm512_srli_epi16::<4>(q), m4);
-                        let dot = _mm512_add_epi32(quad_dot(xq, zlo, zhi, _mm512_setzero_si512()), init);
+                        let dot = _mm512_add_epi32(quad_dot(xq, zlo, zhi), init);
                         let s = _mm512_permutexvar_ps(sidx, sc[r]);
                         acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), s, acc[r]);
                     }
@@ -443,7 +427,7 @@ mod avx512 {
                             let lo = _mm512_castsi256_si512(_mm256_loadu_si256(p.cast()));
                             _mm512_mask_broadcast_i64x4(lo, 0xf0, _mm256_loadu_si256(p.add(ts).cast()))
                         };
-                        let dot = _mm512_add_epi32(pair_dot(xp, _mm512_xor_si512(q, flip), _mm512_setzero_si512()), c);
+                        let dot = _mm512_add_epi32(chain_dot(xp, 64, _mm512_xor_si512(q, flip)), c);
                         let s = _mm512_permutexvar_ps(sidx, sc[r]);
                         acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), s, acc[r]);
                     }
@@ -517,8 +501,8 @@ mod avx512 {
                             zlo = _mm512_mask_add_epi8(zlo, _mm512_test_epi8_mask(qh, bits[g][0]), zlo, sixteen);
                             zhi = _mm512_mask_add_epi8(zhi, _mm512_test_epi8_mask(qh, bits[g][1]), zhi, sixteen);
                         }
-                        let lo = _mm512_cvtepi32_ps(plane_dot(xq, zlo, 0));
-                        let hi = _mm512_cvtepi32_ps(plane_dot(xq, zhi, 1));
+                        let lo = _mm512_cvtepi32_ps(chain_dot(xq, 128, zlo));
+                        let hi = _mm512_cvtepi32_ps(chain_dot(xq.add(64), 128, zhi));
                         acc[r] = _mm512_fmadd_ps(lo, _mm512_permutexvar_ps(sel[g][0], s16), acc[r]);
                         acc[r] = _mm512_fmadd_ps(hi, _mm512_permutexvar_ps(sel[g][1], s16), acc[r]);
                     }
