@@ -52,6 +52,16 @@ const FAR_GROUPS: usize = 2;
 /// (`dequant_matmul` over 127 steps, three interleaved rounds) 1 thread 1470–1654 → 1392–1518
 /// ms, 2 threads 725–795 → 705–715: the same direction, but inside that host's run-to-run
 /// spread (two identical builds differed by 10% that hour).
+///
+/// Never less than one group beyond the L1 prefetch (rows over 341 bytes: SmolLM2's K = 1536
+/// and its Q8_0 head), which finds its lines in L2 only when the L2 stream leads it; before,
+/// rows of 960 bytes had the L2 stream 4 800 bytes and the L1 prefetch 7 680 bytes ahead. On
+/// an AMD EPYC (Zen 4) host, session 27, `qmatmul_bench 1 20 Q4_1 1 exact 200 1536 576`, four
+/// interleaved rounds: 0.068–0.077 → 0.043–0.050 ms (`fast` alike); `1 10 Q8_0 1 exact 4 576
+/// 49152` (the head) 2.27–2.36 → 2.13–2.14; K = 576 rows (360 bytes) keep 4 320 bytes. 16 KiB
+/// for every row length measured there: the head 1.9 ms, but 576 × 576 0.014 → 0.024 ms.
+/// SmolLM2 exact decode there (`rlx generate --profile`, generation's `dequant_matmul` ms,
+/// interleaved): 1 thread, six rounds, median 1113 → 1036; 2 threads, eight rounds, 856 → 866.
 const FAR_BYTES_SHORT: usize = 4096;
 
 /// Rows ahead to prefetch for rows of `row_bytes`: [`PREFETCH_ROWS`], or one group when a
@@ -85,7 +95,11 @@ pub(super) fn prefetch(w: &[u8], from: usize, to: usize) {
 /// gain, `qmatmul_bench 1 20 <type> 1 exact 400 <K> <N>` Q4_0 3–8% slower, Q8_0 mixed.)
 #[inline(always)]
 fn far_bytes(row_bytes: usize) -> usize {
-    if row_bytes * ROWS >= 4096 { FAR_GROUPS * ROWS * row_bytes } else { FAR_BYTES_SHORT.next_multiple_of(row_bytes) }
+    if row_bytes * ROWS >= 4096 {
+        FAR_GROUPS * ROWS * row_bytes
+    } else {
+        FAR_BYTES_SHORT.max((prefetch_rows(row_bytes) + ROWS) * row_bytes).next_multiple_of(row_bytes)
+    }
 }
 
 /// How far ahead of a row [`prefetch_ahead`] reaches for rows of one length: the byte offsets
