@@ -342,13 +342,17 @@ pub fn generate(args: &GenerateArgs, path: &Path, json: bool) -> Result<String, 
 
 /// `--profile`'s report: per phase, each op and kernel's share of the phase's step time,
 /// longest first (rows under 0.5% of a phase are summed into one line); a phase in which no
-/// step ran is left out.
+/// step ran is left out, except generation after a prompt, which says why it has no table (one
+/// generated token comes from the prompt's logits, without a decode step).
 fn profile_table(rows: &[OpTime], stats: &GenerationStats) -> String {
     let mut s = String::new();
     for phase in [Phase::Prompt, Phase::Generation] {
         let rows: Vec<&OpTime> = rows.iter().filter(|r| r.phase == phase).collect();
         let total: f64 = rows.iter().map(|r| r.total.as_secs_f64()).sum();
         if rows.is_empty() || total <= 0.0 {
+            if phase == Phase::Generation && !s.is_empty() {
+                s += "profile, generation: no decode step ran (the first generated token comes from the prompt's logits; --max-tokens 2 or more times decode steps)\n";
+            }
             continue;
         }
         let (what, wall) = match phase {

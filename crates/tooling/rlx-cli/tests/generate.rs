@@ -288,9 +288,15 @@ fn profile_reports_every_step_of_both_phases() {
             .sum()
     };
     assert_eq!((j["prompt_tokens"].as_u64(), calls("prompt"), calls("generation")), (Some(1), 211, 211), "{j}");
-    // Nothing ran: no rows.
+    // One token: the prompt's table, and a line saying why generation has none.
+    let out = rlx(&["generate", "--model", &m, "--max-tokens", "1", "--profile"]);
+    let err = stderr(&out);
+    assert!(err.contains("profile, prompt processing:"), "{err}");
+    assert!(err.contains("profile, generation: no decode step ran"), "{err}");
+    // Nothing ran: no rows, no table.
     let out = rlx(&["generate", "--model", &m, "--max-tokens", "0", "--profile", "--json"]);
     assert_eq!(last_json(&out)["profile"], json!([]));
+    assert!(!stderr(&out).contains("profile,"), "{}", stderr(&out));
     // Without --profile there is no profile key.
     let out = rlx(&["generate", "--model", &m, "--max-tokens", "1", "--json"]);
     assert!(last_json(&out).get("profile").is_none());
