@@ -12,10 +12,18 @@ use rlx_gguf::{GgmlType, Layout};
 use rlx_ir::{DType, Graph, Shape, Tensor};
 
 /// Schemes with an in-register decoder (exact mode) .
-const NATIVE: &[GgmlType] =
-    &[GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K];
+const NATIVE: &[GgmlType] = &[
+    GgmlType::Q8_0,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+];
 /// Schemes run through `dequantize_into` (row by row, or tile by tile).
-const OTHERS: &[GgmlType] = &[GgmlType::Q5_0, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q8_K];
+const OTHERS: &[GgmlType] = &[GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q8_K];
 /// Schemes with the integer fast path (Q8_0 activations for the legacy ones, Q8_K for the
 /// K-quants).
 const Q8_PATH: &[GgmlType] =
@@ -107,11 +115,9 @@ fn exact_mode_matches_f64_reference() {
                 seed += 3;
                 let kernel = check_exact(ty, lead, k, n, seed, &opts);
                 let m: usize = lead.iter().product();
-                // Up to 8 activation rows run the fused kernel once per row (Q4_0 / Q4_1 / Q8_0 / Q4_K / Q5_K with
+                // Up to 8 activation rows run the fused kernel once per row (all but Q6_K with
                 // VNNI: on integer dots against block floating point activations).
-                let bfp =
-                    matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0 | GgmlType::Q4_K | GgmlType::Q5_K)
-                        && vnni();
+                let bfp = ty != GgmlType::Q6_K && vnni();
                 let want = match (m, NATIVE.contains(&ty) && avx) {
                     (1..=8, true) if bfp => "dequant_matmul_fused_vnni",
                     (1..=8, true) => "dequant_matmul_fused_avx512",
@@ -328,8 +334,16 @@ fn exact_decode_block_floating_point_edges() {
         }
         kernel
     };
-    for (t, &ty) in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K].iter().enumerate()
-    {
+    let bfp = [
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+        GgmlType::Q8_0,
+        GgmlType::Q4_K,
+        GgmlType::Q5_K,
+    ];
+    for (t, &ty) in bfp.iter().enumerate() {
         let k = if ty.block_size() == 256 { 512 } else { 576 };
         let wf = rand_tensor(&[n, k], DType::F32, 900 + t as u64, -1.0, 1.0);
         let packed = quantize(ty, wf.as_slice::<f32>().unwrap()).unwrap();
@@ -401,9 +415,15 @@ fn exact_decode_block_floating_point_edges() {
 #[test]
 fn fast_mode_falls_back_to_exact() {
     let opts = CpuOptions { threads: Some(2), quantized_activations: true, ..Default::default() };
-    for (i, &ty) in [GgmlType::Q5_0, GgmlType::Q2_K, GgmlType::Q3_K].iter().enumerate() {
+    let avx = rlx_cpu::SimdLevel::Native.avx512();
+    for (i, &ty) in [GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K].iter().enumerate() {
         let kernel = check_exact(ty, &[1], 256, 33, 200 + i as u64, &opts);
-        assert_eq!(kernel, "dequant_matmul_rowwise");
+        let want = match (ty.block_size() == 32 && avx, vnni()) {
+            (true, true) => "dequant_matmul_fused_vnni",
+            (true, false) => "dequant_matmul_fused_avx512",
+            (false, _) => "dequant_matmul_rowwise",
+        };
+        assert_eq!(kernel, want, "{}", ty.name());
     }
 }
 

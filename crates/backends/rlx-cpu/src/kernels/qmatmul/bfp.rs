@@ -1,24 +1,25 @@
-//! Exact-mode decode (`M = 1`) of Q4_0 / Q4_1 / Q8_0 / Q4_K / Q5_K on integer dot products: the
-//! activation row is held as block floating point with 22 (Q8_0: 21) bits per element, so
-//! `Σ q · x` of every 32-weight (sub-)block is an exact integer computed with `vpdpbusd`, as the
-//! fast mode computes its dots, without the fast mode's 8-bit rounding of the activations.
+//! Exact-mode decode (`M = 1`) of Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q4_K / Q5_K on integer dot
+//! products: the activation row is held as block floating point with 22 (Q8_0: 21) bits per
+//! element, so `Σ q · x` of every 32-weight (sub-)block is an exact integer computed with
+//! `vpdpbusd`, as the fast mode computes its dots, without the fast mode's 8-bit rounding of the
+//! activations.
 //!
-//! Per 32-element block `b` of `x`: `x_i = s_b · n_i` with `s_b` the power of two that makes
-//! `max |n_i| ≤ 2^B` (`B = 22`, Q8_0 21; `n_i = round(x_i / s_b)`: the block's largest
-//! elements keep 23 (22) of their 24 mantissa bits, smaller ones their bits down to `s_b / 2`),
-//! and each `n_i` split into three signed bytes `n = 2¹⁶ h + 2⁸ m + l` (`l, m ∈ [-128, 127]`,
-//! `|h| ≤ 65`). Then `Σ q n = 2¹⁶ Σ q h + 2⁸ Σ q m + Σ q l`: three `vpdpbusd` per 64 weights
-//! (Q4_0 / Q4_1: the low and the high nibbles of four blocks against each digit plane, six per
-//! quad; Q8_0: two blocks, flipped to unsigned `q + 128`; Q4_K: the low and the high nibbles of
-//! 64 quant bytes in two chains, their sub-blocks having their own scales; Q5_K the same with
-//! its fifth bits added as 16), accumulated in an
-//! `i32` lane chain with two shifts, converted to f32 once (the first and only rounding of the
-//! integer dot) and scaled by `d · s_b` (Q4_K: `d sc_j s_j`). Per lane `|Σ q n| ≤ 8 · 15 · 2²²`
-//! (4-bit) or `4 · 128 · 2²¹` (Q8_0): no overflow, and the `i32` arithmetic wraps, so the
-//! unsigned form's larger intermediate sums are exact once the correction is added. Q4_0's
-//! `-8 Σ n` and Q8_0's `-128 Σ n` per lane are exact integers added before the conversion;
-//! Q4_1's `m · Σ x_b` is one FMA per block, with `Σ x_b = s_b Σ n_i`, and Q4_K's
-//! `dmin m_j Σ x_j` one FMA per eight sub-blocks.
+//! Per 32-element block `b` of `x`: `x_i = s_b · n_i` with `s_b` the power of two that makes `max
+//! |n_i| ≤ 2^B` (`B = 22`, Q8_0 21; `n_i = round(x_i / s_b)`: the block's largest elements keep 23
+//! (22) of their 24 mantissa bits, smaller ones their bits down to `s_b / 2`), and each `n_i` split
+//! into three signed bytes `n = 2¹⁶ h + 2⁸ m + l` (`l, m ∈ [-128, 127]`, `|h| ≤ 65`). Then `Σ q n =
+//! 2¹⁶ Σ q h + 2⁸ Σ q m + Σ q l`: three `vpdpbusd` per 64 weights (Q4_0 / Q4_1: the low and the
+//! high nibbles of four blocks against each digit plane, six per quad; Q5_0 / Q5_1 the same, their
+//! fifth bits (`qh`, blocks only) added as 16 to the nibble bytes under a byte mask; Q8_0: two
+//! blocks, flipped to unsigned `q + 128`; Q4_K: the low and the high nibbles of 64 quant bytes in
+//! two chains, their sub-blocks having their own scales; Q5_K the same with its fifth bits added as
+//! 16), accumulated in an `i32` lane chain with two shifts, converted to f32 once (the first and
+//! only rounding of the integer dot) and scaled by `d · s_b` (Q4_K: `d sc_j s_j`). Per lane `|Σ q
+//! n| ≤ 8 · 15 · 2²²` (4-bit), `8 · 31 · 2²²` (5-bit) or `4 · 128 · 2²¹` (Q8_0): no overflow, and
+//! the `i32` arithmetic wraps, so the unsigned form's larger intermediate sums are exact once the
+//! correction is added. Q4_0's `-8 Σ n`, Q5_0's `-16 Σ n` and Q8_0's `-128 Σ n` per lane are exact
+//! integers added before the conversion; Q4_1's and Q5_1's `m · Σ x_b` is one FMA per block, with
+//! `Σ x_b = s_b Σ n_i`, and Q4_K's `dmin m_j Σ x_j` one FMA per eight sub-blocks.
 //!
 //! Error: `|x_i - s_b n_i| ≤ s_b / 2 ≤ 2^-B max_b |x|`, so a block's dot is within `2^-B · 32 ·
 //! max_b |x| · max |w|` plus one f32 rounding of each of the terms above, the order of an f32
@@ -47,7 +48,16 @@ const CORR_BYTES: usize = 64;
 
 /// True when `ty` has this kernel.
 pub(super) fn has_path(ty: GgmlType) -> bool {
-    matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0 | GgmlType::Q4_K | GgmlType::Q5_K)
+    matches!(
+        ty,
+        GgmlType::Q4_0
+            | GgmlType::Q4_1
+            | GgmlType::Q5_0
+            | GgmlType::Q5_1
+            | GgmlType::Q8_0
+            | GgmlType::Q4_K
+            | GgmlType::Q5_K
+    )
 }
 
 /// Bytes of one converted activation row of `k` elements (`k` a multiple of 32).
@@ -150,8 +160,8 @@ mod avx512 {
                 // |Σ n| ≤ 2^27: exact in i32; one rounding to f32, exact scaling.
                 o.add(sums + 4 * b).cast::<f32>().write_unaligned(_mm512_reduce_add_epi32(total) as f32 * s);
             }
-            // `-8 Σ n` (Q4_0) or `-128 Σ n` (Q8_0) per lane: the kernel's own chain on bytes of
-            // 8 (128). Q4_1 and the K-quants have none.
+            // `-8 Σ n` (Q4_0), `-16 Σ n` (Q5_0) or `-128 Σ n` (Q8_0) per lane: the kernel's own
+            // chain on bytes of 8 (16, 128). Q4_1, Q5_1 and the K-quants have none.
             let zero = _mm512_setzero_si512();
             if q8 {
                 let flip = _mm512_set1_epi8(-128);
@@ -159,10 +169,10 @@ mod avx512 {
                     let d = chain_dot(o.add(pr * QUAD_BYTES / 2), 64, flip);
                     _mm512_storeu_si512(o.add(corr + pr * CORR_BYTES).cast(), _mm512_sub_epi32(zero, d));
                 }
-            } else if ty == GgmlType::Q4_0 {
-                let eight = _mm512_set1_epi8(8);
+            } else if matches!(ty, GgmlType::Q4_0 | GgmlType::Q5_0) {
+                let off = _mm512_set1_epi8(if ty == GgmlType::Q4_0 { 8 } else { 16 });
                 for q in 0..nq {
-                    let d = quad_dot(o.add(q * QUAD_BYTES), eight, eight);
+                    let d = quad_dot(o.add(q * QUAD_BYTES), off, off);
                     _mm512_storeu_si512(o.add(corr + q * CORR_BYTES).cast(), _mm512_sub_epi32(zero, d));
                 }
             }
@@ -206,6 +216,10 @@ mod avx512 {
     const Q4_0: u8 = 0;
     /// `d f16, m f16, 16 bytes`, `w = d q + m`.
     const Q4_1: u8 = 1;
+    /// `d f16, qh u32, 16 bytes`, `w = d (q - 16)` with bit `i` of `qh` as bit 4 of element `i`.
+    const Q5_0: u8 = 2;
+    /// `d f16, m f16, qh u32, 16 bytes`, `w = d q + m` (bit 4 as in Q5_0).
+    const Q5_1: u8 = 3;
 
     /// The dot products of `R` rows.
     type RowsFn<const R: usize> = unsafe fn([*const u8; R], *const u8, usize) -> [f32; R];
@@ -237,6 +251,9 @@ mod avx512 {
             (GgmlType::Q8_0, true) => (rows_q8::<ROWS, true>, rows_q8::<1, true>),
             (GgmlType::Q4_0, false) => (rows::<ROWS, Q4_0, false>, rows::<1, Q4_0, false>),
             (GgmlType::Q4_0, true) => (rows::<ROWS, Q4_0, true>, rows::<1, Q4_0, true>),
+            // Split rows hold only Q4_0 / Q4_1 / Q8_0.
+            (GgmlType::Q5_0, _) => (rows::<ROWS, Q5_0, false>, rows::<1, Q5_0, false>),
+            (GgmlType::Q5_1, _) => (rows::<ROWS, Q5_1, false>, rows::<1, Q5_1, false>),
             (_, false) => (rows::<ROWS, Q4_1, false>, rows::<1, Q4_1, false>),
             (_, true) => (rows::<ROWS, Q4_1, true>, rows::<1, Q4_1, true>),
         };
@@ -267,16 +284,15 @@ mod avx512 {
         xa: *const u8,
         nb: usize,
     ) -> [f32; R] {
-        let row: usize = nb * if K == Q4_1 { 20 } else { 18 };
+        // Block bytes: Q4_0 18, Q4_1 20, Q5_0 22, Q5_1 24 (the quants the last 16, Q5's `qh`
+        // the 4 before them); `m` (Q4_1, Q5_1) and the sign offset (Q4_0 8, Q5_0 16).
+        let tb: usize = [18, 20, 22, 24][K as usize];
+        let (has_m, offset, five) = (K == Q4_1 || K == Q5_1, K == Q4_0 || K == Q5_0, K >= Q5_0);
+        let row: usize = nb * tb;
         let ahead = Ahead::new(row);
         // Quant bytes of block `b` at `ts b + qo`.
-        let (ts, qo): (usize, usize) = if SPLIT {
-            (16, 0)
-        } else if K == Q4_1 {
-            (20, 4)
-        } else {
-            (18, 2)
-        };
+        let (ts, qo): (usize, usize) = if SPLIT { (16, 0) } else { (tb, tb - 16) };
+        let bit4 = _mm512_set1_epi8(16);
         let nq = nb.div_ceil(4);
         let m4 = _mm512_set1_epi8(0x0f);
         let heads = Heads::new(ts);
@@ -307,7 +323,7 @@ mod avx512 {
                             prefetch_ahead(w[r], ahead, s0, row);
                         }
                         let d = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes, w[r].add(s0).cast()));
-                        let m = if K == Q4_1 {
+                        let m = if has_m {
                             _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes, w[r].add(s0 + 2 * nb).cast()))
                         } else {
                             _mm512_setzero_ps()
@@ -319,7 +335,7 @@ mod avx512 {
                         (_mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)), m)
                     };
                     sc[r] = _mm512_mul_ps(d, xs);
-                    if K == Q4_1 {
+                    if has_m {
                         macc[r] = _mm512_fmadd_ps(m, sx, macc[r]);
                     }
                 }
@@ -327,7 +343,7 @@ mod avx512 {
                 while i < gn {
                     let b = g0 + i;
                     let xq = xa.add(b / 4 * QUAD_BYTES);
-                    let init = if K == Q4_0 {
+                    let init = if offset {
                         _mm512_loadu_si512(corr.add(b / 4 * CORR_BYTES).cast())
                     } else {
                         _mm512_setzero_si512()
@@ -356,8 +372,20 @@ mod avx512 {
                         // Lanes of missing blocks: zero nibbles against zero digits.
                         let q =
                             if !SPLIT && nblk < 4 { _mm512_maskz_mov_epi32((1u16 << (4 * nblk)) - 1, q) } else { q };
-                        let zlo = _mm512_and_si512(q, m4);
-                        let zhi = _mm512_and_si512(_mm512_srli_epi16::<4>(q), m4);
+                        let mut zlo = _mm512_and_si512(q, m4);
+                        let mut zhi = _mm512_and_si512(_mm512_srli_epi16::<4>(q), m4);
+                        if five {
+                            // Bit 4 of element `i` (`16 + i`) of block `j`: bit `i` (`16 + i`) of
+                            // its `qh`, for byte `16 j + i` of the low (high) nibbles.
+                            let (mut lo, mut hi) = (0u64, 0u64);
+                            for j in 0..nblk {
+                                let qh = u64::from(w[r].add((b + j) * ts + qo - 4).cast::<u32>().read_unaligned());
+                                lo |= (qh & 0xffff) << (16 * j);
+                                hi |= (qh >> 16) << (16 * j);
+                            }
+                            zlo = _mm512_mask_add_epi8(zlo, lo, zlo, bit4);
+                            zhi = _mm512_mask_add_epi8(zhi, hi, zhi, bit4);
+                        }
                         let dot = _mm512_add_epi32(quad_dot(xq, zlo, zhi), init);
                         let s = _mm512_permutexvar_ps(sidx, sc[r]);
                         acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), s, acc[r]);

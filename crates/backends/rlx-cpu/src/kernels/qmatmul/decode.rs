@@ -224,6 +224,13 @@ mod avx512 {
     ) {
         debug_assert_eq!(w.len(), y.len() * row_bytes);
         debug_assert!(!super::needs_block_sums(ty) || xsum.len() == x.len() / super::sum_len(ty));
+        if matches!(ty, GgmlType::Q5_0 | GgmlType::Q5_1) {
+            for (j, yj) in y.iter_mut().enumerate() {
+                // SAFETY: the features were detected (caller); row `j` is whole blocks.
+                *yj = unsafe { super::super::exact::dot_row(ty, &w[j * row_bytes..(j + 1) * row_bytes], x) };
+            }
+            return;
+        }
         let (dot, dot1): (RowsFn<ROWS>, RowsFn<1>) = match ty {
             GgmlType::Q4_0 => (rows_dot::<ROWS, Q4_0>, rows_dot::<1, Q4_0>),
             GgmlType::Q4_1 => (rows_dot::<ROWS, Q4_1>, rows_dot::<1, Q4_1>),

@@ -4,18 +4,28 @@
 //! prefill; decode has its own kernels in `decode.rs`).
 //!
 //! Schemes with a decoder: [`has_decoder`]. Every decoder reads one weight row of `nb` blocks
-//! (Q4_0 / Q4_1 / Q8_0 also in `rlx_gguf::Layout::SplitRows`) and calls `f(offset, w)` for each
+//! (Q4_0 / Q4_1 / Q8_0 also in `rlx_gguf::Layout::SplitRows`; Q5_0 / Q5_1 blocks only) and calls `f(offset, w)` for each
 //! run of 16 consecutive weights `w` starting at element `offset` of the row.
 
 use rlx_gguf::GgmlType;
 
 /// True when `ty` has an in-register decoder here.
 pub(super) fn has_decoder(ty: GgmlType) -> bool {
-    matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K)
+    matches!(
+        ty,
+        GgmlType::Q8_0
+            | GgmlType::Q4_0
+            | GgmlType::Q4_1
+            | GgmlType::Q5_0
+            | GgmlType::Q5_1
+            | GgmlType::Q4_K
+            | GgmlType::Q5_K
+            | GgmlType::Q6_K
+    )
 }
 
 #[cfg(target_arch = "x86_64")]
-pub(super) use avx512::decode_row;
+pub(super) use avx512::{decode_row, dot_row};
 
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
@@ -101,6 +111,31 @@ mod avx512 {
                         f(32 * b + 16, _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4)), m));
                     }
                 }
+                GgmlType::Q5_0 | GgmlType::Q5_1 => {
+                    // Q5_0 `d f16, qh u32, 16 bytes`, `w = d (q - 16)`; Q5_1 `d f16, m f16, qh
+                    // u32, 16 bytes`, `w = d q + m`; bit `i` of `qh` is bit 4 of element `i`.
+                    let (one, sixteen) = (ty == GgmlType::Q5_1, _mm512_set1_epi32(16));
+                    let qo = if one { 8 } else { 6 };
+                    for b in 0..nb {
+                        let p = row.add(b * ts);
+                        let d = _mm512_set1_ps(f16s(p));
+                        let qh = p.add(qo - 4).cast::<u32>().read_unaligned();
+                        let v = u8x16(p.add(qo));
+                        let (lo, hi) = (_mm512_and_si512(v, m15), _mm512_srli_epi32(v, 4));
+                        let lo = _mm512_mask_or_epi32(lo, qh as u16, lo, sixteen);
+                        let hi = _mm512_mask_or_epi32(hi, (qh >> 16) as u16, hi, sixteen);
+                        for (o, q) in [(0, lo), (16, hi)] {
+                            // d * q is exact (11 x 5 significant bits): the fused form rounds
+                            // as the reference's `d * q + m`.
+                            let w = if one {
+                                _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(q), _mm512_set1_ps(f16s(p.add(2))))
+                            } else {
+                                _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(q, sixteen)))
+                            };
+                            f(32 * b + o, w);
+                        }
+                    }
+                }
                 GgmlType::Q4_K | GgmlType::Q5_K => {
                     let five = ty == GgmlType::Q5_K;
                     let sixteen = _mm512_set1_epi32(16);
@@ -183,5 +218,20 @@ mod avx512 {
         let op = out.as_mut_ptr();
         // SAFETY: every offset + 16 <= out.len().
         unsafe { visit(ty, split, row.as_ptr(), nb, |o, w| _mm512_storeu_ps(op.add(o), w)) };
+    }
+
+    /// `Σ dequant(row) · x` in f32 (one row of blocks of `ty`, a scheme with a decoder): the
+    /// decode kernel of schemes without a row-group kernel of their own (Q5_0, Q5_1).
+    ///
+    /// # Safety
+    /// As [`decode_row`] (blocks, not split), with `x.len()` the row's element count.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+    pub(in super::super) unsafe fn dot_row(ty: GgmlType, row: &[u8], x: &[f32]) -> f32 {
+        let nb = x.len() / ty.block_size();
+        debug_assert_eq!(row.len(), nb * ty.type_size());
+        let (xp, mut acc) = (x.as_ptr(), _mm512_setzero_ps());
+        // SAFETY: every offset + 16 <= x.len().
+        unsafe { visit(ty, false, row.as_ptr(), nb, |o, w| acc = _mm512_fmadd_ps(w, _mm512_loadu_ps(xp.add(o)), acc)) };
+        _mm512_reduce_add_ps(acc)
     }
 }
