@@ -4,8 +4,9 @@
 //! prefill; decode has its own kernels in `decode.rs`).
 //!
 //! Schemes with a decoder: [`has_decoder`]. Every decoder reads one weight row of `nb` blocks
-//! (Q4_0 / Q4_1 / Q8_0 also in `rlx_gguf::Layout::SplitRows`; Q5_0 / Q5_1 blocks only) and calls `f(offset, w)` for each
-//! run of 16 consecutive weights `w` starting at element `offset` of the row.
+//! (Q4_0 / Q4_1 / Q8_0 also in `rlx_gguf::Layout::SplitRows`; Q5_0 / Q5_1 blocks only) and
+//! calls `f(offset, w)` for each run of 16 consecutive weights `w` starting at element `offset`
+//! of the row.
 
 use rlx_gguf::GgmlType;
 
@@ -119,6 +120,7 @@ mod avx512 {
                     for b in 0..nb {
                         let p = row.add(b * ts);
                         let d = _mm512_set1_ps(f16s(p));
+                        let m = if one { _mm512_set1_ps(f16s(p.add(2))) } else { _mm512_setzero_ps() };
                         let qh = p.add(qo - 4).cast::<u32>().read_unaligned();
                         let v = u8x16(p.add(qo));
                         let (lo, hi) = (_mm512_and_si512(v, m15), _mm512_srli_epi32(v, 4));
@@ -128,7 +130,7 @@ mod avx512 {
                             // d * q is exact (11 x 5 significant bits): the fused form rounds
                             // as the reference's `d * q + m`.
                             let w = if one {
-                                _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(q), _mm512_set1_ps(f16s(p.add(2))))
+                                _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(q), m)
                             } else {
                                 _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(q, sixteen)))
                             };
