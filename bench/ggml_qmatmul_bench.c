@@ -36,7 +36,7 @@ int main(int argc, char **argv) {
     const int copies = argc > 4 && atoi(argv[4]) > 1 ? atoi(argv[4]) : 1;
     ggml_cpu_init();
     size_t wbytes = ggml_row_size(ty, K) * N;
-    size_t mem = (size_t)copies * (wbytes + 2 * sizeof(float) * (size_t)K * M + ggml_graph_overhead() + 4096) + ((size_t)1 << 30);  // each compute call takes its work buffer from ctx
+    size_t mem = (size_t)copies * (wbytes + 2 * sizeof(float) * (size_t)K * M + ggml_graph_overhead() + 4096) + ((size_t)1 << 20);
     struct ggml_init_params ip = { .mem_size = mem, .mem_buffer = NULL, .no_alloc = false };
     struct ggml_context *ctx = ggml_init(ip);
     struct ggml_tensor *x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, M);
@@ -52,14 +52,22 @@ int main(int argc, char **argv) {
         gf[c] = ggml_new_graph(ctx);
         ggml_build_forward_expand(gf[c], ggml_mul_mat(ctx, w, x));
     }
-    ggml_graph_compute_with_ctx(ctx, gf[0], 1);  // warm-up
+    // One plan and one work buffer for every call (ggml_graph_compute_with_ctx would take a
+    // new work buffer from ctx per call, inside the timed region, until ctx runs out).
+    struct ggml_cplan plan = ggml_graph_plan(gf[0], 1, NULL);
+    for (int c = 1; c < copies; c++) {
+        size_t ws = ggml_graph_plan(gf[c], 1, NULL).work_size;
+        if (ws > plan.work_size) plan.work_size = ws;
+    }
+    plan.work_data = malloc(plan.work_size ? plan.work_size : 1);
+    ggml_graph_compute(gf[0], &plan);  // warm-up
     double *times = malloc(sizeof(double) * 100000);
     int n = 0;
     double start = now();
     while ((n < reps || now() - start < 1.0) && n < 100000) {
         struct ggml_cgraph *g = gf[(n + 1) % copies];
         double t = now();
-        ggml_graph_compute_with_ctx(ctx, g, 1);
+        ggml_graph_compute(g, &plan);
         times[n++] = now() - t;
     }
     qsort(times, n, sizeof(double), cmp);
