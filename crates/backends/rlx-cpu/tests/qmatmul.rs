@@ -115,9 +115,9 @@ fn exact_mode_matches_f64_reference() {
                 seed += 3;
                 let kernel = check_exact(ty, lead, k, n, seed, &opts);
                 let m: usize = lead.iter().product();
-                // Up to 8 activation rows run the fused kernel once per row (all but Q6_K with
-                // VNNI: on integer dots against block floating point activations).
-                let bfp = ty != GgmlType::Q6_K && vnni();
+                // Up to 8 activation rows run the fused kernel once per row (with VNNI: on
+                // integer dots against block floating point activations).
+                let bfp = vnni();
                 let want = match (m, NATIVE.contains(&ty) && avx) {
                     (1..=8, true) if bfp => "dequant_matmul_fused_vnni",
                     (1..=8, true) => "dequant_matmul_fused_avx512",
@@ -296,10 +296,10 @@ fn run_row(ty: GgmlType, layout: Layout, x: &[f32], packed: &[u8], n: usize) -> 
 }
 
 /// Exact-mode decode where the block floating point activations of the VNNI kernel
-/// (`dequant_matmul_fused_vnni`, 22 bits per element for Q4_0 / Q4_1, 21 for Q8_0) are weakest,
+/// (`dequant_matmul_fused_vnni`, 22 bits per element, 21 for Q8_0) are weakest,
 /// against the f64 product of the dequantized weights: a 3000x outlier in every block (the
-/// small elements lose low bits), the largest integer dots (all weights at their most negative,
-/// all activations just under 2), a block below the converted range, NaN and infinity (those
+/// small elements lose low bits), blocks on scales from 2⁻³ to 2³, the largest integer dots (all
+/// weights at their most negative, Q6_K also at its largest quant, all activations just under 2), a block below the converted range, NaN and infinity (those
 /// rows run the f32 kernel, on split rows after converting them back into blocks). Bound: the
 /// conversion's `Σ_b 2^-B max_b |x| Σ_b |w|` plus an f32 sum's rounding, `(2 nb + 8) 2^-24 Σ
 /// |w x|`. Each case on GGUF blocks and on `Layout::SplitRows`, bit-identical.
@@ -342,6 +342,7 @@ fn exact_decode_block_floating_point_edges() {
         GgmlType::Q8_0,
         GgmlType::Q4_K,
         GgmlType::Q5_K,
+        GgmlType::Q6_K,
     ];
     for (t, &ty) in bfp.iter().enumerate() {
         let k = if ty.block_size() == 256 { 512 } else { 576 };
@@ -353,6 +354,9 @@ fn exact_decode_block_floating_point_edges() {
             x[32 * b + (5 * b) % 32] = if b % 2 == 0 { 30.0 } else { -30.0 };
         }
         let kernel = check(ty, &x, &packed, "outliers");
+        // Every block on its own scale `s_b` (the K-quants' sub-blocks each take their block's).
+        let ramp: Vec<f32> = x.iter().enumerate().map(|(i, &v)| v * (2f32).powi((i / 32 % 7) as i32 - 3)).collect();
+        check(ty, &ramp, &packed, "block scales");
         if vnni() && rlx_cpu::SimdLevel::Native.avx512() {
             assert_eq!(kernel, "dequant_matmul_fused_vnni");
         }
@@ -399,12 +403,19 @@ fn exact_decode_block_floating_point_edges() {
     }
     // The largest dots: every weight at its scheme's most negative value (d = 1; Q8_0 q = -128,
     // Q4_0 nibble 0 = -8), every activation just under 2 (|n| rounds up to 2^B), both signs.
+    // Q6_K (d = 1, scales -128): q = 0 (w = 4096), and q = 63, the largest unsigned quant
+    // in the integer chain (w = -3968).
     let just_under_2 = f32::from_bits(2f32.to_bits() - 1);
+    let q6k = |q: u8| [&[q; 192][..], &[0x80; 16], &[0x00, 0x3c]].concat();
     for (ty, block) in [
         (GgmlType::Q8_0, [&[0x00u8, 0x3c][..], &[0x80; 32]].concat()),
         (GgmlType::Q4_0, [&[0x00u8, 0x3c][..], &[0x00; 16]].concat()),
+        (GgmlType::Q6_K, q6k(0x00)),
+        (GgmlType::Q6_K, q6k(0xff)),
     ] {
-        let packed: Vec<u8> = block.iter().copied().cycle().take(block.len() * n * k / 32).collect();
+        let k = 256 * k.div_ceil(256);
+        let per_row = k / ty.block_size() * block.len();
+        let packed: Vec<u8> = block.iter().copied().cycle().take(per_row * n).collect();
         for sign in [1.0f32, -1.0] {
             check(ty, &vec![sign * just_under_2; k], &packed, "extreme");
         }

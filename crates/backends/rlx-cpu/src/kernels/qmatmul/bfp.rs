@@ -1,4 +1,4 @@
-//! Exact-mode decode (`M = 1`) of Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q4_K / Q5_K on integer dot
+//! Exact-mode decode (`M = 1`) of Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / Q4_K / Q5_K / Q6_K on integer dot
 //! products: the activation row is held as block floating point with 22 (Q8_0: 21) bits per
 //! element, so `Σ q · x` of every 32-weight (sub-)block is an exact integer computed with
 //! `vpdpbusd`, as the fast mode computes its dots, without the fast mode's 8-bit rounding of the
@@ -13,11 +13,13 @@
 //! fifth bits (`qh`, blocks only) added as 16 to the nibble bytes under a byte mask; Q8_0: two
 //! blocks, flipped to unsigned `q + 128`; Q4_K: the low and the high nibbles of 64 quant bytes in
 //! two chains, their sub-blocks having their own scales; Q5_K the same with its fifth bits added as
-//! 16), accumulated in an `i32` lane chain with two shifts, converted to f32 once (the first and
+//! 16; Q6_K: the 6-bit quants of 64 elements, unsigned, as Q8_0's pairs, scaled per 16-element
+//! sub-block), accumulated in an `i32` lane chain with two shifts, converted to f32 once (the first and
 //! only rounding of the integer dot) and scaled by `d · s_b` (Q4_K: `d sc_j s_j`). Per lane `|Σ q
-//! n| ≤ 8 · 15 · 2²²` (4-bit), `8 · 31 · 2²²` (5-bit) or `4 · 128 · 2²¹` (Q8_0): no overflow, and
+//! n| ≤ 8 · 15 · 2²²` (4-bit), `8 · 31 · 2²²` (5-bit), `4 · 63 · 2²²` (Q6_K) or `4 · 128 · 2²¹`
+//! (Q8_0): no overflow, and
 //! the `i32` arithmetic wraps, so the unsigned form's larger intermediate sums are exact once the
-//! correction is added. Q4_0's `-8 Σ n`, Q5_0's `-16 Σ n` and Q8_0's `-128 Σ n` per lane are exact
+//! correction is added. Q4_0's `-8 Σ n`, Q5_0's `-16 Σ n`, Q6_K's `-32 Σ n` and Q8_0's `-128 Σ n` per lane are exact
 //! integers added before the conversion; Q4_1's and Q5_1's `m · Σ x_b` is one FMA per block, with
 //! `Σ x_b = s_b Σ n_i`, and Q4_K's `dmin m_j Σ x_j` one FMA per eight sub-blocks.
 //!
@@ -34,8 +36,8 @@
 //! 0–15 of block `j` at bytes `16 j ..`), then its high halves (elements 16–31), the layout of a
 //! quad's nibbles in one 512-bit register. Q4_K (sub-blocks `4g .. 4g + 4`): sub-blocks `4g`,
 //! `4g + 2` (32 bytes each), then `4g + 1`, `4g + 3`, as a Q4_K block's 64 quant bytes hold
-//! their low and their high nibbles. Q8_0: per pair of blocks the planes, each 64 bytes in
-//! element order. Then 64 bytes of correction (`i32` per lane) per quad (Q4_0) or pair (Q8_0);
+//! their low and their high nibbles. Q8_0 and Q6_K: per pair of blocks the planes, each 64 bytes in
+//! element order. Then 64 bytes of correction (`i32` per lane) per quad (Q4_0) or pair (Q8_0, Q6_K);
 //! then `s_b` and `Σ x_b` as f32 per block. Blocks past the row's end, up to a whole quad, are
 //! zero.
 
@@ -57,6 +59,7 @@ pub(super) fn has_path(ty: GgmlType) -> bool {
             | GgmlType::Q8_0
             | GgmlType::Q4_K
             | GgmlType::Q5_K
+            | GgmlType::Q6_K
     )
 }
 
@@ -92,9 +95,10 @@ mod avx512 {
     /// multiple of 32.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
     pub(in crate::kernels::qmatmul) unsafe fn quantize(ty: GgmlType, x: &[f32], out: &mut [u8]) -> bool {
-        let (q8, q4k) = (ty == GgmlType::Q8_0, matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K));
-        // Bits of `|n|`: four products of up to 128 · 2^21 per lane stay inside i32.
-        let bits: u32 = if q8 { 21 } else { 22 };
+        // Q8_0 and Q6_K: pairs of blocks, each plane 64 bytes in element order.
+        let (q8, q4k) = (matches!(ty, GgmlType::Q8_0 | GgmlType::Q6_K), matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K));
+        // Bits of `|n|`: four products of up to 128 · 2^21 (Q8_0) per lane stay inside i32.
+        let bits: u32 = if ty == GgmlType::Q8_0 { 21 } else { 22 };
         let nb = x.len() / 32;
         let nq = nb.div_ceil(4);
         debug_assert!(out.len() >= super::act_bytes(x.len()));
@@ -160,11 +164,12 @@ mod avx512 {
                 // |Σ n| ≤ 2^27: exact in i32; one rounding to f32, exact scaling.
                 o.add(sums + 4 * b).cast::<f32>().write_unaligned(_mm512_reduce_add_epi32(total) as f32 * s);
             }
-            // `-8 Σ n` (Q4_0), `-16 Σ n` (Q5_0) or `-128 Σ n` (Q8_0) per lane: the kernel's own
-            // chain on bytes of 8 (16, 128). Q4_1, Q5_1 and the K-quants have none.
+            // `-8 Σ n` (Q4_0), `-16 Σ n` (Q5_0), `-128 Σ n` (Q8_0) or `-32 Σ n` (Q6_K) per lane:
+            // the kernel's own chain on bytes of 8 (16, 128, 32). Q4_1, Q5_1, Q4_K and Q5_K have
+            // none.
             let zero = _mm512_setzero_si512();
             if q8 {
-                let flip = _mm512_set1_epi8(-128);
+                let flip = _mm512_set1_epi8(if ty == GgmlType::Q8_0 { -128 } else { 32 });
                 for pr in 0..2 * nq {
                     let d = chain_dot(o.add(pr * QUAD_BYTES / 2), 64, flip);
                     _mm512_storeu_si512(o.add(corr + pr * CORR_BYTES).cast(), _mm512_sub_epi32(zero, d));
@@ -247,6 +252,7 @@ mod avx512 {
         let (dot, dot1): (RowsFn<ROWS>, RowsFn<1>) = match (ty, split) {
             (GgmlType::Q4_K, _) => (rows_q4k::<ROWS, false>, rows_q4k::<1, false>),
             (GgmlType::Q5_K, _) => (rows_q4k::<ROWS, true>, rows_q4k::<1, true>),
+            (GgmlType::Q6_K, _) => (rows_q6k::<ROWS>, rows_q6k::<1>),
             (GgmlType::Q8_0, false) => (rows_q8::<ROWS, false>, rows_q8::<1, false>),
             (GgmlType::Q8_0, true) => (rows_q8::<ROWS, true>, rows_q8::<1, true>),
             (GgmlType::Q4_0, false) => (rows::<ROWS, Q4_0, false>, rows::<1, Q4_0, false>),
@@ -544,5 +550,96 @@ mod avx512 {
             let m2 = _mm_add_ps(m4, _mm_movehl_ps(m4, m4));
             a[r] - _mm_cvtss_f32(_mm_add_ss(m2, _mm_movehdup_ps(m2)))
         })
+    }
+
+    /// [`rows`] for Q6_K (210-byte blocks of 256: 128 bytes of low nibbles `ql`, 64 bytes of
+    /// high bit pairs `qh`, 16 `i8` sub-block scales, `d` f16; `w = d sc_j (q - 32)` per
+    /// 16-weight sub-block `j`, `nb` 32-weight blocks per row). Per 128-weight half, one
+    /// 64-byte load of `ql` holds its elements 0–63 in its low nibbles and 64–127 in its high
+    /// ones, in element order (the activation's pair layout, as Q8_0's), each completed to
+    /// 6 bits from `qh` and dotted unsigned (`q ≤ 63`: a lane's `|Σ q n| ≤ 4 · 63 · 2²²`) with
+    /// the `-32 Σ n` correction added; each lane scaled by `d sc_j s_b`.
+    ///
+    /// # Safety
+    /// As [`rows`] (`nb` a multiple of 8).
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    unsafe fn rows_q6k<const R: usize>(w: [*const u8; R], xa: *const u8, nb: usize) -> [f32; R] {
+        const TS: usize = 210;
+        let ahead = Ahead::new(TS * nb / 8);
+        let nq = nb.div_ceil(4);
+        let (m4, m30) = (_mm512_set1_epi8(0x0f), _mm512_set1_epi8(0x30));
+        // `qh` (32 bytes, in both 256-bit halves): byte `l` holds the bit pairs of elements
+        // `l`, `l + 32`, `l + 64`, `l + 96` of the half; moved to bits 4..6 for elements 0..32
+        // / 32..64 (low nibbles) and 64..96 / 96..128 (high nibbles).
+        let sh_lo = _mm512_setr_epi64(4, 4, 4, 4, 2, 2, 2, 2);
+        let sh_hi = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2);
+        // Sub-block of each lane of the `g`-th 64-element register of a block; the 32-element
+        // block of each sub-block.
+        let sel: [__m512i; 4] = std::array::from_fn(|g| {
+            let s = 4 * g as i32;
+            _mm512_setr_epi32(
+                s,
+                s,
+                s,
+                s,
+                s + 1,
+                s + 1,
+                s + 1,
+                s + 1,
+                s + 2,
+                s + 2,
+                s + 2,
+                s + 2,
+                s + 3,
+                s + 3,
+                s + 3,
+                s + 3,
+            )
+        });
+        let half = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+        let (corr, scales) = (xa.wrapping_add(nq * QUAD_BYTES), xa.wrapping_add(nq * (QUAD_BYTES + 2 * CORR_BYTES)));
+        let mut acc = [_mm512_setzero_ps(); R];
+        // SAFETY (every pointer below): block `b < nb / 8` of row `r` spans `TS` bytes from
+        // `w[r] + TS b`; the activation row is `act_bytes(32 nb)` bytes (`quantize`), its pairs
+        // `4 b .. 4 b + 4` the block's four registers.
+        unsafe {
+            for b in 0..nb / 8 {
+                let xs =
+                    _mm512_permutexvar_ps(half, _mm512_castps256_ps512(_mm256_loadu_ps(scales.add(32 * b).cast())));
+                let c: [__m512i; 4] =
+                    std::array::from_fn(|g| _mm512_loadu_si512(corr.add((4 * b + g) * CORR_BYTES).cast()));
+                for r in 0..R {
+                    let p = w[r].add(TS * b);
+                    prefetch_ahead(w[r], ahead, TS * b, TS * (b + 1));
+                    let d = _mm512_set1_ps(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(
+                        p.add(208).cast::<u16>().read_unaligned(),
+                    )))));
+                    let sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p.add(192).cast())));
+                    let s16 = _mm512_mul_ps(_mm512_mul_ps(d, sc), xs);
+                    for h in 0..2 {
+                        let q = _mm512_loadu_si512(p.add(64 * h).cast());
+                        let qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(p.add(128 + 32 * h).cast()));
+                        let z = [
+                            _mm512_or_si512(
+                                _mm512_and_si512(q, m4),
+                                _mm512_and_si512(_mm512_sllv_epi64(qh, sh_lo), m30),
+                            ),
+                            _mm512_or_si512(
+                                _mm512_and_si512(_mm512_srli_epi16::<4>(q), m4),
+                                _mm512_and_si512(_mm512_srlv_epi64(qh, sh_hi), m30),
+                            ),
+                        ];
+                        for t in 0..2 {
+                            let g = 2 * h + t;
+                            let xq = xa.add((4 * b + g) * (QUAD_BYTES / 2));
+                            let dot = _mm512_add_epi32(chain_dot(xq, 64, z[t]), c[g]);
+                            acc[r] =
+                                _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_permutexvar_ps(sel[g], s16), acc[r]);
+                        }
+                    }
+                }
+            }
+        }
+        reduce_rows(acc)
     }
 }
