@@ -223,7 +223,8 @@ fn check_fast(ty: GgmlType, lead: &[usize], k: usize, n: usize, seed: u64, opts:
 fn fast_mode_matches_llama_formula() {
     // Odd row and activation-row counts exercise every tile remainder (13 = a K-quant tile of
     // 8 activation rows, one of 4, one single).
-    // 16 or more activation rows run the K-quants on AMX tiles where the CPU has them: 17 and
+    // 16 or more activation rows run on AMX tiles where the CPU has them, else on VNNI
+    // panels of the same 16 × 16 products: 17 and
     // 40 leave partial blocks of 16 activation rows, 45 and 29 partial blocks of 16 weight rows.
     let shapes: &[(&[usize], usize, usize)] = &[
         (&[1], 256, 67),
@@ -250,6 +251,9 @@ fn fast_mode_matches_llama_formula() {
                 let m: usize = lead.iter().product();
                 let amx = simd.amx() && m >= 16;
                 assert_eq!(kernel == "dequant_matmul_q8_amx", amx, "{} x{lead:?}: {kernel}", ty.name());
+                // Without AMX, the same 16 × 16 panels on VNNI registers.
+                let panel = !simd.amx() && simd.avx512() && vnni() && m >= 16;
+                assert_eq!(kernel == "dequant_matmul_q8_vnni_panel", panel, "{} x{lead:?}: {kernel}", ty.name());
             }
         }
     }
