@@ -300,10 +300,11 @@ fn run_row(ty: GgmlType, layout: Layout, x: &[f32], packed: &[u8], n: usize) -> 
 }
 
 /// Exact-mode decode where the block floating point activations of the VNNI kernel
-/// (`dequant_matmul_fused_vnni`, 22 bits per element, 21 for Q8_0) are weakest,
-/// against the f64 product of the dequantized weights: a 3000x outlier in every block (the
-/// small elements lose low bits), blocks on scales from 2⁻³ to 2³, the largest integer dots (all
-/// weights at their most negative, Q6_K also at its largest quant, all activations just under 2), a block below the converted range, NaN and infinity (those
+/// (`dequant_matmul_fused_vnni`, 22 bits per element, 21 for Q8_0) are weakest, against the
+/// f64 product of the dequantized weights: a 3000x outlier in every block (the small elements
+/// lose low bits), blocks on scales from 2⁻³ to 2³, the largest integer dots (all weights at
+/// their most negative, Q6_K also at its largest quant, all activations just under 2), a block
+/// below the converted range, NaN and infinity (those
 /// rows run the f32 kernel, on split rows after converting them back into blocks). Bound: the
 /// conversion's `Σ_b 2^-B max_b |x| Σ_b |w|` plus an f32 sum's rounding, `(2 nb + 8) 2^-24 Σ
 /// |w x|`. Each case on GGUF blocks and on `Layout::SplitRows`, bit-identical.
