@@ -54,8 +54,8 @@ fn sub_len(ty: GgmlType) -> usize {
 /// (`d_w · d_x · Σ q · q8 + m_w · s_x` per block).
 fn kind(ty: GgmlType) -> u8 {
     match ty {
-        GgmlType::Q4_0 | GgmlType::Q8_0 => 1,
-        GgmlType::Q4_1 => 2,
+        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => 1,
+        GgmlType::Q4_1 | GgmlType::Q5_1 => 2,
         _ => 0,
     }
 }
@@ -111,6 +111,7 @@ pub(super) fn layout_acts(ty: GgmlType, xq: &[u8], m: usize, k: usize, s: &mut A
         let rb = super::int8::row_bytes_q8_0(k);
         let off = match ty {
             GgmlType::Q4_0 => 8.0,
+            GgmlType::Q5_0 => 16.0,
             GgmlType::Q8_0 => 128.0,
             _ => 0.0,
         };
@@ -244,9 +245,9 @@ struct Acts<'a> {
 /// past the last zero) and their factors into `ab` (`[2][16][sub-block]`).
 ///
 /// # Safety
-/// AVX2.
+/// AVX2, F16C, AVX-512BW/VL.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,f16c")]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl")]
 unsafe fn unpack_rows(ty: GgmlType, split: bool, w: &[u8], row_bytes: usize, k: usize, wq: &mut [u8], ab: &mut [f32]) {
     use std::arch::x86_64::*;
     let nr = w.len() / row_bytes;
@@ -286,6 +287,9 @@ unsafe fn unpack_rows(ty: GgmlType, split: bool, w: &[u8], row_bytes: usize, k: 
                     (GgmlType::Q4_1, false) => unpack_legacy::<20, false>(row, r, wq, ar, br),
                     (GgmlType::Q4_0, true) => unpack_legacy::<18, true>(row, r, wq, ar, br),
                     (GgmlType::Q4_1, true) => unpack_legacy::<20, true>(row, r, wq, ar, br),
+                    // Split rows hold only Q4_0 / Q4_1 / Q8_0.
+                    (GgmlType::Q5_0, _) => unpack_legacy::<22, false>(row, r, wq, ar, br),
+                    (GgmlType::Q5_1, _) => unpack_legacy::<24, false>(row, r, wq, ar, br),
                     (_, false) => unpack_legacy::<34, false>(row, r, wq, ar, br),
                     (_, true) => unpack_legacy::<34, true>(row, r, wq, ar, br),
                 }
@@ -367,15 +371,17 @@ unsafe fn unpack_rows(ty: GgmlType, split: bool, w: &[u8], row_bytes: usize, k: 
     }
 }
 
-/// Row `r` of the legacy blocks `row` (Q4_0, Q4_1, Q8_0: `TS` = 18, 20, 34 bytes; with
-/// `SPLIT`, a row in `rlx_gguf::Layout::SplitRows`: block `i`'s quants at `16 i` (Q8_0 `32 i`),
-/// its `d` after all quants at `2 i`, Q4_1's `m` at `18 nb + 2 i`) into `wq` (`[block][16][32]`; Q8_0's
-/// signed values + 128), `d` into `a`, Q4_1's `-m` into `b`.
+/// Row `r` of the legacy blocks `row` (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0: `TS` = 18, 20, 22, 24, 34
+/// bytes; with `SPLIT`, a row in `rlx_gguf::Layout::SplitRows`: block `i`'s quants at `16 i`
+/// (Q8_0 `32 i`), its `d` after all quants at `2 i`, Q4_1's `m` at `18 nb + 2 i`) into `wq`
+/// (`[block][16][32]`; Q5's fifth bits added as 16, Q8_0's signed values + 128), `d` into `a`,
+/// Q4_1's and Q5_1's `-m` into `b`.
 ///
 /// # Safety
-/// AVX2 + F16C; `row.len() / TS` blocks, `a` and `b` that many floats, `wq` that many tiles.
+/// AVX2 + F16C + AVX-512BW/VL; `row.len() / TS` blocks, `a` and `b` that many floats, `wq` that
+/// many tiles.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,f16c")]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl")]
 unsafe fn unpack_legacy<const TS: usize, const SPLIT: bool>(
     row: &[u8],
     r: usize,
@@ -412,10 +418,17 @@ unsafe fn unpack_legacy<const TS: usize, const SPLIT: bool>(
                 let v = _mm256_loadu_si256(p.add(2).cast());
                 _mm256_storeu_si256(o.cast(), _mm256_xor_si256(v, _mm256_set1_epi8(-128)));
             } else {
-                *b.get_unchecked_mut(i) = if TS == 20 { -f16_at(p.add(2)) } else { 0.0 };
+                *b.get_unchecked_mut(i) = if TS == 20 || TS == 24 { -f16_at(p.add(2)) } else { 0.0 };
                 let v = _mm_loadu_si128(p.add(TS - 16).cast());
-                _mm_storeu_si128(o.cast(), _mm_and_si128(v, m4));
-                _mm_storeu_si128(o.add(16).cast(), _mm_and_si128(_mm_srli_epi16::<4>(v), m4));
+                let u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(v), v), _mm256_set1_epi8(0x0f));
+                let u = if TS == 22 || TS == 24 {
+                    // Bit `j` of `qh` (the 4 bytes before the quants): bit 4 of element `j`.
+                    let qh = p.add(TS - 20).cast::<u32>().read_unaligned();
+                    _mm256_mask_add_epi8(u, qh, u, _mm256_set1_epi8(16))
+                } else {
+                    u
+                };
+                _mm256_storeu_si256(o.cast(), u);
             }
         }
         if TS == 34 {

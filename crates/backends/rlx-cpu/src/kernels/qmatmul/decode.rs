@@ -191,7 +191,6 @@ pub(super) use avx512::{dot_rows, k4_scales};
 mod avx512 {
     use super::{ROWS, prefetch_rows};
     use rlx_gguf::GgmlType;
-    use rlx_gguf::quants::kquants::scale_min_k4;
     use std::arch::x86_64::*;
 
     /// Block layouts (const parameters of the row kernels).
@@ -329,21 +328,18 @@ mod avx512 {
     #[inline]
     pub(in crate::kernels::qmatmul) unsafe fn k4_scales(p: *const u8) -> (__m256, __m256) {
         // SAFETY: 16 header bytes of the block (caller).
-        let (hd, scales) = unsafe {
+        let (hd, u) = unsafe {
             (
                 _mm_cvtph_ps(_mm_cvtsi32_si128(p.cast::<i32>().read_unaligned())),
-                std::slice::from_raw_parts(p.add(4), 12),
+                crate::kernels::qmatmul::q8k::scales_mins_k4(p.add(4).cast::<[u8; 12]>().read_unaligned()),
             )
         };
-        let (mut sc, mut mn) = ([0u8; 8], [0u8; 8]);
-        for j in 0..8 {
-            (sc[j], mn[j]) = scale_min_k4(j, scales);
-        }
-        // SAFETY: 8 bytes of `v`.
-        let to_f = |v: [u8; 8]| _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(unsafe { _mm_loadl_epi64(v.as_ptr().cast()) }));
+        // Bytes 0..8: the 8 scales, 8..16: the 8 mins.
+        let sm = _mm_set_epi32(u[3] as i32, u[2] as i32, u[1] as i32, u[0] as i32);
+        let to_f = |v: __m128i| _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
         let d = _mm256_broadcastss_ps(hd);
         let dmin = _mm256_broadcastss_ps(_mm_movehdup_ps(hd));
-        (_mm256_mul_ps(d, to_f(sc)), _mm256_mul_ps(dmin, to_f(mn)))
+        (_mm256_mul_ps(d, to_f(sm)), _mm256_mul_ps(dmin, to_f(_mm_srli_si128::<8>(sm))))
     }
 
     /// [`rows_dot`] for Q4_K (`FIVE = false`, 144-byte blocks) and Q5_K (176) (`nb32` 32-weight

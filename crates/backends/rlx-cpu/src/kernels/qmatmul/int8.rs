@@ -34,7 +34,7 @@ pub(super) const QK: usize = 32;
 
 /// True when `ty` has an integer kernel against Q8_0 activations.
 pub(super) fn has_q8_0_path(ty: GgmlType) -> bool {
-    matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1)
+    matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1)
 }
 
 /// 2: AVX-512 + VNNI, 1: AVX-512 (BW/VL, AVX2 integer ops), 0: scalar. `simd`: the caller's
@@ -308,6 +308,8 @@ pub(super) fn tile(
                 GgmlType::Q4_0 => drive::<avx::Legacy<Q4_0>>(w, row_bytes, x, x_row, m, nb, put),
                 GgmlType::Q4_1 => drive::<avx::Legacy<Q4_1>>(w, row_bytes, x, x_row, m, nb, put),
                 GgmlType::Q8_0 => drive::<avx::Legacy<Q8_0>>(w, row_bytes, x, x_row, m, nb, put),
+                GgmlType::Q5_0 => drive::<avx::Legacy<Q5_0>>(w, row_bytes, x, x_row, m, nb, put),
+                GgmlType::Q5_1 => drive::<avx::Legacy<Q5_1>>(w, row_bytes, x, x_row, m, nb, put),
                 GgmlType::Q4_K => drive::<Q4K>(w, row_bytes, x, x_row, m, nb, put),
                 GgmlType::Q5_K => drive::<Q5K>(w, row_bytes, x, x_row, m, nb, put),
                 _ => drive::<Q6K>(w, row_bytes, x, x_row, m, nb, put),
@@ -321,7 +323,7 @@ pub(super) fn tile(
                 super::q8k::dot_scalar(ty, wr, xr)
             } else {
                 #[cfg(target_arch = "x86_64")]
-                if level == 1 {
+                if level == 1 && !matches!(ty, GgmlType::Q5_0 | GgmlType::Q5_1) {
                     // SAFETY: level 1 means AVX-512BW/VL, AVX2, FMA and F16C were detected.
                     put(mi, r, unsafe { avx::dot_avx2(ty, wr, xr) });
                     continue;
@@ -365,6 +367,10 @@ const Q4_0: u8 = 0;
 const Q4_1: u8 = 1;
 /// `d f16, 32 i8`, `w = d q`.
 const Q8_0: u8 = 2;
+/// `d f16, qh u32, 16 bytes`, `w = d (q - 16)`, bit `i` of `qh` bit 4 of element `i`.
+const Q5_0: u8 = 3;
+/// `d f16, m f16, qh u32, 16 bytes`, `w = d q + m` (bit 4 as in Q5_0).
+const Q5_1: u8 = 4;
 
 /// Portable dot of one legacy weight row `w` with one quantized activation row `x`.
 pub(crate) fn dot_q8_scalar(ty: GgmlType, w: &[u8], x: &[u8]) -> f32 {
@@ -380,6 +386,8 @@ pub(crate) fn dot_q8_scalar(ty: GgmlType, w: &[u8], x: &[u8]) -> f32 {
                 (blk[2..34].iter().zip(q).map(|(&w, &x)| i32::from(w as i8) * i32::from(x as i8)).sum(), 0.0)
             }
             GgmlType::Q4_0 => (nib_dot(&blk[2..18], q, 8), 0.0),
+            GgmlType::Q5_0 => (nib5_dot(&blk[6..22], qh_at(blk, 2), q, 16), 0.0),
+            GgmlType::Q5_1 => (nib5_dot(&blk[8..24], qh_at(blk, 4), q, 0), f16_at(blk, 2) * xs),
             _ => (nib_dot(&blk[4..20], q, 0), f16_at(blk, 2) * xs),
         };
         sum += d * xd * isum as f32 + extra;
@@ -397,6 +405,22 @@ fn nib_dot(qs: &[u8], q: &[u8], off: i32) -> i32 {
     s
 }
 
+/// Q5_0 / Q5_1's `qh` at byte `i` of a block.
+fn qh_at(blk: &[u8], i: usize) -> u32 {
+    u32::from_le_bytes([blk[i], blk[i + 1], blk[i + 2], blk[i + 3]])
+}
+
+/// [`nib_dot`] for 5-bit quants: bit `j` of `qh` is bit 4 of element `j`.
+fn nib5_dot(qs: &[u8], qh: u32, q: &[u8], off: i32) -> i32 {
+    let mut s = 0i32;
+    for j in 0..16 {
+        let (lo, hi) = ((qh >> j) & 1, (qh >> (j + 16)) & 1);
+        s += (i32::from(qs[j] & 15) + 16 * lo as i32 - off) * i32::from(q[j] as i8);
+        s += (i32::from(qs[j] >> 4) + 16 * hi as i32 - off) * i32::from(q[j + 16] as i8);
+    }
+    s
+}
+
 #[cfg(target_arch = "x86_64")]
 pub(super) use avx::{Heads, group, reduce_rows};
 
@@ -404,7 +428,7 @@ pub(super) use avx::{Heads, group, reduce_rows};
 // The kernels index several per-row / per-column arrays with one tile index.
 #[allow(clippy::needless_range_loop)]
 mod avx {
-    use super::{Q4_0, Q4_1, Q8_0, QK, RowKernel, f32_at};
+    use super::{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, QK, RowKernel, f32_at};
     use rlx_gguf::GgmlType;
     use std::arch::x86_64::*;
 
@@ -422,7 +446,8 @@ mod avx {
         // Split rows keep 4 (`qmatmul_bench 1 20 Q4_0,Q4_1 1 fast 64` / `… 1`, two interleaved
         // rounds, 8 → 4 rows: from DRAM Q4_0 0.85 → 0.80–0.81 ms, Q4_1 0.96–0.99 → 0.90–0.92;
         // from L3 Q4_0 0.41–0.44 → 0.37–0.40, Q4_1 0.50 → 0.43–0.44).
-        const DECODE_ROWS: usize = if K == Q8_0 || SPLIT { 4 } else { 8 };
+        // Q5_0 / Q5_1 decode on `rows_legacy`'s one-block steps keeps 4 as well.
+        const DECODE_ROWS: usize = if K == Q8_0 || K == Q5_0 || K == Q5_1 || SPLIT { 4 } else { 8 };
         #[inline(always)]
         unsafe fn rows<const R: usize, const C: usize>(
             w: [*const u8; R],
@@ -533,16 +558,18 @@ mod avx {
     /// activation rows `x` (layout of [`super::row_bytes_q8_0`]).
     ///
     /// Per block: the weights as unsigned bytes `u` (Q4_0/Q4_1: the nibbles, low then high;
-    /// Q8_0: `q + 128`), one 256-bit `vpdpbusd` against the activation bytes started from
-    /// `-off · Σx` per lane (the exact signed dot; `off` 8 for Q4_0, 128 for Q8_0, 0 for Q4_1),
-    /// then `+= d_w d_x · dot` in f32 lanes; Q4_1's `m_w · s_x` goes into a scalar FMA chain per
+    /// Q5_0/Q5_1 the same with 16 added under the byte mask `qh`; Q8_0: `q + 128`), one 256-bit
+    /// `vpdpbusd` against the activation bytes started from `-off · Σx` per lane (the exact
+    /// signed dot; `off` 8 for Q4_0, 16 for Q5_0, 128 for Q8_0, 0 for Q4_1 / Q5_1), then `+= d_w
+    /// d_x · dot` in f32 lanes; Q4_1's and Q5_1's `m_w · s_x` goes into a scalar FMA chain per
     /// output, block by block, and the f16 scales are converted 16 blocks at a time. This is
     /// the arithmetic, in order, of llama.cpp's AVX2/VNNI `ggml_vec_dot_q4_1_q8_1` /
-    /// `_q4_0_q8_0` / `_q8_0_q8_0`.
+    /// `_q4_0_q8_0` / `_q5_0_q8_0` / `_q5_1_q8_1` / `_q8_0_q8_0`.
     ///
     /// With `SPLIT` the rows are in `rlx_gguf::Layout::SplitRows` (see [`rows_q4_decode`]; a
     /// Q8_0 block's 32 quant bytes at `32 b`, its `d` at `32 nb + 2 b`): the same products,
-    /// bit-identical. One activation row goes to [`rows_q4_decode`] / [`rows_q8_decode`].
+    /// bit-identical. One activation row goes to [`rows_q4_decode`] / [`rows_q8_decode`], but
+    /// for Q5_0 / Q5_1, which run this body with `C = 1`.
     ///
     /// # Safety
     /// AVX-512F/BW/VL + VNNI, AVX2, FMA, F16C; every `w[r]` points to `nb` blocks (split rows
@@ -553,7 +580,9 @@ mod avx {
         x: [*const u8; C],
         nb: usize,
     ) -> [[f32; C]; R] {
-        if C == 1 {
+        // Q4_1 and Q5_1 add `m_w · s_x` per block; Q5_0 / Q5_1 have fifth bits.
+        let (has_m, five) = (K == Q4_1 || K == Q5_1, K == Q5_0 || K == Q5_1);
+        if C == 1 && !five {
             // SAFETY: the caller's contract, with one activation row.
             let o = unsafe {
                 if K == Q8_0 {
@@ -570,14 +599,18 @@ mod avx {
             _ if SPLIT => (16, 0),
             Q4_0 => (18, 2),
             Q4_1 => (20, 4),
+            Q5_0 => (22, 6),
+            Q5_1 => (24, 8),
             _ => (34, 2),
         };
         // The constant subtracted from the unsigned weight bytes, as bytes for `vpdpbusd`.
         let off = _mm256_set1_epi8(match K {
             Q4_0 => 8,
-            Q4_1 => 0,
+            Q5_0 => 16,
+            Q4_1 | Q5_1 => 0,
             _ => -128,
         });
+        let sixteen = _mm256_set1_epi8(16);
         let m4 = _mm256_set1_epi8(0x0f);
         let flip = _mm256_set1_epi8(-128);
         let heads = Heads::new(ts);
@@ -596,7 +629,7 @@ mod avx {
         unsafe {
             while g0 < nb {
                 let (gn, lanes) = group(nb, g0);
-                if K == Q4_1 {
+                if has_m {
                     for c in 0..C {
                         let xs = x[c].add(QK * nb + 4 * (nb + g0)).cast::<f32>();
                         _mm512_storeu_ps(sx[c].as_mut_ptr(), _mm512_maskz_loadu_ps(lanes, xs));
@@ -625,7 +658,7 @@ mod avx {
                             _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(h))),
                         )
                     };
-                    if K == Q4_1 {
+                    if has_m {
                         _mm512_storeu_ps(mw[r].as_mut_ptr(), m);
                     }
                     for c in 0..C {
@@ -638,7 +671,7 @@ mod avx {
                     let xv: [__m256i; C] = std::array::from_fn(|c| _mm256_loadu_si256(x[c].add(QK * b).cast()));
                     // `-off · Σx` per lane: the dot below is then the signed one, exactly.
                     let init: [__m256i; C] = std::array::from_fn(|c| {
-                        if K == Q4_1 {
+                        if has_m {
                             _mm256_setzero_si256()
                         } else {
                             _mm256_sub_epi32(
@@ -653,13 +686,21 @@ mod avx {
                             _mm256_xor_si256(_mm256_loadu_si256(p.cast()), flip)
                         } else {
                             let v = _mm_loadu_si128(p.cast());
-                            _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(v), v), m4)
+                            let u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(v), v), m4);
+                            if five {
+                                // Bit `j` of `qh` (the 4 bytes before the quants): bit 4 of
+                                // element `j`, byte `j` of `u`.
+                                let qh = p.sub(4).cast::<u32>().read_unaligned();
+                                _mm256_mask_add_epi8(u, qh, u, sixteen)
+                            } else {
+                                u
+                            }
                         };
                         for c in 0..C {
                             let dot = _mm256_dpbusd_epi32(init[c], u, xv[c]);
                             let s = _mm256_broadcast_ss(&sc[r][c][i]);
                             acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), s, acc[r][c]);
-                            if K == Q4_1 {
+                            if has_m {
                                 summs[r][c] = mw[r][i].mul_add(sx[c][i], summs[r][c]);
                             }
                         }
