@@ -2,7 +2,7 @@
 //! rows: on AMX tiles (Intel Sapphire Rapids and later), else on AVX-512 VNNI registers
 //! ([`vnni_product`], the same integers), for every scheme of the fast mode: the same integers and scales as [`super::q8k`]
 //! (Q4_K, Q5_K, Q6_K against Q8_K activations, llama.cpp's `ggml_vec_dot_q{4,5,6}_K_q8_K`) and
-//! [`super::int8`] (Q4_0, Q4_1, Q8_0 against Q8_0 activations), with each (sub-)block's
+//! [`super::int8`] (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 against Q8_0 activations), with each (sub-)block's
 //! `Σ q · q8` for 16 weight rows × 16 activation rows done by one `tdpbusd`.
 //!
 //! Layout per call: the quantized activation rows are laid out once as `tdpbusd`'s B operand (groups

@@ -1,6 +1,6 @@
 //! Fast mode (opt-in, `CpuOptions::quantized_activations`): integer dots against quantized
 //! activations, as llama.cpp's `ggml_vec_dot_q*_q8_0` / `_q8_K`. This file: the legacy schemes
-//! Q8_0, Q4_0 and Q4_1 against Q8_0 activations, and the tile loop ([`tile`]) shared with the
+//! Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 against Q8_0 activations, and the tile loop ([`tile`]) shared with the
 //! K-quant kernels of [`super::q8k`].
 //!
 //! Each activation row is quantized once per call to Q8_0 blocks into scratch, as llama.cpp's

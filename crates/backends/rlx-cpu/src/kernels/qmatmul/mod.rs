@@ -29,8 +29,8 @@
 //!     runs: 38-50 ms with the `gemm` crate, 20-23 ms now (llama.cpp: 22 ms for Q4_K).
 //!   - `rowwise` (M = 1 otherwise: other schemes, or no AVX-512): one weight row at a time is
 //!     dequantized into scratch by `dequantize_into` and dotted in f32.
-//! - **Fast** (opt-in): integer dots against quantized activations, as llama.cpp: Q8_0, Q4_0
-//!   and Q4_1 against Q8_0 activations ([`int8`]), Q4_K, Q5_K and Q6_K against Q8_K ([`q8k`]),
+//! - **Fast** (opt-in): integer dots against quantized activations, as llama.cpp: Q8_0, Q4_0,
+//!   Q4_1, Q5_0 and Q5_1 against Q8_0 activations ([`int8`]), Q4_K, Q5_K and Q6_K against Q8_K ([`q8k`]),
 //!   in `R × C` register tiles (weight rows × activation rows), or with at least
 //!   [`amx::MIN_M`] activation rows in panels of 16 weight rows × 16 activation rows
 //!   ([`amx`]): on AMX tiles where the CPU has AMX-INT8, else with `vpdpbusd` (64 × 4096 ×
