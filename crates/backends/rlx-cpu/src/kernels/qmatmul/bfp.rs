@@ -299,6 +299,8 @@ mod avx512 {
         // Quant bytes of block `b` at `ts b + qo`.
         let (ts, qo): (usize, usize) = if SPLIT { (16, 0) } else { (tb, tb - 16) };
         let bit4 = _mm512_set1_epi8(16);
+        // Bytes of four `qh` words: their low 16-bit halves, then their high ones.
+        let halves = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
         let nq = nb.div_ceil(4);
         let m4 = _mm512_set1_epi8(0x0f);
         let heads = Heads::new(ts);
@@ -382,13 +384,19 @@ mod avx512 {
                         let mut zhi = _mm512_and_si512(_mm512_srli_epi16::<4>(q), m4);
                         if five {
                             // Bit 4 of element `i` (`16 + i`) of block `j`: bit `i` (`16 + i`) of
-                            // its `qh`, for byte `16 j + i` of the low (high) nibbles.
-                            let (mut lo, mut hi) = (0u64, 0u64);
-                            for j in 0..nblk {
-                                let qh = u64::from(w[r].add((b + j) * ts + qo - 4).cast::<u32>().read_unaligned());
-                                lo |= (qh & 0xffff) << (16 * j);
-                                hi |= (qh >> 16) << (16 * j);
-                            }
+                            // its `qh`, for byte `16 j + i` of the low (high) nibbles. The four
+                            // `qh` in one register, their low halves then their high ones packed
+                            // by one shuffle (a loop over the blocks became a `vpgatherdd`,
+                            // microcoded and slow on AMD Zen 4).
+                            let qh = |j: usize| {
+                                if j < nblk {
+                                    w[r].add((b + j) * ts + qo - 4).cast::<i32>().read_unaligned()
+                                } else {
+                                    0
+                                }
+                            };
+                            let v = _mm_shuffle_epi8(_mm_set_epi32(qh(3), qh(2), qh(1), qh(0)), halves);
+                            let (lo, hi) = (_mm_cvtsi128_si64(v) as u64, _mm_extract_epi64::<1>(v) as u64);
                             zlo = _mm512_mask_add_epi8(zlo, lo, zlo, bit4);
                             zhi = _mm512_mask_add_epi8(zhi, hi, zhi, bit4);
                         }
