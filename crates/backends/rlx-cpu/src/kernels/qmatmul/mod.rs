@@ -16,7 +16,7 @@
 //!     weights per register, FMA'd against `x`, 4 weight rows at a time sharing the
 //!     activation loads ([`decode::dot_rows`], per-(sub-)block `Σx` computed once per call;
 //!     Q5_0 / Q5_1 one row at a time through [`exact::dot_row`]). Q5_0 / Q5_1 ran `rowwise`
-//!     before: 1 × 4096 × 4096 Q5_0 from DRAM, 1 core (AMD Zen 4), 20.0 → 1.45 ms; `tile`
+//!     before: 1 × 4096 × 4096 Q5_0 from DRAM, 1 core (AMD Zen 4), 20.0 → 1.04–1.07 ms; `tile`
 //!     64 rows 92 → 22.4 ms. Q6_K on the f32 kernel before: 2.37–2.42 → 0.78 ms (same host).
 //!   - `tile` (M > 1): a tile of weight rows (at most [`TILE_BYTES`] of f32, so it stays in L2)
 //!     is dequantized once into per-thread scratch (in registers for the schemes above, with
