@@ -11,7 +11,7 @@ use rlx_gguf::quants::{dequantize, quantize};
 use rlx_gguf::{GgmlType, Layout};
 use rlx_ir::{DType, Graph, Shape, Tensor};
 
-/// Schemes with an in-register decoder (exact mode) .
+/// Schemes with an in-register decoder (exact mode).
 const NATIVE: &[GgmlType] = &[
     GgmlType::Q8_0,
     GgmlType::Q4_0,
@@ -25,17 +25,8 @@ const NATIVE: &[GgmlType] = &[
 /// Schemes run through `dequantize_into` (row by row, or tile by tile).
 const OTHERS: &[GgmlType] = &[GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q8_K];
 /// Schemes with the integer fast path (Q8_0 activations for the legacy ones, Q8_K for the
-/// K-quants).
-const Q8_PATH: &[GgmlType] = &[
-    GgmlType::Q8_0,
-    GgmlType::Q4_0,
-    GgmlType::Q4_1,
-    GgmlType::Q5_0,
-    GgmlType::Q5_1,
-    GgmlType::Q4_K,
-    GgmlType::Q5_K,
-    GgmlType::Q6_K,
-];
+/// K-quants): the same eight.
+const Q8_PATH: &[GgmlType] = NATIVE;
 
 /// One product: `(kernel name, x, dequantized W [n, k], result)`.
 struct Case {
