@@ -1,9 +1,10 @@
 //! Fast mode with many activation rows (prefill) in panels of 16 weight rows × 16 activation
 //! rows: on AMX tiles (Intel Sapphire Rapids and later), else on AVX-512 VNNI registers
-//! ([`vnni_product`], the same integers), for every scheme of the fast mode: the same integers and scales as [`super::q8k`]
-//! (Q4_K, Q5_K, Q6_K against Q8_K activations, llama.cpp's `ggml_vec_dot_q{4,5,6}_K_q8_K`) and
-//! [`super::int8`] (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 against Q8_0 activations), with each (sub-)block's
-//! `Σ q · q8` for 16 weight rows × 16 activation rows done by one `tdpbusd`.
+//! ([`vnni_product`], the same integers), for every scheme of the fast mode: the same integers
+//! and scales as [`super::q8k`] (Q4_K, Q5_K, Q6_K against Q8_K activations, llama.cpp's
+//! `ggml_vec_dot_q{4,5,6}_K_q8_K`) and [`super::int8`] (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 against
+//! Q8_0 activations), with each (sub-)block's `Σ q · q8` for 16 weight rows × 16 activation rows
+//! done by one `tdpbusd`.
 //!
 //! Layout per call: the quantized activation rows are laid out once as `tdpbusd`'s B operand (groups
 //! of 4 consecutive values of 16 rows side by side, [`Acts`]), with their per-sub-block sums
@@ -161,8 +162,8 @@ pub(super) fn layout_acts(ty: GgmlType, xq: &[u8], m: usize, k: usize, s: &mut A
 /// `tdpbusd`, else sixteen rows of `vpdpbusd` ([`vnni_product`]): the same integers.
 ///
 /// # Safety
-/// AVX-512F/BW/VL + FMA + AVX2, and [`crate::kernels::simd::has_amx`] with `amx`, VNNI
-/// without; `s` was made for `(ty, m, k)` with at least `n.div_ceil(chunk)` chunks and filled
+/// AVX-512F/BW/VL + VNNI + FMA + AVX2, and with `amx` [`crate::kernels::simd::has_amx`]; `s`
+/// was made for `(ty, m, k)` with at least `n.div_ceil(chunk)` chunks and filled
 /// by [`layout_acts`].
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments)]
@@ -456,8 +457,8 @@ unsafe fn f16_at(p: *const u8) -> f32 {
 /// L2 over the iterations.
 ///
 /// # Safety
-/// With `AMX` tiles configured by [`tiles::configure`] for `sub_len(ty)`, without VNNI;
-/// AVX-512F + FMA.
+/// AVX-512F/BW/VL + VNNI + FMA; with `AMX`, tiles configured by [`tiles::configure`] for
+/// `sub_len(ty)`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma")]
 #[allow(clippy::too_many_arguments)]

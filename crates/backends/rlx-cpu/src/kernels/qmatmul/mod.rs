@@ -214,9 +214,11 @@ pub fn select(
     let simd = avx512_decoders(opts);
     let bfp_ok = bfp::has_path(ty) && int8::simd_level(opts.simd.avx512()) == 2;
     let fast = opts.quantized_activations && (int8::has_q8_0_path(ty) || q8k::has_q8_k_path(ty));
-    let path = if fast && m >= amx::MIN_M && opts.simd.amx() && simd {
+    // The panels (AMX or not) also run VNNI code: AMX CPUs have it.
+    let vnni = int8::simd_level(opts.simd.avx512()) == 2;
+    let path = if fast && m >= amx::MIN_M && opts.simd.amx() && simd && vnni {
         Path::Amx
-    } else if fast && m >= amx::MIN_M && simd && int8::simd_level(opts.simd.avx512()) == 2 {
+    } else if fast && m >= amx::MIN_M && simd && vnni {
         Path::Panel
     } else if fast {
         Path::Q8(int8::simd_level(opts.simd.avx512()))
@@ -311,9 +313,9 @@ pub fn run(k: &mut QMatmulKernel, x: &Tensor, w: &Tensor, out: &mut Tensor) -> R
         int8::quantize_acts(k.ty, xs, kk, &mut k.xq);
         amx::layout_acts(k.ty, &k.xq, m, kk, s);
         let (split, on_amx) = (k.layout == Layout::SplitRows, k.path == Path::Amx);
-        // SAFETY: `Path::Amx` is planned only where `SimdLevel::amx` and the AVX-512 decoders'
-        // features were detected, `Path::Panel` where VNNI and those features were; the
-        // scratch was made for this shape; lengths checked above.
+        // SAFETY: both paths are planned only where VNNI and the AVX-512 decoders' features
+        // were detected, `Path::Amx` also `SimdLevel::amx`; the scratch was made for this
+        // shape; lengths checked above.
         unsafe { amx::run(k.ty, split, wb, k.row_bytes, n, m, kk, k.chunk, s, y, on_amx) };
         return Ok(());
     }
