@@ -1,7 +1,7 @@
 //! Fast mode (opt-in, `CpuOptions::quantized_activations`): integer dots against quantized
 //! activations, as llama.cpp's `ggml_vec_dot_q*_q8_0` / `_q8_K`. This file: the legacy schemes
-//! Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 against Q8_0 activations, and the tile loop ([`tile`]) shared with the
-//! K-quant kernels of [`super::q8k`].
+//! Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 against Q8_0 activations, and the tile loop ([`tile`])
+//! shared with the K-quant kernels of [`super::q8k`].
 //!
 //! Each activation row is quantized once per call to Q8_0 blocks into scratch, as llama.cpp's
 //! x86 `quantize_row_q8_0` / `quantize_row_q8_1` (AVX path) do: `d = amax / 127` (stored
@@ -17,8 +17,8 @@
 //! blocks at a time, and a kernel computes an `R × C` tile (weight rows × activation rows, see
 //! [`tile`]) with one horizontal sum per output. AVX-512
 //! CPUs without VNNI use AVX2 `vpmaddubsw` + `vpmaddwd` with llama.cpp's `|x| · sign(w, x)`
-//! trick (weights in `-127..=127`), one row at a time; elsewhere, or under
-//! `SimdLevel::Baseline`, a scalar loop.
+//! trick (weights in `-127..=127`), one row at a time (Q5_0 / Q5_1: the scalar loop);
+//! elsewhere, or under `SimdLevel::Baseline`, a scalar loop.
 //!
 //! Accuracy: it computes `dequant(W) · dequant(quantize_q8_0(x))` exactly up to f32 rounding of
 //! the per-block sums, i.e. it differs from the f32 reference (the composite's body) by the
