@@ -96,7 +96,8 @@ mod avx512 {
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
     pub(in crate::kernels::qmatmul) unsafe fn quantize(ty: GgmlType, x: &[f32], out: &mut [u8]) -> bool {
         // Q8_0 and Q6_K: pairs of blocks, each plane 64 bytes in element order.
-        let (q8, q4k) = (matches!(ty, GgmlType::Q8_0 | GgmlType::Q6_K), matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K));
+        let (pairs, q4k) =
+            (matches!(ty, GgmlType::Q8_0 | GgmlType::Q6_K), matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K));
         // Bits of `|n|`: four products of up to 128 · 2^21 (Q8_0) per lane stay inside i32.
         let bits: u32 = if ty == GgmlType::Q8_0 { 21 } else { 22 };
         let nb = x.len() / 32;
@@ -107,7 +108,7 @@ mod avx512 {
         let sums = scales + 4 * nb;
         // Byte offset of plane `p`, half `hf` (elements 16 hf ..) of block `b`.
         let at = |b: usize, p: usize, hf: usize| {
-            if q8 {
+            if pairs {
                 b / 2 * (QUAD_BYTES / 2) + 64 * p + 32 * (b % 2) + 16 * hf
             } else if q4k {
                 // Sub-blocks 4g, 4g + 2 in the low-nibble register, 4g + 1, 4g + 3 in the high.
@@ -168,7 +169,7 @@ mod avx512 {
             // the kernel's own chain on bytes of 8 (16, 128, 32). Q4_1, Q5_1, Q4_K and Q5_K have
             // none.
             let zero = _mm512_setzero_si512();
-            if q8 {
+            if pairs {
                 let flip = _mm512_set1_epi8(if ty == GgmlType::Q8_0 { -128 } else { 32 });
                 for pr in 0..2 * nq {
                     let d = chain_dot(o.add(pr * QUAD_BYTES / 2), 64, flip);

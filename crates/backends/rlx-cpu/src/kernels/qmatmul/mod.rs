@@ -212,16 +212,18 @@ pub fn select(
     }
     let m: usize = xd[..xd.len() - 1].iter().product();
     let simd = avx512_decoders(opts);
-    let bfp_ok = bfp::has_path(ty) && int8::simd_level(opts.simd.avx512()) == 2;
+    // The panels (AMX or not) and the block floating point kernel run VNNI code (AMX CPUs have
+    // it).
+    let level = int8::simd_level(opts.simd.avx512());
+    let vnni = level == 2;
+    let bfp_ok = bfp::has_path(ty) && vnni;
     let fast = opts.quantized_activations && (int8::has_q8_0_path(ty) || q8k::has_q8_k_path(ty));
-    // The panels (AMX or not) also run VNNI code: AMX CPUs have it.
-    let vnni = int8::simd_level(opts.simd.avx512()) == 2;
     let path = if fast && m >= amx::MIN_M && opts.simd.amx() && simd && vnni {
         Path::Amx
     } else if fast && m >= amx::MIN_M && simd && vnni {
         Path::Panel
     } else if fast {
-        Path::Q8(int8::simd_level(opts.simd.avx512()))
+        Path::Q8(level)
     } else if m <= FUSED_ROWS && simd && exact::has_decoder(ty) {
         Path::Fused
     } else if m <= 1 {
