@@ -311,22 +311,37 @@ unsafe fn shifted_sums(x: &[f32], shift: f32, want_linear: bool) -> (f64, f64) {
         let (mut s1, mut s2) = (0f64, 0f64);
         for (bi, xb) in x.chunks(BLOCK).enumerate() {
             let base = bi * BLOCK;
-            let mut a1 = [_mm512_setzero_ps(); 2];
-            let mut a2 = [_mm512_setzero_ps(); 2];
+            // Even vectors into the `0` accumulators, odd ones into the `1`s: named locals, so
+            // they stay in registers (an array indexed by the parity went through the stack,
+            // a store-forwarding chain per vector: 40% of layer_norm's time under `perf`).
+            let (mut a10, mut a11, mut a20, mut a21) = [_mm512_setzero_ps(); 4].into();
             let mut i = 0;
+            while i + 2 * LANES <= xb.len() {
+                let d0 = _mm512_sub_ps(_mm512_loadu_ps(xb.as_ptr().add(i)), k);
+                let d1 = _mm512_sub_ps(_mm512_loadu_ps(xb.as_ptr().add(i + LANES)), k);
+                a10 = _mm512_add_ps(a10, d0);
+                a20 = _mm512_fmadd_ps(d0, d0, a20);
+                a11 = _mm512_add_ps(a11, d1);
+                a21 = _mm512_fmadd_ps(d1, d1, a21);
+                i += 2 * LANES;
+            }
             while i < xb.len() {
                 let mask = if i + LANES <= xb.len() { !0 } else { tail_mask(xb.len() - i) };
                 // Masked-off lanes load `shift`: they add 0 to both sums.
                 let d = _mm512_sub_ps(load(x, base + i, mask, shift), k);
-                let j = (i / LANES) & 1;
-                a1[j] = _mm512_add_ps(a1[j], d);
-                a2[j] = _mm512_fmadd_ps(d, d, a2[j]);
+                if (i / LANES) & 1 == 0 {
+                    a10 = _mm512_add_ps(a10, d);
+                    a20 = _mm512_fmadd_ps(d, d, a20);
+                } else {
+                    a11 = _mm512_add_ps(a11, d);
+                    a21 = _mm512_fmadd_ps(d, d, a21);
+                }
                 i += LANES;
             }
             if want_linear {
-                s1 += hsum_f64(_mm512_add_ps(a1[0], a1[1]));
+                s1 += hsum_f64(_mm512_add_ps(a10, a11));
             }
-            s2 += hsum_f64(_mm512_add_ps(a2[0], a2[1]));
+            s2 += hsum_f64(_mm512_add_ps(a20, a21));
         }
         (s1, s2)
     }
