@@ -19,7 +19,7 @@ pub enum GgufError {
         source: std::io::Error,
     },
     /// The first four bytes are not `GGUF`.
-    #[error("bad magic {found:02x?} at offset 0: expected \"GGUF\" (47 47 55 46)")]
+    #[error("not a GGUF file: bad magic {} at offset 0, expected \"GGUF\" (47 47 55 46)", magic_text(.found))]
     BadMagic {
         /// The bytes found (zero-padded when the file is shorter).
         found: [u8; 4],
@@ -217,3 +217,10 @@ pub enum GgufError {
 
 /// `Result` with [`GgufError`].
 pub type Result<T, E = GgufError> = std::result::Result<T, E>;
+
+/// The four magic bytes as text and hex, e.g. `"hell" (68 65 6c 6c)`: printable ASCII as is,
+/// anything else escaped (`\x00`, `\x89`, `\"`), so a user sees what kind of file it is.
+fn magic_text(b: &[u8; 4]) -> String {
+    let text: String = b.iter().flat_map(|&c| std::ascii::escape_default(c)).map(char::from).collect();
+    format!("\"{text}\" ({:02x} {:02x} {:02x} {:02x})", b[0], b[1], b[2], b[3])
+}

@@ -125,6 +125,12 @@ fn bad_magic_and_versions() {
     assert!(matches!(err(b"GG"), GgufError::Truncated { what: "magic", available: 2, .. }));
     assert!(matches!(err(b"GX"), GgufError::BadMagic { found: [b'G', b'X', 0, 0] }));
     assert!(matches!(err(b"GGML\x03\0\0\0"), GgufError::BadMagic { .. }));
+    // The message shows the bytes as text too: a user sees a text or a PNG file for what it is.
+    assert_eq!(
+        err(b"hello world").to_string(),
+        "not a GGUF file: bad magic \"hell\" (68 65 6c 6c) at offset 0, expected \"GGUF\" (47 47 55 46)"
+    );
+    assert!(err(b"\x89PNG\r\n").to_string().contains(r#""\x89PNG" (89 50 4e 47)"#));
     let mut f = small_file();
     f[4] = 4;
     assert!(matches!(err(&f), GgufError::UnsupportedVersion { version: 4, hint: "" }));
