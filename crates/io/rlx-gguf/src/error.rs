@@ -218,9 +218,12 @@ pub enum GgufError {
 /// `Result` with [`GgufError`].
 pub type Result<T, E = GgufError> = std::result::Result<T, E>;
 
-/// The four magic bytes as text and hex, e.g. `"hell" (68 65 6c 6c)`: printable ASCII as is,
-/// anything else escaped (`\x00`, `\x89`, `\"`), so a user sees what kind of file it is.
-fn magic_text(b: &[u8; 4]) -> String {
+/// A file's first bytes (the magic) as text and hex, e.g. `"hell" (68 65 6c 6c)` for a text
+/// file: printable ASCII as is, anything else escaped (`\x00`, `\x89`, `\"`), so that an error
+/// shows a user what kind of file it is. Used by [`GgufError::BadMagic`] and by `rlx`'s
+/// unknown-format error.
+pub fn magic_text(b: &[u8]) -> String {
     let text: String = b.iter().flat_map(|&c| std::ascii::escape_default(c)).map(char::from).collect();
-    format!("\"{text}\" ({:02x} {:02x} {:02x} {:02x})", b[0], b[1], b[2], b[3])
+    let hex: Vec<String> = b.iter().map(|c| format!("{c:02x}")).collect();
+    format!("\"{text}\" ({})", hex.join(" "))
 }

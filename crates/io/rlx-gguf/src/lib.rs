@@ -36,7 +36,7 @@ mod types;
 mod value;
 mod writer;
 
-pub use error::{GgufError, Result};
+pub use error::{GgufError, Result, magic_text};
 pub use ir_ops::register_ops;
 pub use layout::Layout;
 pub use reader::{

@@ -118,8 +118,9 @@ fn graph_json(needs: &str) -> CliError {
 /// `unknown model format (expected <expected>): <why>`, `why` saying what was looked for.
 fn unknown_format(expected: &str, head: &[u8]) -> CliError {
     err(format!(
-        "unknown model format (expected {expected}): no GGUF magic (first bytes {head:02x?}), not named .onnx, \
-         and not a safetensors file (.safetensors, or an 8-byte header length followed by '{{')"
+        "unknown model format (expected {expected}): no GGUF magic (first bytes {}), not named .onnx, \
+         and not a safetensors file (.safetensors, or an 8-byte header length followed by '{{')",
+        rlx_gguf::magic_text(head)
     ))
 }
 

@@ -195,6 +195,8 @@ fn bad_model_files_are_one_line_errors() {
     let j = junk.to_string_lossy().into_owned();
     let e = one_error_line(&rlx(&["generate", "--model", &j]), &j);
     assert!(e.contains("unknown model format (expected a GGUF model, .gguf): no GGUF magic"), "{e}");
+    // Its first bytes as text and hex, as the GGUF reader's bad-magic error shows them.
+    assert!(e.contains(r#"(first bytes "hell" (68 65 6c 6c))"#), "{e}");
 
     let cut = dir.path().join("cut.gguf");
     std::fs::write(&cut, b"GGUF\x03\x00\x00\x00").unwrap();
