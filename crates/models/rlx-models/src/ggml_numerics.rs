@@ -699,15 +699,31 @@ unsafe fn dot_ggml_avx512(a: &[f32], b: &[f32]) -> f32 {
         }
         i += STEP;
     }
-    let r = _mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3]));
-    let t8 = _mm256_add_ps(_mm512_extractf32x8_ps::<1>(r), _mm512_castps512_ps256(r));
-    let t4 = _mm_add_ps(_mm256_extractf128_ps::<1>(t8), _mm256_castps256_ps128(t8));
-    let t2 = _mm_add_ps(t4, _mm_shuffle_ps::<0b01_00_11_10>(t4, t4));
-    let mut sum = _mm_cvtss_f32(_mm_add_ss(t2, _mm_shuffle_ps::<0b01>(t2, t2)));
+    // SAFETY: the caller's contract (AVX-512F, AVX-512DQ).
+    let mut sum = unsafe { reduce4_avx512(acc) };
     for k in np..n {
         sum = a[k].mul_add(b[k], sum);
     }
     sum
+}
+
+/// [`reduce4`] on AVX-512 registers: `(a0 + a2) + (a1 + a3)`, then the lane sum in
+/// `_mm512_reduce_add_ps`'s order (halves, quarters, `(0, 2)` and `(1, 3)`, then the two).
+///
+/// # Safety
+/// AVX-512F and AVX-512DQ are available.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn reduce4_avx512(acc: [std::arch::x86_64::__m512; 4]) -> f32 {
+    use std::arch::x86_64::*;
+    // SAFETY: register-only intrinsics of the caller's features.
+    unsafe {
+        let r = _mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3]));
+        let t8 = _mm256_add_ps(_mm512_extractf32x8_ps::<1>(r), _mm512_castps512_ps256(r));
+        let t4 = _mm_add_ps(_mm256_extractf128_ps::<1>(t8), _mm256_castps256_ps128(t8));
+        let t2 = _mm_add_ps(t4, _mm_shuffle_ps::<0b01_00_11_10>(t4, t4));
+        _mm_cvtss_f32(_mm_add_ss(t2, _mm_shuffle_ps::<0b01>(t2, t2)))
+    }
 }
 
 /// `ggml_vec_dot_f32`'s end: `(a0 + a2) + (a1 + a3)` lane by lane, then [`hsum16`].
@@ -939,14 +955,17 @@ mod tests {
     /// The f16-cache path (llama.cpp's flash attention, `flash_f16`) against f64 attention over
     /// the same f16-rounded query, keys and values: the GQA mapping, the visible keys and their
     /// order, a head dim of 64 (AVX-512 accumulators in registers, 5 heads per group: a chunk of
-    /// 4 and one of 1) and of 40 (the other path), one-token and several-token steps. The f16
+    /// 4 and one of 1), of 128 (scores over two 64-element steps) and of 40 (the other paths),
+    /// one-token and several-token steps. The f16
     /// accumulator rounds after each of a row's `n` keys, each rounding off by at most 2⁻¹¹ of
     /// a value bounded by `max |v|` (after the division by the sum), hence the bound. The
     /// portable path must give the same bits as the AVX-512 one.
     #[test]
     fn f16_cache_attention_matches_f64_and_portable() {
         let r16 = |x: f32| f16::from_f32(x).to_f32() as f64;
-        for (b, s, h, hk, d, c, past) in [(2, 1, 10, 2, 64, 150, [70usize, 150]), (2, 3, 4, 2, 40, 20, [7, 20])] {
+        for (b, s, h, hk, d, c, past) in
+            [(2, 1, 10, 2, 64, 150, [70usize, 150]), (2, 3, 4, 2, 40, 20, [7, 20]), (2, 2, 6, 2, 128, 37, [37, 5])]
+        {
             let cs = case([b, s, h, hk, d, c], past);
             let Case { q, v, kc, vc, cos, sin, .. } = &cs;
             let run = |simd| run_f16_cache(&cs, [b, s, h, hk, d, c], simd);

@@ -61,11 +61,24 @@ pub(super) fn group<'a, const AVX: bool>(
     // Scores, key by key for the group's heads (each key row widened once).
     kf.resize(d, 0.0);
     w.resize(gh * n, 0.0);
+    // Rows of whole 64-element steps: each key vector widened in a register (`dot_f16_row`).
+    #[cfg(target_arch = "x86_64")]
+    let direct = AVX && d % super::STEP == 0;
     for (i, &j) in keys.iter().enumerate() {
-        widen::<AVX>(at(j, x.kc16, t.kn16), kf);
+        let kr = at(j, x.kc16, t.kn16);
         // The value row, into L2 for the accumulation (as the f32 op does).
         let vr = at(j, x.vc16, t.vn16);
         super::prefetch_row(vr);
+        #[cfg(target_arch = "x86_64")]
+        if direct {
+            for (e, qe) in q.chunks_exact(d).enumerate() {
+                // SAFETY: `AVX` means the caller enabled AVX-512F/DQ, F16C and FMA; `kr` and
+                // `qe` hold `d`, a multiple of 64.
+                w[e * n + i] = unsafe { avx::dot_f16_row(kr, qe) } * x.scale + mask[j];
+            }
+            continue;
+        }
+        widen::<AVX>(kr, kf);
         for (e, qe) in q.chunks_exact(d).enumerate() {
             w[e * n + i] = dot_f16(&dot, kf, qe) * x.scale + mask[j];
         }
@@ -150,6 +163,32 @@ mod avx {
 
     /// Heads whose accumulators stay in registers together (4 vectors each at `D = 64`).
     const HEADS: usize = 4;
+
+    /// `ggml_vec_dot_f16` of the f16 key row `k` and the (f16-rounded) f32 query `q`, both of a
+    /// length that is a multiple of 64: [`super::super::dot_ggml_avx512`]'s arithmetic with each
+    /// key vector widened in a register. (Widening the row into an f32 buffer first and reading
+    /// it back made every load wait on a store of the same unaligned 64 bytes.)
+    ///
+    /// # Safety
+    /// AVX-512F, AVX-512DQ, F16C and FMA; `k.len() == q.len()`, a multiple of 64.
+    #[target_feature(enable = "avx512f,avx512dq,f16c,fma")]
+    pub(super) unsafe fn dot_f16_row(k: &[f16], q: &[f32]) -> f32 {
+        let mut acc = [_mm512_setzero_ps(); 4];
+        for c in (0..k.len()).step_by(64) {
+            for (l, s) in acc.iter_mut().enumerate() {
+                // SAFETY: `c + 16 l + 16 <= len` of both rows.
+                let (x, y) = unsafe {
+                    (
+                        _mm512_cvtph_ps(_mm256_loadu_si256(k.as_ptr().add(c + 16 * l).cast())),
+                        _mm512_loadu_ps(q.as_ptr().add(c + 16 * l)),
+                    )
+                };
+                *s = _mm512_fmadd_ps(x, y, *s);
+            }
+        }
+        // SAFETY: AVX-512F and AVX-512DQ (this function's features).
+        unsafe { super::super::reduce4_avx512(acc) }
+    }
 
     /// [`super::accumulate`] for `D = 64`: `HEADS` heads at a time, each head's 64 values in
     /// four registers across all the keys, every update rounded through F16C.
