@@ -77,6 +77,11 @@ impl PackedB {
         PackedB { k, n, store: Store::Own { data, off } }
     }
 
+    /// The packed operand's `(k, n)`.
+    pub fn dims(&self) -> (usize, usize) {
+        (self.k, self.n)
+    }
+
     fn base(&self) -> *const f32 {
         match &self.store {
             Store::Own { data, off } => data[*off..].as_ptr(),

@@ -126,16 +126,17 @@ pub struct QMatmulKernel {
     simd: bool,
     /// Quantized activation rows (fast mode; [`int8::quantize_acts`]).
     xq: Vec<u8>,
-    /// Dequantized weights: one row of `k` per chunk (`rowwise`) or one tile per thread (`tile`).
-    scratch: Vec<f32>,
-    /// `tile` path on [`sgemm`]: `xᵀ` (`k × m`) packed once per call; `None`: tiles go through
-    /// the `gemm` crate.
-    xt: Option<sgemm::PackedB>,
-    /// Floats between the rows of a tile in `scratch` (`k`, or [`sgemm::in_place_stride`]).
+    /// Floats of dequantized weights in the run's [`Work::scratch`]: one row of `k` per chunk
+    /// (`rowwise`) or one tile per thread (`tile`).
+    scratch: usize,
+    /// `tile` path on [`sgemm`]: `xᵀ` (`k × m`) is packed once per call (into a
+    /// [`Work::xt`]); false: tiles go through the `gemm` crate.
+    xt: bool,
+    /// Floats between the rows of a tile in the scratch (`k`, or [`sgemm::in_place_stride`]).
     ld: usize,
-    /// `tile` path on [`sgemm`]: per thread, a tile's `[tile, m]` product before it is
-    /// transposed into the result's columns.
-    ct: Vec<f32>,
+    /// `tile` path on [`sgemm`]: floats of [`Work::ct`], per thread a tile's `[tile, m]`
+    /// product before it is transposed into the result's columns.
+    ct: usize,
     /// `Σ x` per 32- (16-) element block (`fused` path, schemes with [`decode::needs_block_sums`]).
     xblk: Vec<f32>,
     /// The `fused` path's activation row as [`bfp`]'s block floating point (with VNNI; empty
@@ -278,9 +279,9 @@ pub fn select(
         tile,
         simd,
         xq: vec![0; q8],
-        scratch: vec![0.0; scratch],
-        xt: on_sgemm.then(|| sgemm::PackedB::new(k, m)),
-        ct: if on_sgemm { vec![0.0; scratch / ld.max(1) * m] } else { vec![] },
+        scratch,
+        xt: on_sgemm,
+        ct: if on_sgemm { scratch / ld.max(1) * m } else { 0 },
         ld,
         xblk: vec![0.0; if path == Path::Fused && decode::needs_block_sums(ty) { k / decode::sum_len(ty) } else { 0 }],
         xbfp: vec![0; if path == Path::Fused && bfp_ok { bfp::act_bytes(k) } else { 0 }],
@@ -307,7 +308,7 @@ pub fn run(k: &mut QMatmulKernel, x: &Tensor, w: &Tensor, out: &mut Tensor) -> R
         return Ok(());
     }
     if k.path == Path::Tile {
-        run_tile(k, xs, wb, y);
+        WORK.with_borrow_mut(|w| run_tile(k, xs, wb, y, w));
         return Ok(());
     }
     #[cfg(target_arch = "x86_64")]
@@ -350,9 +351,11 @@ pub fn run(k: &mut QMatmulKernel, x: &Tensor, w: &Tensor, out: &mut Tensor) -> R
     };
     let nchunks = n.div_ceil(chunk);
     if path == Path::Rowwise {
-        let rows = OutPtr(k.scratch.as_mut_ptr());
-        // SAFETY: chunk c uses only its own row `c` of the scratch (`nchunks · kk` long).
-        spin::for_each(nchunks, |c| body(c, unsafe { rows.slice(c * kk, kk) }));
+        WORK.with_borrow_mut(|w| {
+            let rows = OutPtr(w.scratch(k.scratch).as_mut_ptr());
+            // SAFETY: chunk c uses only its own row `c` of the scratch (`nchunks · kk` long).
+            spin::for_each(nchunks, |c| body(c, unsafe { rows.slice(c * kk, kk) }));
+        });
     } else {
         spin::for_each(nchunks, |c| body(c, &mut []));
     }
@@ -485,17 +488,67 @@ fn decode_dot_rows(_: GgmlType, _: &[u8], _: usize, _: &[f32], _: &[f32], _: &mu
     unreachable!("the fused path is planned only on x86_64")
 }
 
+/// Working buffers of the `tile` and `rowwise` paths, one set per calling thread and shared by
+/// every kernel run on it: a kernel's tiles, transposed products and packed activations live
+/// only during its own run. Owned per kernel they took 410 MB for SmolLM2's 210 quantized
+/// products (its prefill and decode graphs, `heaptrack`); shared, the largest kernel's few MB.
+/// Contents carry nothing between runs: every float read is written earlier in the same run
+/// (`pack_b` rewrites a packed `xᵀ` whole, zeroing its padding lanes).
+#[derive(Default)]
+struct Work {
+    scratch: Vec<f32>,
+    ct: Vec<f32>,
+    /// Packed `xᵀ` operands, one per `k` (for the last `m` run with it) on this thread.
+    xt: Vec<sgemm::PackedB>,
+}
+
+impl Work {
+    /// The first `len` floats of the scratch (grown on first use).
+    fn scratch(&mut self, len: usize) -> &mut [f32] {
+        if self.scratch.len() < len {
+            self.scratch.resize(len, 0.0);
+        }
+        &mut self.scratch[..len]
+    }
+}
+
+thread_local! {
+    static WORK: std::cell::RefCell<Work> = std::cell::RefCell::new(Work::default());
+}
+
 /// The `tile` path: each thread dequantizes tiles of its row range and runs gemm on them.
-fn run_tile(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32]) {
+fn run_tile(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32], work: &mut Work) {
     let (m, n, kk, chunk, tile, row_bytes, ty, ld) = (k.m, k.n, k.k, k.chunk, k.tile, k.row_bytes, k.ty, k.ld);
     let (layout, split) = (k.layout, k.layout == Layout::SplitRows);
     let fast = k.simd && exact::has_decoder(ty);
     let yp = OutPtr(y.as_mut_ptr());
-    if let Some(xt) = &mut k.xt {
-        // SAFETY: x is [m, kk] row-major, read as its transpose [kk, m]; `xt` is sized for it.
-        unsafe { sgemm::pack_b(sgemm::Operand { ptr: xs.as_ptr(), rs: 1, cs: kk }, xt) };
+    if work.ct.len() < k.ct {
+        work.ct.resize(k.ct, 0.0);
     }
-    let xt = k.xt.as_ref();
+    let Work { scratch, ct: ctbuf, xt: packed } = work;
+    if scratch.len() < k.scratch {
+        scratch.resize(k.scratch, 0.0);
+    }
+    let xt = if k.xt {
+        // One per `k` (a step's products share its `m`; a new `m` replaces the old).
+        let at = match packed.iter().position(|p| p.dims().0 == kk) {
+            Some(at) if packed[at].dims().1 == m => at,
+            Some(at) => {
+                packed[at] = sgemm::PackedB::new(kk, m);
+                at
+            }
+            None => {
+                packed.push(sgemm::PackedB::new(kk, m));
+                packed.len() - 1
+            }
+        };
+        // SAFETY: x is [m, kk] row-major, read as its transpose [kk, m]; `xt` is sized for it.
+        unsafe { sgemm::pack_b(sgemm::Operand { ptr: xs.as_ptr(), rs: 1, cs: kk }, &mut packed[at]) };
+        Some(&packed[at])
+    } else {
+        None
+    };
+    let (kscratch, kct) = (&mut scratch[..k.scratch], &mut ctbuf[..k.ct]);
     let part = |p: usize, buf: &mut [f32], ct: &mut [f32]| {
         let j1 = ((p + 1) * chunk).min(n);
         let mut j = p * chunk;
@@ -557,14 +610,14 @@ fn run_tile(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32]) {
         }
     };
     let per = tile * ld;
-    let cper = if k.ct.is_empty() { 0 } else { tile * m };
-    if k.scratch.len() > per && super::simd::threads() > 1 {
+    let cper = if k.ct == 0 { 0 } else { tile * m };
+    if k.scratch > per && super::simd::threads() > 1 {
         // One part per thread, on the executor's spinning team (a rayon hand-off wakes sleeping
         // workers, tens of µs per product of a prefill step); each part's products run on its
         // own thread. (Two parts per thread, claimed dynamically, measured slower.)
-        let parts = k.scratch.len() / per;
-        debug_assert!(cper == 0 || k.ct.len() >= parts * cper);
-        let (sp, cp) = (OutPtr(k.scratch.as_mut_ptr()), OutPtr(k.ct.as_mut_ptr()));
+        let parts = k.scratch / per;
+        debug_assert!(cper == 0 || k.ct >= parts * cper);
+        let (sp, cp) = (OutPtr(kscratch.as_mut_ptr()), OutPtr(kct.as_mut_ptr()));
         spin::for_each(parts, |p| {
             // SAFETY: part `p` uses only its own `per` scratch and `cper` ct elements, inside
             // the buffers (sized `parts` times those at plan time).
@@ -574,9 +627,9 @@ fn run_tile(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32]) {
     } else {
         // Every part on this thread, one after another in the first part's scratch (a kernel
         // planned for several threads may run where only one is available).
-        let (sl, cl) = (k.scratch.len(), k.ct.len());
+        let (sl, cl) = (k.scratch, k.ct);
         let parts = (sl / per.max(1)).max(1);
-        let (s0, c0) = (&mut k.scratch[..per.min(sl)], &mut k.ct[..cper.min(cl)]);
+        let (s0, c0) = (&mut kscratch[..per.min(sl)], &mut kct[..cper.min(cl)]);
         for p in 0..parts {
             part(p, s0, c0);
         }
