@@ -124,8 +124,9 @@ pub struct QMatmulKernel {
     tile: usize,
     /// The AVX-512 decoders of [`exact`] may run.
     simd: bool,
-    /// Quantized activation rows (fast mode; [`int8::quantize_acts`]).
-    xq: Vec<u8>,
+    /// Bytes of the quantized activation rows in the run's [`Work::xq`] (fast mode;
+    /// [`int8::quantize_acts`]).
+    xq: usize,
     /// Floats of dequantized weights in the run's [`Work::scratch`]: one row of `k` per chunk
     /// (`rowwise`) or one tile per thread (`tile`).
     scratch: usize,
@@ -278,7 +279,7 @@ pub fn select(
         chunk,
         tile,
         simd,
-        xq: vec![0; q8],
+        xq: q8,
         scratch,
         xt: on_sgemm,
         ct: if on_sgemm { scratch / ld.max(1) * m } else { 0 },
@@ -313,8 +314,11 @@ pub fn run(k: &mut QMatmulKernel, x: &Tensor, w: &Tensor, out: &mut Tensor) -> R
     }
     #[cfg(target_arch = "x86_64")]
     if let (Path::Amx | Path::Panel, Some(s)) = (k.path, k.amx.as_mut()) {
-        int8::quantize_acts(k.ty, xs, kk, &mut k.xq);
-        amx::layout_acts(k.ty, &k.xq, m, kk, s);
+        WORK.with_borrow_mut(|w| {
+            let xq = w.xq(k.xq);
+            int8::quantize_acts(k.ty, xs, kk, xq);
+            amx::layout_acts(k.ty, xq, m, kk, s);
+        });
         let (split, on_amx) = (k.layout == Layout::SplitRows, k.path == Path::Amx);
         // SAFETY: both paths are planned only where VNNI and the AVX-512 decoders' features
         // were detected, `Path::Amx` also `SimdLevel::amx`; the scratch was made for this
@@ -323,8 +327,11 @@ pub fn run(k: &mut QMatmulKernel, x: &Tensor, w: &Tensor, out: &mut Tensor) -> R
         return Ok(());
     }
     if let Path::Q8(level) = k.path {
-        int8::quantize_acts(k.ty, xs, kk, &mut k.xq);
-        run_q8(k, level, wb, y);
+        WORK.with_borrow_mut(|w| {
+            let xq = w.xq(k.xq);
+            int8::quantize_acts(k.ty, xs, kk, xq);
+            run_q8(k, level, wb, y, xq);
+        });
         return Ok(());
     }
     if k.path == Path::Fused {
@@ -365,8 +372,8 @@ pub fn run(k: &mut QMatmulKernel, x: &Tensor, w: &Tensor, out: &mut Tensor) -> R
 /// The fast path: chunks of weight rows across threads, each through [`int8::tile`] (weights
 /// in `Layout::SplitRows`: [`int8::tile_split`] with VNNI, else [`JOIN_ROWS`] rows at a time
 /// converted back into blocks in the chunk's scratch).
-fn run_q8(k: &mut QMatmulKernel, level: u8, wb: &[u8], y: &mut [f32]) {
-    let (m, n, chunk, row_bytes, ty, xq) = (k.m, k.n, k.chunk, k.row_bytes, k.ty, &k.xq[..]);
+fn run_q8(k: &mut QMatmulKernel, level: u8, wb: &[u8], y: &mut [f32], xq: &[u8]) {
+    let (m, n, chunk, row_bytes, ty) = (k.m, k.n, k.chunk, k.row_bytes, k.ty);
     let yp = OutPtr(y.as_mut_ptr());
     // SAFETY (every `put` below): mi < m, j0 + r < j1 <= n: inside `y`; no other chunk writes
     // these columns.
@@ -488,21 +495,31 @@ fn decode_dot_rows(_: GgmlType, _: &[u8], _: usize, _: &[f32], _: &[f32], _: &mu
     unreachable!("the fused path is planned only on x86_64")
 }
 
-/// Working buffers of the `tile` and `rowwise` paths, one set per calling thread and shared by
-/// every kernel run on it: a kernel's tiles, transposed products and packed activations live
-/// only during its own run. Owned per kernel they took 410 MB for SmolLM2's 210 quantized
+/// Working buffers of the `tile` and `rowwise` paths and the fast mode's quantized activations,
+/// one set per calling thread and shared by every kernel run on it: a kernel's tiles,
+/// transposed products and packed or quantized activations live only during its own run. Owned per kernel they took 410 MB for SmolLM2's 210 quantized
 /// products (its prefill and decode graphs, `heaptrack`); shared, the largest kernel's few MB.
 /// Contents carry nothing between runs: every float read is written earlier in the same run
 /// (`pack_b` rewrites a packed `xᵀ` whole, zeroing its padding lanes).
 #[derive(Default)]
 struct Work {
     scratch: Vec<f32>,
+    /// Quantized activation rows ([`int8::quantize_acts`] writes every byte it is given).
+    xq: Vec<u8>,
     ct: Vec<f32>,
     /// Packed `xᵀ` operands, one per `k` (for the last `m` run with it) on this thread.
     xt: Vec<sgemm::PackedB>,
 }
 
 impl Work {
+    /// The first `len` bytes of the quantized activations (grown on first use).
+    fn xq(&mut self, len: usize) -> &mut [u8] {
+        if self.xq.len() < len {
+            self.xq.resize(len, 0);
+        }
+        &mut self.xq[..len]
+    }
+
     /// The first `len` floats of the scratch (grown on first use).
     fn scratch(&mut self, len: usize) -> &mut [f32] {
         if self.scratch.len() < len {
@@ -525,7 +542,7 @@ fn run_tile(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32], work: &
     if work.ct.len() < k.ct {
         work.ct.resize(k.ct, 0.0);
     }
-    let Work { scratch, ct: ctbuf, xt: packed } = work;
+    let Work { scratch, ct: ctbuf, xt: packed, .. } = work;
     if scratch.len() < k.scratch {
         scratch.resize(k.scratch, 0.0);
     }
