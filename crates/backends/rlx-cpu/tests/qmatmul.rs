@@ -142,6 +142,23 @@ fn exact_mode_many_tiles() {
     }
 }
 
+/// Kernels of different shapes one after another on one thread, which share its working
+/// buffers (tiles, transposed products, the packed `xᵀ` kept per `k`): a larger `m`, a smaller
+/// one, a different `k`, then the first shape again, each against the f64 reference. Fast mode
+/// too (its quantized activation rows live in the same buffers).
+#[test]
+fn kernels_share_working_buffers_across_shapes() {
+    let exact = CpuOptions { threads: Some(1), ..Default::default() };
+    let fast = CpuOptions { threads: Some(1), quantized_activations: true, ..Default::default() };
+    for (i, (lead, k)) in
+        [(&[40usize][..], 512usize), (&[64], 512), (&[16], 512), (&[24], 256), (&[40], 512)].into_iter().enumerate()
+    {
+        check_exact(GgmlType::Q4_K, lead, k, 70, 90 + i as u64, &exact);
+        check_exact(GgmlType::Q4_0, lead, k, 70, 95 + i as u64, &exact);
+        check_fast(GgmlType::Q4_0, lead, k, 70, 100 + i as u64, &fast);
+    }
+}
+
 /// The portable kernels (what a CPU without AVX-512 runs), selected through the typed option.
 #[test]
 fn exact_mode_baseline_simd() {

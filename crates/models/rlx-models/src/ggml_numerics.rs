@@ -956,10 +956,10 @@ mod tests {
     /// the same f16-rounded query, keys and values: the GQA mapping, the visible keys and their
     /// order, a head dim of 64 (AVX-512 accumulators in registers, 5 heads per group: a chunk of
     /// 4 and one of 1), of 128 (scores over two 64-element steps) and of 40 (the other paths),
-    /// one-token and several-token steps. The f16
-    /// accumulator rounds after each of a row's `n` keys, each rounding off by at most 2⁻¹¹ of
-    /// a value bounded by `max |v|` (after the division by the sum), hence the bound. The
-    /// portable path must give the same bits as the AVX-512 one.
+    /// one-token and several-token steps. The f16 accumulator rounds after each of a row's `n`
+    /// keys, each rounding off by at most 2⁻¹¹ of a value bounded by `max |v|` (after the
+    /// division by the sum), hence the bound. The portable path must give the same bits as the
+    /// AVX-512 one.
     #[test]
     fn f16_cache_attention_matches_f64_and_portable() {
         let r16 = |x: f32| f16::from_f32(x).to_f32() as f64;

@@ -58,7 +58,8 @@ pub(super) fn group<'a, const AVX: bool>(
         rope(x.style, &x.q[(row * h + head) * d..][..d], &x.cos[row * d..][..d], &x.sin[row * d..][..d], qe);
         round_f16::<AVX>(qe);
     }
-    // Scores, key by key for the group's heads (each key row widened once).
+    // Scores, key by key for the group's heads (the key row widened once into `kf`, or, in
+    // whole steps of 64, each vector in a register per head).
     kf.resize(d, 0.0);
     w.resize(gh * n, 0.0);
     // Rows of whole 64-element steps: each key vector widened in a register (`dot_f16_row`).

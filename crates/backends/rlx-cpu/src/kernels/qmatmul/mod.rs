@@ -315,7 +315,7 @@ pub fn run(k: &mut QMatmulKernel, x: &Tensor, w: &Tensor, out: &mut Tensor) -> R
     #[cfg(target_arch = "x86_64")]
     if let (Path::Amx | Path::Panel, Some(s)) = (k.path, k.amx.as_mut()) {
         WORK.with_borrow_mut(|w| {
-            let xq = w.xq(k.xq);
+            let xq = first(&mut w.xq, k.xq);
             int8::quantize_acts(k.ty, xs, kk, xq);
             amx::layout_acts(k.ty, xq, m, kk, s);
         });
@@ -328,7 +328,7 @@ pub fn run(k: &mut QMatmulKernel, x: &Tensor, w: &Tensor, out: &mut Tensor) -> R
     }
     if let Path::Q8(level) = k.path {
         WORK.with_borrow_mut(|w| {
-            let xq = w.xq(k.xq);
+            let xq = first(&mut w.xq, k.xq);
             int8::quantize_acts(k.ty, xs, kk, xq);
             run_q8(k, level, wb, y, xq);
         });
@@ -359,7 +359,7 @@ pub fn run(k: &mut QMatmulKernel, x: &Tensor, w: &Tensor, out: &mut Tensor) -> R
     let nchunks = n.div_ceil(chunk);
     if path == Path::Rowwise {
         WORK.with_borrow_mut(|w| {
-            let rows = OutPtr(w.scratch(k.scratch).as_mut_ptr());
+            let rows = OutPtr(first(&mut w.scratch, k.scratch).as_mut_ptr());
             // SAFETY: chunk c uses only its own row `c` of the scratch (`nchunks · kk` long).
             spin::for_each(nchunks, |c| body(c, unsafe { rows.slice(c * kk, kk) }));
         });
@@ -497,8 +497,9 @@ fn decode_dot_rows(_: GgmlType, _: &[u8], _: usize, _: &[f32], _: &[f32], _: &mu
 
 /// Working buffers of the `tile` and `rowwise` paths and the fast mode's quantized activations,
 /// one set per calling thread and shared by every kernel run on it: a kernel's tiles,
-/// transposed products and packed or quantized activations live only during its own run. Owned per kernel they took 410 MB for SmolLM2's 210 quantized
-/// products (its prefill and decode graphs, `heaptrack`); shared, the largest kernel's few MB.
+/// transposed products and packed or quantized activations live only during its own run.
+/// Owned per kernel they took 410 MB for SmolLM2's 210 quantized products (its prefill and
+/// decode graphs, `heaptrack`); shared, the largest kernel's few MB.
 /// Contents carry nothing between runs: every float read is written earlier in the same run
 /// (`pack_b` rewrites a packed `xᵀ` whole, zeroing its padding lanes).
 #[derive(Default)]
@@ -511,22 +512,12 @@ struct Work {
     xt: Vec<sgemm::PackedB>,
 }
 
-impl Work {
-    /// The first `len` bytes of the quantized activations (grown on first use).
-    fn xq(&mut self, len: usize) -> &mut [u8] {
-        if self.xq.len() < len {
-            self.xq.resize(len, 0);
-        }
-        &mut self.xq[..len]
+/// The first `len` elements of one of [`Work`]'s buffers, grown on first use.
+fn first<T: Clone + Default>(buf: &mut Vec<T>, len: usize) -> &mut [T] {
+    if buf.len() < len {
+        buf.resize(len, T::default());
     }
-
-    /// The first `len` floats of the scratch (grown on first use).
-    fn scratch(&mut self, len: usize) -> &mut [f32] {
-        if self.scratch.len() < len {
-            self.scratch.resize(len, 0.0);
-        }
-        &mut self.scratch[..len]
-    }
+    &mut buf[..len]
 }
 
 thread_local! {
@@ -539,13 +530,8 @@ fn run_tile(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32], work: &
     let (layout, split) = (k.layout, k.layout == Layout::SplitRows);
     let fast = k.simd && exact::has_decoder(ty);
     let yp = OutPtr(y.as_mut_ptr());
-    if work.ct.len() < k.ct {
-        work.ct.resize(k.ct, 0.0);
-    }
-    let Work { scratch, ct: ctbuf, xt: packed, .. } = work;
-    if scratch.len() < k.scratch {
-        scratch.resize(k.scratch, 0.0);
-    }
+    let Work { scratch, ct, xt: packed, .. } = work;
+    let (kscratch, kct) = (first(scratch, k.scratch), first(ct, k.ct));
     let xt = if k.xt {
         // One per `k` (a step's products share its `m`; a new `m` replaces the old).
         let at = match packed.iter().position(|p| p.dims().0 == kk) {
@@ -565,7 +551,6 @@ fn run_tile(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32], work: &
     } else {
         None
     };
-    let (kscratch, kct) = (&mut scratch[..k.scratch], &mut ctbuf[..k.ct]);
     let part = |p: usize, buf: &mut [f32], ct: &mut [f32]| {
         let j1 = ((p + 1) * chunk).min(n);
         let mut j = p * chunk;
