@@ -45,7 +45,7 @@ pub(super) const PREFETCH_ROWS: usize = 2 * ROWS;
 const FAR_GROUPS: usize = 2;
 /// Bytes ahead (rounded up to whole rows) that [`prefetch_ahead`] prefetches into L2 when a
 /// group's rows hold less than 4 KiB: the short rows of a small model lie back to back, so this
-/// is one stream 4 KiB ahead of the reads. `qmatmul_bench 1 20 <type> 1 fast 400 576 1536`
+/// is one stream [`FAR_BYTES_SHORT`] ahead of the reads. Session 26, 4 KiB: `qmatmul_bench 1 20 <type> 1 fast 400 576 1536`
 /// (DRAM, two rounds): Q4_0 0.063 → 0.059, Q4_1 0.071 → 0.065, Q8_0 0.118 → 0.110 ms; 1536 × 576
 /// and 576 × 576 8–10% faster; equal within the noise with 1 copy (cache); 2 KiB ahead measured
 /// between, 8 and 16 KiB worse than none on two of three shapes. In SmolLM2 `--fast` decode
@@ -62,7 +62,18 @@ const FAR_GROUPS: usize = 2;
 /// for every row length measured there: the head 1.9 ms, but 576 × 576 0.014 → 0.024 ms.
 /// SmolLM2 exact decode there (`rlx generate --profile`, generation's `dequant_matmul` ms,
 /// interleaved): 1 thread, six rounds, median 1113 → 1036; 2 threads, eight rounds, 856 → 866.
-const FAR_BYTES_SHORT: usize = 4096;
+///
+/// 8 KiB since session 30, on an AMD EPYC Zen 5 host whose one core streams 35–45 GB/s (more
+/// bytes in flight needed to cover the same latency): `qmatmul_bench 1 20 <type> 1 <mode>
+/// <copies> <K> <N>`, two interleaved rounds, 4 KiB → 8 KiB: the Q8_0 head (`Q8_0 … 4 576
+/// 49152`) fast 1.02–1.25 → 0.92–0.97 ms, exact 0.97–1.00 → 0.92–0.94; Q4_1 from DRAM (400
+/// copies) 576 × 1536 fast 0.0219–0.0224 → 0.0178–0.0189, exact 0.0227–0.0232 → 0.0188–0.0190,
+/// 576 × 576 fast 0.0086–0.0088 → 0.0068–0.0072; 1536 × 576 and the L3-resident 576 × 576 (64
+/// copies) equal within the noise. 16 KiB: the head 0.97–1.16, 576 × 1536 0.0165–0.0175. In
+/// SmolLM2 decode (generation's `dequant_matmul` ms over 127 steps, 1 thread, three interleaved
+/// rounds, 4 / 8 / 16 KiB): fast 457–506 / 448–496 / 444–503, exact 438–484 / 434–483 /
+/// 437–486 — the same direction, inside the run-to-run spread.
+const FAR_BYTES_SHORT: usize = 8192;
 
 /// Rows ahead to prefetch for rows of `row_bytes`: [`PREFETCH_ROWS`], or one group when a
 /// group's rows hold 4 KiB or more. 1 × 4096 × 4096 products with their weights in DRAM
