@@ -140,8 +140,12 @@ pub enum GgufError {
         /// The file's alignment.
         alignment: u64,
     },
-    /// A tensor's bytes reach past the end of the file.
-    #[error("tensor {name:?}: bytes {start}..{end} (absolute) reach past the end of the file ({file_len} bytes)")]
+    /// A tensor's bytes reach past the end of the file: the file is truncated (an interrupted
+    /// download or copy), or its tensor table is corrupt.
+    #[error(
+        "tensor {name:?}: bytes {start}..{end} (absolute) reach past the end of the file ({file_len} bytes): \
+         the file is truncated (an interrupted download?) or its tensor table is corrupt"
+    )]
     TensorOutOfBounds {
         /// The tensor.
         name: String,

@@ -112,7 +112,11 @@ fn every_truncation_is_an_error() {
     for len in 0..full.len() {
         let e = err(&full[..len]);
         match e {
-            GgufError::Truncated { .. } | GgufError::CountTooLarge { .. } | GgufError::TensorOutOfBounds { .. } => {}
+            // A user who sees either should learn that the file is cut short.
+            GgufError::Truncated { .. } | GgufError::TensorOutOfBounds { .. } => {
+                assert!(e.to_string().contains("truncated"), "prefix {len}: {e}")
+            }
+            GgufError::CountTooLarge { .. } => {}
             other => panic!("prefix {len}: unexpected error {other}"),
         }
     }

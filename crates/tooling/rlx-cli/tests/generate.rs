@@ -31,6 +31,8 @@ fn greedy_json_and_empty_prompt() {
     let j = last_json(&rlx(&["generate", "--model", m, "--max-tokens", "30", "--json"]));
     assert_eq!((j["tokens"].as_array().unwrap().len(), &j["tokens"][29]), (30, &json!(2)), "{j}");
     assert_eq!(j["stop"], "end_token");
+    // The end token is counted as generated (as the README says) but not rendered as text.
+    assert!(!j["text"].as_str().unwrap().contains("<|im_end|>"), "{j}");
     assert!(j["prompt_tokens_per_s"].as_f64().unwrap() > 0.0 && j["gen_tokens_per_s"].as_f64().unwrap() > 0.0);
     assert!(stderr(&out).contains("tok/s"));
     assert_eq!((j["mode"].as_str(), j["kv_type"].as_str()), (Some("exact"), Some("f32")));
@@ -203,6 +205,14 @@ fn bad_model_files_are_one_line_errors() {
     let c = cut.to_string_lossy().into_owned();
     let e = one_error_line(&rlx(&["generate", "--model", &c]), &c);
     assert!(e.contains("truncated"), "{e}");
+    // Cut inside the tensor data (an interrupted download): it said only that a tensor's bytes
+    // "reach past the end of the file" (fresh-user finding).
+    let tiny = dir.path().join("tiny.gguf");
+    tiny_llama(&tiny);
+    let bytes = std::fs::read(&tiny).unwrap();
+    std::fs::write(&cut, &bytes[..bytes.len() - 64]).unwrap();
+    let e = one_error_line(&rlx(&["generate", "--model", &c]), &c);
+    assert!(e.contains("reach past the end of the file") && e.contains("the file is truncated"), "{e}");
 
     let Some(m) = model() else { return };
     let long = "the ".repeat(9000);
