@@ -92,26 +92,15 @@ pub(super) fn assign(
         }
     }
 
-    // Best-fit assignment of groups (in order of birth) to buffers.
-    let mut buffers: Vec<Buffer> = vec![];
-    let mut busy_until: Vec<usize> = vec![]; // per buffer: last step of its current group
-    for gr in &mut groups {
-        let (def, elems, dtype) = (gr.def, gr.elems, gr.dtype);
-        let free = |b: usize| buffers[b].dtype == dtype && busy_until[b] < def;
-        let pick = if opts.reuse {
-            let fit =
-                (0..buffers.len()).filter(|&b| free(b) && buffers[b].elems >= elems).min_by_key(|&b| buffers[b].elems);
-            fit.or_else(|| (0..buffers.len()).filter(|&b| free(b)).max_by_key(|&b| buffers[b].elems))
-        } else {
-            None
-        };
-        let b = pick.unwrap_or_else(|| {
-            buffers.push(Buffer { offset: 0, bytes: 0, dtype, elems: 0 });
-            busy_until.push(0);
-            buffers.len() - 1
-        });
-        buffers[b].elems = buffers[b].elems.max(elems);
-        busy_until[b] = gr.last;
+    // Buffers for the groups: of the two assignments below, the one with the smaller arena.
+    let (mut buffers, of_group) = if opts.reuse {
+        let (a, b) = (by_birth(&groups), by_size(&groups));
+        if total(&b.0) < total(&a.0) { b } else { a }
+    } else {
+        let bufs = groups.iter().map(|gr| Buffer { offset: 0, bytes: 0, dtype: gr.dtype, elems: gr.elems }).collect();
+        (bufs, (0..groups.len()).collect())
+    };
+    for (gr, b) in groups.iter_mut().zip(of_group) {
         gr.buffer = b;
     }
     let mut arena = 0;
@@ -179,6 +168,84 @@ pub(super) fn assign(
         peak_live_bytes: peak as usize,
         unplanned_bytes,
     }
+}
+
+/// Buffers (offsets not yet laid out) and each group's buffer.
+type Assignment = (Vec<Buffer>, Vec<usize>);
+
+/// Bytes of `buffers` laid out at [`ALIGN`].
+fn total(buffers: &[Buffer]) -> usize {
+    buffers.iter().map(|b| (b.elems * b.dtype.size_bytes()).div_ceil(ALIGN) * ALIGN).sum()
+}
+
+/// Best fit in order of birth: each group takes the smallest free buffer of its dtype that is
+/// large enough, else the largest free one grown, else a new one. Keeps a value's buffer hot in
+/// cache for the next value, but a long-lived value (a graph output) can pin a large buffer
+/// that later large values then cannot reuse.
+fn by_birth(groups: &[Group]) -> Assignment {
+    let mut buffers: Vec<Buffer> = vec![];
+    let mut busy_until: Vec<usize> = vec![]; // per buffer: last step of its current group
+    let mut of_group = Vec::with_capacity(groups.len());
+    for gr in groups {
+        let (def, elems, dtype) = (gr.def, gr.elems, gr.dtype);
+        let free = |b: usize| buffers[b].dtype == dtype && busy_until[b] < def;
+        let fit =
+            (0..buffers.len()).filter(|&b| free(b) && buffers[b].elems >= elems).min_by_key(|&b| buffers[b].elems);
+        let pick = fit.or_else(|| (0..buffers.len()).filter(|&b| free(b)).max_by_key(|&b| buffers[b].elems));
+        let b = pick.unwrap_or_else(|| {
+            buffers.push(Buffer { offset: 0, bytes: 0, dtype, elems: 0 });
+            busy_until.push(0);
+            buffers.len() - 1
+        });
+        buffers[b].elems = buffers[b].elems.max(elems);
+        busy_until[b] = gr.last;
+        of_group.push(b);
+    }
+    (buffers, of_group)
+}
+
+/// Greedy by size: the groups from the largest down (ties: the earlier first), each into the
+/// smallest buffer of its dtype that is free over its whole lifetime — all at least as large,
+/// having been made for larger groups — else a new buffer of its size; among equally small
+/// ones, the one used last before this group (warm in cache). Buffers never grow, and a small
+/// long-lived value takes a large buffer only where that buffer has nothing else to hold. A
+/// SmolLM2 step graph of 256 tokens over a 256-token f16 cache: 163 MB of buffers in order of
+/// birth (its 60 K/V outputs, live to the end, each pinned a buffer that later FFN values
+/// outgrew), against 22.5 MB of simultaneously live values.
+fn by_size(groups: &[Group]) -> Assignment {
+    let mut order: Vec<usize> = (0..groups.len()).collect();
+    order.sort_by_key(|&k| (std::cmp::Reverse(groups[k].elems * groups[k].dtype.size_bytes()), groups[k].def, k));
+    let mut buffers: Vec<Buffer> = vec![];
+    // Per buffer: the lifetimes `[def, last]` it holds, disjoint and sorted.
+    let mut busy: Vec<Vec<(usize, usize)>> = vec![];
+    let mut of_group = vec![usize::MAX; groups.len()];
+    for k in order {
+        let gr = &groups[k];
+        // Where `[def, last]` would go in buffer `b`, and the end of the lifetime before it;
+        // `None` when it overlaps one (only the last one starting at or before `last` can).
+        let slot = |b: usize| -> Option<(usize, usize)> {
+            let at = busy[b].partition_point(|&(d, _)| d <= gr.last);
+            match at.checked_sub(1).map(|p| busy[b][p].1) {
+                Some(end) if end >= gr.def => None,
+                prev => Some((at, prev.unwrap_or(0))),
+            }
+        };
+        let pick = (0..buffers.len())
+            .filter(|&b| buffers[b].dtype == gr.dtype)
+            .filter_map(|b| slot(b).map(|(at, prev)| (b, at, prev)))
+            .min_by_key(|&(b, _, prev)| (buffers[b].elems, std::cmp::Reverse(prev)));
+        let (b, at) = match pick {
+            Some((b, at, _)) => (b, at),
+            None => {
+                buffers.push(Buffer { offset: 0, bytes: 0, dtype: gr.dtype, elems: gr.elems });
+                busy.push(vec![]);
+                (buffers.len() - 1, 0)
+            }
+        };
+        busy[b].insert(at, (gr.def, gr.last));
+        of_group[k] = b;
+    }
+    (buffers, of_group)
 }
 
 /// True when `s` can alias its operand: a `reshape`, or a slice whose elements are the

@@ -14,9 +14,12 @@
 //!    *in place* over an operand of its own size and dtype — both only when that operand is
 //!    read by nothing later (never while the source is still read). Aliased values form one
 //!    group that shares a buffer.
-//! 4. **Assignment**: groups get buffers best-fit: the smallest free buffer of the same dtype
-//!    that is large enough, else the largest free one grown, else a new buffer. Buffers are
-//!    laid out in one arena at 64-byte aligned offsets, so each value has an offset.
+//! 4. **Assignment**: groups get buffers of their dtype two ways, and the plan keeps the one
+//!    with the smaller arena: best fit in order of birth (the smallest free buffer that is large
+//!    enough, else the largest free one grown, else a new one), and greedy by size (largest
+//!    group first, each into the smallest buffer free over its whole lifetime, else a new one;
+//!    a small long-lived value then cannot pin a large buffer that later values need). Buffers
+//!    are laid out in one arena at 64-byte aligned offsets, so each value has an offset.
 //!
 //! Why buffers of one dtype rather than free byte ranges split at will: the CPU backend keeps
 //! each buffer as one typed host tensor that steps resize within its capacity, so the plan is
