@@ -31,7 +31,9 @@ pub fn fingerprint(g: &Graph, opts: &PassOptions, backend: &str) -> Result<Finge
     }
     let mut h = blake3::Hasher::new();
     h.update(b"rlx-fingerprint-v1");
-    g.serialize(&mut canon::Canon(&mut h)).map_err(|e| IrError::Serde(e.to_string()))?;
+    let mut c = canon::Canon::new(&mut h);
+    g.serialize(&mut c).map_err(|e| IrError::Serde(e.to_string()))?;
+    c.finish();
     let o = format!("{opts:?}");
     h.update(&(o.len() as u64).to_le_bytes());
     h.update(o.as_bytes());

@@ -135,12 +135,15 @@ pub struct DotKernel {
     scratch_in: [Option<Tensor>; 2],
     /// Result in `compute` when the result dtype differs.
     scratch_out: Option<Tensor>,
-    /// Storage for the rhs packed for [`sgemm`] (allocated at compile time): packed once
-    /// there when the rhs is a graph constant (`prepacked`), else on every run, panel by panel
-    /// during the product. `None`: the product runs on `gemm`.
+    /// The rhs packed for [`sgemm`] once, at compile time, when it is a graph constant
+    /// ([`DotKernel::prepack_rhs`]; `prepacked`).
     packed: Option<PackedB>,
     /// `packed` holds a graph constant's packing ([`DotKernel::prepack_rhs`]).
     prepacked: bool,
+    /// Without a constant rhs the product runs on [`sgemm`] too, packing the rhs on every run,
+    /// panel by panel during the product, into the calling thread's [`PER_RUN`] storage (`k ·
+    /// n` up to [`SGEMM_PER_RUN_MAX`]); else it runs on `gemm`.
+    per_run: bool,
     /// [`sgemm`] can run this product (single-batch f32 on an AVX-512 CPU).
     sgemm_ok: bool,
 }
@@ -176,6 +179,25 @@ impl DotKernel {
     }
 }
 
+thread_local! {
+    /// The calling thread's storage for rhs packed per run ([`DotKernel`]'s `per_run`): one
+    /// buffer per thread, grown to its largest product, not one per kernel — a 24-layer
+    /// encoder whose weights are params held 170 MB of them, zeroed at every compile.
+    static PER_RUN: std::cell::RefCell<PackedB> = std::cell::RefCell::new(PackedB::default());
+}
+
+/// `f` on packing storage for a `k × n` rhs: the thread's [`PER_RUN`], or a new buffer while
+/// that one is in use.
+fn with_per_run<R>(k: usize, n: usize, f: impl FnOnce(&mut PackedB) -> R) -> R {
+    PER_RUN.with(|s| match s.try_borrow_mut() {
+        Ok(mut bp) => {
+            bp.fit(k, n);
+            f(&mut bp)
+        }
+        Err(_) => f(&mut PackedB::new(k, n)),
+    })
+}
+
 /// Pick a fast kernel for `dot_general` with operand dtypes/dims and result dtype/dims.
 pub fn select(d: &DotGeneral, l: (&[usize], DType), r: (&[usize], DType), out: (&[usize], DType)) -> Option<DotKernel> {
     if !(l.1.is_float() && r.1.is_float() && out.1.is_float()) {
@@ -190,8 +212,9 @@ pub fn select(d: &DotGeneral, l: (&[usize], DType), r: (&[usize], DType), out: (
     let scratch = |dims: &[usize], dt: DType| (dt != compute).then(|| Tensor::zeros(dims, compute));
     let sgemm_ok = compute == DType::F32 && matches!(path, Path::Gemm) && plan.batch == 1 && sgemm::available();
     Some(DotKernel {
-        packed: (sgemm_ok && plan.k * plan.n <= SGEMM_PER_RUN_MAX).then(|| PackedB::new(plan.k, plan.n)),
+        packed: None,
         prepacked: false,
+        per_run: sgemm_ok && plan.k * plan.n <= SGEMM_PER_RUN_MAX,
         sgemm_ok,
         scratch_in: [scratch(l.0, l.1), scratch(r.0, r.1)],
         scratch_out: scratch(out.0, out.1),
@@ -218,18 +241,18 @@ pub fn run(k: &mut DotKernel, lhs: &Tensor, rhs: &Tensor, out: &mut Tensor) -> R
         DType::F32 => {
             let (a, b) = (lhs.as_slice::<f32>().unwrap(), rhs.as_slice::<f32>().unwrap());
             let c = res.as_mut_slice::<f32>().unwrap();
-            match (&k.path, &mut k.packed) {
+            match (&k.path, &k.packed) {
                 (Path::Gemv(g), _) => gemv::run(g, p, a, b, c),
                 // SAFETY (both arms): the plan's strides address only elements inside `a` and
-                // `b` (sizes checked above), `c` holds m · n, `bp` is sized for the k × n rhs
-                // (and holds it packed when `prepacked`).
+                // `b` (sizes checked above), `c` holds m · n, `bp` holds the k × n rhs packed
+                // (prepacked) or is sized for it (per run).
                 (Path::Gemm, Some(bp)) if k.prepacked => unsafe {
                     sgemm::matmul(p.m, lhs_operand(p, a), bp, c.as_mut_ptr(), p.n)
                 },
-                (Path::Gemm, Some(bp)) => unsafe {
+                (Path::Gemm, _) if k.per_run => with_per_run(p.k, p.n, |bp| unsafe {
                     sgemm::matmul_packing(p.m, lhs_operand(p, a), rhs_operand(p, b), bp, c.as_mut_ptr(), p.n)
-                },
-                (Path::Gemm, None) => gemm_all(p, a, b, c),
+                }),
+                (Path::Gemm, _) => gemm_all(p, a, b, c),
             }
         }
         _ => {
@@ -323,7 +346,7 @@ fn gemm_all<T: Num>(p: &DotPlan, a: &[T], b: &[T], c: &mut [T]) {
 
 /// True when the product runs on [`sgemm`] (so row blocks of whole micro-kernel tiles suit it).
 pub fn on_sgemm(k: &DotKernel) -> bool {
-    k.packed.is_some()
+    k.per_run || is_prepacked(k)
 }
 
 /// True when the rhs was packed at compile time, so [`prepacked_rows`] can run the product.
@@ -374,16 +397,27 @@ pub fn rows_f32(k: &mut DotKernel, a: &[f32], b: &[f32], c: &mut [f32], r0: usiz
     if p.batch != 1 || r0 > r1 || r1 > m || c.len() < (r1 - r0) * n || (a.len(), b.len()) != p.numel {
         return Err(IrError::Eval { op: "dot_general".into(), msg: "row block does not fit the plan".into() });
     }
-    if let Some(bp) = &mut k.packed {
-        // SAFETY: the plan's strides address only elements inside `a` and `b` (sizes checked
-        // above); `c` holds (r1 - r0) · n elements; `bp` is sized for the k × n rhs and holds it
-        // packed when `prepacked` (else the block at row 0 packs it).
-        unsafe {
-            if k.prepacked {
-                sgemm::matmul_range(r0, r1, lhs_operand(p, a), bp, c.as_mut_ptr(), n)
-            } else {
-                sgemm::matmul_range_packing(r0, r1, lhs_operand(p, a), rhs_operand(p, b), bp, c.as_mut_ptr(), n)
-            }
+    // SAFETY (both): the plan's strides address only elements inside `a` and `b` (sizes checked
+    // above); `c` holds (r1 - r0) · n elements; `bp` holds the k × n rhs packed (prepacked), or
+    // is the thread's per-run storage, which the block at row 0 packs and which no other
+    // product uses until the caller's next step (this thread computes every block of a step).
+    if let Some(bp) = k.packed.as_ref().filter(|_| k.prepacked) {
+        unsafe { sgemm::matmul_range(r0, r1, lhs_operand(p, a), bp, c.as_mut_ptr(), n) };
+        return Ok(());
+    }
+    if k.per_run {
+        let (lhs, rhs) = (lhs_operand(p, a), rhs_operand(p, b));
+        let packed = PER_RUN.with(|s| {
+            let Ok(mut bp) = s.try_borrow_mut() else { return false };
+            bp.fit(kk, n);
+            unsafe { sgemm::matmul_range_packing(r0, r1, lhs, rhs, &mut bp, c.as_mut_ptr(), n) };
+            true
+        });
+        if !packed {
+            return Err(IrError::Eval {
+                op: "dot_general".into(),
+                msg: "packing storage in use on this thread".into(),
+            });
         }
         return Ok(());
     }

@@ -77,6 +77,16 @@ impl PackedB {
         PackedB { k, n, store: Store::Own { data, off } }
     }
 
+    /// Make this storage for a `k × n` operand, keeping its vector when that is large enough:
+    /// a per-run packing buffer shared by products of different shapes (packing writes every
+    /// float a product reads, zeros past `N` included).
+    pub fn fit(&mut self, k: usize, n: usize) {
+        match &self.store {
+            Store::Own { data, .. } if data.len() >= packed_len(k, n) + 16 => (self.k, self.n) = (k, n),
+            _ => *self = PackedB::new(k, n),
+        }
+    }
+
     /// The packed operand's `(k, n)`.
     pub fn dims(&self) -> (usize, usize) {
         (self.k, self.n)

@@ -22,8 +22,41 @@
 use serde::ser::{self, Serialize};
 use std::fmt;
 
-/// Writes values into a blake3 hasher (see the module docs for the encoding).
-pub(crate) struct Canon<'a>(pub(crate) &'a mut blake3::Hasher);
+/// Writes values into a blake3 hasher (see the module docs for the encoding), the small
+/// pieces gathered in a buffer first: one `update` per tag or integer cost a fifth of a
+/// compile-cache hit (a 24-layer encoder, `perf`); the bytes hashed are the same.
+pub(crate) struct Canon<'a> {
+    h: &'a mut blake3::Hasher,
+    buf: Vec<u8>,
+}
+
+/// Bytes gathered before they go to the hasher (slices this long go straight to it).
+const GATHER: usize = 16 << 10;
+
+impl<'a> Canon<'a> {
+    /// A writer into `h`; call [`Canon::finish`] to hash what it still holds.
+    pub(crate) fn new(h: &'a mut blake3::Hasher) -> Canon<'a> {
+        Canon { h, buf: Vec::with_capacity(GATHER) }
+    }
+
+    /// Hash the bytes still gathered.
+    pub(crate) fn finish(mut self) {
+        self.h.update(&self.buf);
+        self.buf.clear();
+    }
+
+    fn write(&mut self, b: &[u8]) {
+        if self.buf.len() + b.len() > GATHER {
+            self.h.update(&self.buf);
+            self.buf.clear();
+        }
+        if b.len() >= GATHER {
+            self.h.update(b);
+        } else {
+            self.buf.extend_from_slice(b);
+        }
+    }
+}
 
 /// Serialization into the hasher cannot fail except through a type's own `Serialize` error.
 #[derive(Debug)]
@@ -45,15 +78,15 @@ type R = Result<(), CanonError>;
 
 impl Canon<'_> {
     fn tag(&mut self, t: u8) {
-        self.0.update(&[t]);
+        self.write(&[t]);
     }
     fn len(&mut self, n: usize) {
-        self.0.update(&(n as u64).to_le_bytes());
+        self.write(&(n as u64).to_le_bytes());
     }
     fn str(&mut self, s: &str) {
         self.tag(b's');
         self.len(s.len());
-        self.0.update(s.as_bytes());
+        self.write(s.as_bytes());
     }
     fn variant(&mut self, name: &str, variant: &str) {
         self.tag(b'v');
@@ -77,7 +110,7 @@ impl<'a, 'b> ser::Serializer for &'a mut Canon<'b> {
         false
     }
     fn serialize_bool(self, v: bool) -> R {
-        self.0.update(&[b'b', v as u8]);
+        self.write(&[b'b', v as u8]);
         Ok(())
     }
     fn serialize_i8(self, v: i8) -> R {
@@ -91,12 +124,12 @@ impl<'a, 'b> ser::Serializer for &'a mut Canon<'b> {
     }
     fn serialize_i64(self, v: i64) -> R {
         self.tag(b'i');
-        self.0.update(&v.to_le_bytes());
+        self.write(&v.to_le_bytes());
         Ok(())
     }
     fn serialize_i128(self, v: i128) -> R {
         self.tag(b'I');
-        self.0.update(&v.to_le_bytes());
+        self.write(&v.to_le_bytes());
         Ok(())
     }
     fn serialize_u8(self, v: u8) -> R {
@@ -110,27 +143,27 @@ impl<'a, 'b> ser::Serializer for &'a mut Canon<'b> {
     }
     fn serialize_u64(self, v: u64) -> R {
         self.tag(b'u');
-        self.0.update(&v.to_le_bytes());
+        self.write(&v.to_le_bytes());
         Ok(())
     }
     fn serialize_u128(self, v: u128) -> R {
         self.tag(b'U');
-        self.0.update(&v.to_le_bytes());
+        self.write(&v.to_le_bytes());
         Ok(())
     }
     fn serialize_f32(self, v: f32) -> R {
         self.tag(b'f');
-        self.0.update(&v.to_bits().to_le_bytes());
+        self.write(&v.to_bits().to_le_bytes());
         Ok(())
     }
     fn serialize_f64(self, v: f64) -> R {
         self.tag(b'd');
-        self.0.update(&v.to_bits().to_le_bytes());
+        self.write(&v.to_bits().to_le_bytes());
         Ok(())
     }
     fn serialize_char(self, v: char) -> R {
         self.tag(b'c');
-        self.0.update(&u32::from(v).to_le_bytes());
+        self.write(&u32::from(v).to_le_bytes());
         Ok(())
     }
     fn serialize_str(self, v: &str) -> R {
@@ -140,7 +173,7 @@ impl<'a, 'b> ser::Serializer for &'a mut Canon<'b> {
     fn serialize_bytes(self, v: &[u8]) -> R {
         self.tag(b'y');
         self.len(v.len());
-        self.0.update(v);
+        self.write(v);
         Ok(())
     }
     fn serialize_none(self) -> R {
@@ -265,5 +298,25 @@ impl ser::SerializeMap for &mut Canon<'_> {
     fn end(self) -> R {
         self.tag(b'}');
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gathered_writes_hash_as_the_bytes_in_one_piece() {
+        // Pieces around the gather size: small ones gathered, a flush mid-stream, long ones
+        // straight through.
+        let sizes = [1, 7, GATHER, 3, GATHER + 5, GATHER - 1, 2, 3 * GATHER, 0, 9];
+        let pieces: Vec<Vec<u8>> = sizes.iter().map(|&n| (0..n).map(|i| (i * 31 + n) as u8).collect()).collect();
+        let mut h = blake3::Hasher::new();
+        let mut c = Canon::new(&mut h);
+        for p in &pieces {
+            c.write(p);
+        }
+        c.finish();
+        assert_eq!(h.finalize(), blake3::hash(&pieces.concat()));
     }
 }
