@@ -61,7 +61,7 @@ fn kind(ty: GgmlType) -> u8 {
     }
 }
 
-/// The activation side of a call, and the scratch of each chunk of weight rows.
+/// The activation side of a call (per kernel: every chunk reads it, on any thread).
 #[derive(Clone, Debug)]
 pub(super) struct AmxScratch {
     /// `[m-block][k / 4][16 rows][4]` Q8_K values: `tdpbusd`'s B operand per sub-block.
@@ -73,20 +73,11 @@ pub(super) struct AmxScratch {
     dx: Vec<f32>,
     /// `[m-block][block][16 rows]`: Q4_1's `s_x = f16(d · Σ q8)` (Q8_1's block sum).
     sx: Vec<f32>,
-    /// Per chunk: 16 unpacked weight rows, `[sub-block][16 rows][sub_len]` (each tile's
-    /// operand contiguous: rows `k` bytes apart put all 16 in one L1 set).
-    wq: Vec<u8>,
-    /// Per chunk: `[16 rows][sub-block]` factors `a`, then `b`.
-    ab: Vec<f32>,
-    /// Per chunk: `[16 weight rows][m-blocks · 16]` results of one block of weight rows.
-    out: Vec<f32>,
-    /// Per chunk: two `16 × 16` int32 tiles.
-    cbuf: Vec<i32>,
 }
 
 impl AmxScratch {
-    /// Scratch for `m × k` activations and `chunks` chunks of weight rows.
-    pub(super) fn new(ty: GgmlType, m: usize, k: usize, chunks: usize) -> AmxScratch {
+    /// Scratch for `m × k` activations.
+    pub(super) fn new(ty: GgmlType, m: usize, k: usize) -> AmxScratch {
         let mb = m.div_ceil(T);
         let ns = k / sub_len(ty);
         AmxScratch {
@@ -94,12 +85,30 @@ impl AmxScratch {
             sums: vec![0.0; mb * ns * T],
             dx: vec![0.0; mb * if kind(ty) == 0 { k / QK_K } else { ns } * T],
             sx: vec![0.0; if kind(ty) == 2 { mb * ns * T } else { 0 }],
-            wq: vec![0; chunks * T * k],
-            ab: vec![0.0; chunks * 2 * ns * T],
-            out: vec![0.0; chunks * T * mb * T],
-            cbuf: vec![0; chunks * 2 * T * T],
         }
     }
+}
+
+/// What a chunk of weight rows works in, one set per thread that runs chunks, grown to the
+/// largest kernel's needs. Owned per kernel, one set per chunk, these took 112 MB in SmolLM2
+/// `--fast` generation after a 400-token prompt (`heaptrack`). Each block of 16 weight rows
+/// rewrites all of it before reading it ([`unpack_rows`] zeroes the rows past the last,
+/// `out` is cleared, the tiles are stored whole).
+#[derive(Default)]
+struct ChunkScratch {
+    /// 16 unpacked weight rows, `[sub-block][16 rows][sub_len]` (each tile's operand
+    /// contiguous: rows `k` bytes apart put all 16 in one L1 set).
+    wq: Vec<u8>,
+    /// `[16 rows][sub-block]` factors `a`, then `b`.
+    ab: Vec<f32>,
+    /// `[16 weight rows][m-blocks · 16]` results of one block of weight rows.
+    out: Vec<f32>,
+    /// Two `16 × 16` int32 tiles.
+    cbuf: Vec<i32>,
+}
+
+thread_local! {
+    static CHUNK: std::cell::RefCell<ChunkScratch> = std::cell::RefCell::new(ChunkScratch::default());
 }
 
 /// Lay out the `m` quantized activation rows `xq` (Q8_K blocks for the K-quants, else
@@ -163,8 +172,7 @@ pub(super) fn layout_acts(ty: GgmlType, xq: &[u8], m: usize, k: usize, s: &mut A
 ///
 /// # Safety
 /// AVX-512F/BW/VL + VNNI + FMA + AVX2, and with `amx` [`crate::kernels::simd::has_amx`]; `s`
-/// was made for `(ty, m, k)` with at least `n.div_ceil(chunk)` chunks and filled
-/// by [`layout_acts`].
+/// was made for `(ty, m, k)` and filled by [`layout_acts`].
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn run(
@@ -184,19 +192,17 @@ pub(super) unsafe fn run(
     let mb = m.div_ceil(T);
     let ns = k / sub_len(ty);
     let nchunks = n.div_ceil(chunk);
-    assert!(nchunks * 2 * T * T <= s.cbuf.len() && y.len() == m * n && w.len() == n * row_bytes);
-    let (wq, ab, out, cb) =
-        (OutPtr(s.wq.as_mut_ptr()), OutPtr(s.ab.as_mut_ptr()), OutPtr(s.out.as_mut_ptr()), OutPtr(s.cbuf.as_mut_ptr()));
+    assert!(s.vnni.len() >= mb * k * T && y.len() == m * n && w.len() == n * row_bytes);
     let yp = OutPtr(y.as_mut_ptr());
     let acts = Acts { vnni: &s.vnni, sums: &s.sums, dx: &s.dx, sx: &s.sx };
     super::spin::for_each(nchunks, |c| {
-        // SAFETY: chunk `c` uses only its own slices of the per-chunk scratch; the features
-        // are the caller's contract; the lengths were asserted above.
+        let mut cs = CHUNK.with(std::cell::RefCell::take);
+        let ChunkScratch { wq, ab, out, cbuf } = &mut cs;
+        let (wq, ab) = (super::first(wq, T * k), super::first(ab, 2 * ns * T));
+        let (out, cbuf) = (super::first(out, T * mb * T), super::first(cbuf, 2 * T * T));
+        // SAFETY: the features are the caller's contract; `y` holds `m · n` floats (asserted
+        // above) and chunk `c` writes only its own columns of it.
         unsafe {
-            let wq = wq.slice(c * T * k, T * k);
-            let ab = ab.slice(c * 2 * ns * T, 2 * ns * T);
-            let out = out.slice(c * T * mb * T, T * mb * T);
-            let cbuf = cb.slice(c * 2 * T * T, 2 * T * T);
             if amx {
                 tiles::configure(sub_len(ty));
             }
@@ -230,6 +236,7 @@ pub(super) unsafe fn run(
                 tiles::release();
             }
         }
+        CHUNK.with(|s| *s.borrow_mut() = cs);
     });
 }
 

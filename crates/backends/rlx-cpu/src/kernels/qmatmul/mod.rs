@@ -267,7 +267,7 @@ pub fn select(
     // Split rows converted back into blocks: the fast mode without VNNI, and the exact decode
     // where its block floating point kernel cannot run (no VNNI, or a row it does not convert).
     let join = split && (matches!(path, Path::Q8(l) if l != 2) || path == Path::Fused);
-    let amx = matches!(path, Path::Amx | Path::Panel).then(|| amx::AmxScratch::new(ty, m, k, n.div_ceil(chunk)));
+    let amx = matches!(path, Path::Amx | Path::Panel).then(|| amx::AmxScratch::new(ty, m, k));
     Some(QMatmulKernel {
         ty,
         layout,
