@@ -34,11 +34,16 @@ const BLOCK_ELEMS: usize = 1 << 16;
 pub struct EpilogueKernel {
     dot: DotKernel,
     region: FusedKernel,
-    /// The product (f32), allocated at the first run: a compile allocates nothing per product
-    /// (a compile-cache hit of a 24-layer encoder spent a seventh of its time zeroing these).
-    acc: Tensor,
-    /// Its dims.
+    /// Dims of the product (f32), computed into the calling thread's [`ACC`].
     pdims: Vec<usize>,
+}
+
+thread_local! {
+    /// The product buffer of the epilogue kernels run on this thread, grown to the largest:
+    /// one per kernel took 35 MB in SmolLM2 generation after a 400-token prompt (`heaptrack`),
+    /// and allocated at compile time, a seventh of a 24-layer encoder's compile-cache hit went
+    /// to zeroing them. Each run writes the product before reading it.
+    static ACC: std::cell::RefCell<Tensor> = std::cell::RefCell::new(Tensor::zeros(&[0], DType::F32));
 }
 
 impl EpilogueKernel {
@@ -107,7 +112,7 @@ pub fn select(c: &Composite, ins: &[(Vec<usize>, DType)], outs: &[(Vec<usize>, D
     if !fused::is_elementwise(&region) {
         return None;
     }
-    Some(EpilogueKernel { dot: dotk, region, acc: Tensor::zeros(&[0], DType::F32), pdims })
+    Some(EpilogueKernel { dot: dotk, region, pdims })
 }
 
 /// Run the kernel: `ins` are the composite's operands, `outs` its results.
@@ -115,12 +120,16 @@ pub fn run(k: &mut EpilogueKernel, ins: &[&Tensor], outs: &mut [Tensor]) -> Resu
     if ins.len() < 2 {
         return Err(IrError::Eval { op: NAME.into(), msg: "needs lhs and rhs".into() });
     }
-    let mut acc = std::mem::replace(&mut k.acc, Tensor::zeros(&[0], DType::F32));
-    if acc.shape() != k.pdims.as_slice() {
-        acc = Tensor::zeros(&k.pdims, DType::F32);
+    // Taken out for the run (a nested run on this thread would take an empty one), then put
+    // back.
+    let mut acc = ACC.with(|a| std::mem::replace(&mut *a.borrow_mut(), Tensor::zeros(&[0], DType::F32)));
+    let numel = k.pdims.iter().product();
+    if !acc.can_hold(DType::F32, numel, k.pdims.len()) {
+        acc = Tensor::with_capacity(DType::F32, numel, k.pdims.len());
     }
+    acc.set_dims(&k.pdims);
     let res = run_with(k, ins, outs, &mut acc);
-    k.acc = acc;
+    ACC.with(|a| *a.borrow_mut() = acc);
     res
 }
 
