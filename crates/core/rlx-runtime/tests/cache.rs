@@ -2,9 +2,9 @@
 //! says so); a changed constant or option misses; a 24-layer encoder compiles and recompiles
 //! (timings printed, not asserted: performance lives in benches).
 
-#[path = "memory.rs"]
-#[allow(dead_code)]
-mod memory;
+// The encoder builder alone (including `memory.rs` here ran its tests a second time).
+#[path = "common/encoder.rs"]
+mod encoder;
 
 use rlx_ir::{DType, Graph, Tensor};
 use rlx_runtime::{CompileOptions, Device, Session};
@@ -56,7 +56,7 @@ fn dispatch_report_names_native_and_decomposed_composites() {
 fn encoder_24_layers_compile_time() {
     let s = Session::new(Device::Cpu);
     // Graphs built before the clock starts: the figures are the compiles alone.
-    let (g1, g2) = (memory::encoder(24), memory::encoder(24));
+    let (g1, g2) = (encoder::stack(24), encoder::stack(24));
     let t = std::time::Instant::now();
     let a = s.compile_with(g1, &CompileOptions::new());
     let first = t.elapsed();

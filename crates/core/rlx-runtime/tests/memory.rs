@@ -25,17 +25,6 @@ pub fn mlp(b: usize) -> Graph {
     g
 }
 
-/// A stack of `layers` encoder layers (hidden 384, 12 heads, seq 128, FFN 1536).
-pub fn encoder(layers: usize) -> Graph {
-    let mut g = Graph::new("encoder");
-    let mut x = g.input("x", f32s(&[128, 384]));
-    for i in 0..layers {
-        x = encoder::encoder_layer(&mut g, x, &format!("l{i}."), 128, 384, 12, 1536);
-    }
-    g.set_outputs(vec![x]);
-    g
-}
-
 fn figures(g: Graph) -> (usize, usize, usize) {
     let c = Session::new(Device::Cpu).compile_with(g, &CompileOptions::new());
     let lir = c.lir().expect("the CPU backend plans memory");
@@ -54,7 +43,7 @@ fn mlp_arena_is_its_peak_and_at_most_its_intermediates() {
 
 #[test]
 fn encoder_block_arena_is_at_most_half_its_intermediates() {
-    let (arena, peak, unplanned) = figures(encoder(1));
+    let (arena, peak, unplanned) = figures(encoder::stack(1));
     assert!(2 * arena <= unplanned, "arena {arena} B vs unplanned {unplanned} B");
     assert!(peak <= arena);
 }

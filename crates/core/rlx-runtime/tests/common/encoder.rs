@@ -46,3 +46,16 @@ pub fn encoder_layer(
     let f = g.linear(f, w2, Some(c2));
     g.add(x1, f)
 }
+
+/// A stack of `layers` encoder layers (hidden 384, 12 heads, seq 128, FFN 1536), params
+/// `l{i}.…`: the memory test's block and the compile-time test's 24 layers.
+#[allow(dead_code)] // fusion_bench uses only `encoder_layer`
+pub fn stack(layers: usize) -> Graph {
+    let mut g = Graph::new("encoder");
+    let mut x = g.input("x", Shape::new(&[128, 384], DType::F32));
+    for i in 0..layers {
+        x = encoder_layer(&mut g, x, &format!("l{i}."), 128, 384, 12, 1536);
+    }
+    g.set_outputs(vec![x]);
+    g
+}
