@@ -287,7 +287,16 @@ pub fn convert_into(x: &Tensor, out: &mut Tensor) {
     match (sd, dd) {
         (DType::F16, DType::F32) => {
             let (s, d) = (x.as_slice::<f16>().unwrap(), out.as_mut_slice::<f32>().unwrap());
-            for_segments(d, s.len().max(1), |st, seg| s[st..st + seg.len()].convert_to_f32_slice(seg));
+            let avx512 = has_avx512();
+            for_segments(d, s.len().max(1), |st, seg| {
+                let src = &s[st..st + seg.len()];
+                if avx512 {
+                    // SAFETY: AVX-512F checked above.
+                    unsafe { super::math_avx512::widen_f16_slice(src, seg) }
+                } else {
+                    src.convert_to_f32_slice(seg)
+                }
+            });
         }
         (DType::F32, DType::F16) => {
             let (s, d) = (x.as_slice::<f32>().unwrap(), out.as_mut_slice::<f16>().unwrap());

@@ -217,6 +217,27 @@ pub(crate) unsafe fn erfc_slice(x: &[f32], o: &mut [f32]) {
     unsafe { map(x, o, |v| erfc512(v)) }
 }
 
+/// `o = f32(x)` (exact): 16 lanes per `vcvtph2ps`, where `half`'s slice conversion (F16C)
+/// takes at most 8. An exact-mode decode step widens each layer's f16 KV cache this way.
+///
+/// # Safety
+/// AVX-512F is available.
+#[target_feature(enable = "avx512f")]
+pub(crate) unsafe fn widen_f16_slice(x: &[rlx_ir::half::f16], o: &mut [f32]) {
+    assert_eq!(x.len(), o.len(), "widen_f16_slice lengths");
+    let n = x.len() - x.len() % LANES;
+    // SAFETY: `i + 16 <= n <= len` of both slices.
+    unsafe {
+        for i in (0..n).step_by(LANES) {
+            let h = _mm256_loadu_si256(x.as_ptr().add(i).cast());
+            _mm512_storeu_ps(o.as_mut_ptr().add(i), _mm512_cvtph_ps(h));
+        }
+    }
+    for (d, &v) in o[n..].iter_mut().zip(&x[n..]) {
+        *d = v.to_f32();
+    }
+}
+
 /// `o = exp(x)` elementwise ([`exp512`]).
 ///
 /// # Safety
@@ -306,6 +327,31 @@ pub(crate) unsafe fn max_slice(x: &[f32]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every f16 bit pattern widens to the f32 that `half` gives it (NaNs to NaNs), at lengths
+    /// that leave each tail size.
+    #[test]
+    fn widen_f16_slice_is_exact_on_every_pattern() {
+        if !crate::kernels::simd::has_avx512() {
+            return;
+        }
+        use rlx_ir::half::f16;
+        let all: Vec<f16> = (0..=u16::MAX).map(f16::from_bits).collect();
+        for len in [all.len(), all.len() - 1, 15, 1, 0] {
+            let x = &all[all.len() - len..];
+            let mut o = vec![0f32; len];
+            // SAFETY: AVX-512 checked above.
+            unsafe { widen_f16_slice(x, &mut o) };
+            for (h, v) in x.iter().zip(&o) {
+                let want = h.to_f32();
+                assert!(
+                    want.to_bits() == v.to_bits() || (want.is_nan() && v.is_nan()),
+                    "{:#06x}: {v} vs {want}",
+                    h.to_bits()
+                );
+            }
+        }
+    }
 
     /// `max_slice` equals the scalar maximum on every length 0..=40 (tails), and any NaN
     /// makes it NaN wherever it sits.
