@@ -186,15 +186,13 @@ thread_local! {
     static PER_RUN: std::cell::RefCell<PackedB> = std::cell::RefCell::new(PackedB::default());
 }
 
-/// `f` on packing storage for a `k × n` rhs: the thread's [`PER_RUN`], or a new buffer while
-/// that one is in use.
-fn with_per_run<R>(k: usize, n: usize, f: impl FnOnce(&mut PackedB) -> R) -> R {
-    PER_RUN.with(|s| match s.try_borrow_mut() {
-        Ok(mut bp) => {
-            bp.fit(k, n);
-            f(&mut bp)
-        }
-        Err(_) => f(&mut PackedB::new(k, n)),
+/// `f` on the thread's [`PER_RUN`] storage fitted to a `k × n` rhs; `None` (`f` not run) while
+/// that storage is in use on this thread.
+fn with_per_run<R>(k: usize, n: usize, f: impl FnOnce(&mut PackedB) -> R) -> Option<R> {
+    PER_RUN.with(|s| {
+        let mut bp = s.try_borrow_mut().ok()?;
+        bp.fit(k, n);
+        Some(f(&mut bp))
     })
 }
 
@@ -249,9 +247,12 @@ pub fn run(k: &mut DotKernel, lhs: &Tensor, rhs: &Tensor, out: &mut Tensor) -> R
                 (Path::Gemm, Some(bp)) if k.prepacked => unsafe {
                     sgemm::matmul(p.m, lhs_operand(p, a), bp, c.as_mut_ptr(), p.n)
                 },
-                (Path::Gemm, _) if k.per_run => with_per_run(p.k, p.n, |bp| unsafe {
-                    sgemm::matmul_packing(p.m, lhs_operand(p, a), rhs_operand(p, b), bp, c.as_mut_ptr(), p.n)
-                }),
+                (Path::Gemm, _) if k.per_run => {
+                    let (lhs, rhs, c) = (lhs_operand(p, a), rhs_operand(p, b), c.as_mut_ptr());
+                    let product = |bp: &mut PackedB| unsafe { sgemm::matmul_packing(p.m, lhs, rhs, bp, c, p.n) };
+                    // The whole product packs and reads within this call: any storage will do.
+                    with_per_run(p.k, p.n, product).unwrap_or_else(|| product(&mut PackedB::new(p.k, p.n)))
+                }
                 (Path::Gemm, _) => gemm_all(p, a, b, c),
             }
         }
@@ -407,13 +408,11 @@ pub fn rows_f32(k: &mut DotKernel, a: &[f32], b: &[f32], c: &mut [f32], r0: usiz
     }
     if k.per_run {
         let (lhs, rhs) = (lhs_operand(p, a), rhs_operand(p, b));
-        let packed = PER_RUN.with(|s| {
-            let Ok(mut bp) = s.try_borrow_mut() else { return false };
-            bp.fit(kk, n);
-            unsafe { sgemm::matmul_range_packing(r0, r1, lhs, rhs, &mut bp, c.as_mut_ptr(), n) };
-            true
-        });
-        if !packed {
+        // Not a fresh buffer when the thread's is in use: later row blocks read what the block
+        // at row 0 packed into the thread's.
+        let packed =
+            with_per_run(kk, n, |bp| unsafe { sgemm::matmul_range_packing(r0, r1, lhs, rhs, bp, c.as_mut_ptr(), n) });
+        if packed.is_none() {
             return Err(IrError::Eval {
                 op: "dot_general".into(),
                 msg: "packing storage in use on this thread".into(),

@@ -87,11 +87,6 @@ impl PackedB {
         }
     }
 
-    /// The packed operand's `(k, n)`.
-    pub fn dims(&self) -> (usize, usize) {
-        (self.k, self.n)
-    }
-
     fn base(&self) -> *const f32 {
         match &self.store {
             Store::Own { data, off } => data[*off..].as_ptr(),

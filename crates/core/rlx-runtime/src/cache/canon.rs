@@ -40,9 +40,8 @@ impl<'a> Canon<'a> {
     }
 
     /// Hash the bytes still gathered.
-    pub(crate) fn finish(mut self) {
+    pub(crate) fn finish(self) {
         self.h.update(&self.buf);
-        self.buf.clear();
     }
 
     fn write(&mut self, b: &[u8]) {

@@ -89,13 +89,13 @@ impl AmxScratch {
     }
 }
 
-/// What a chunk of weight rows works in, one set per thread that runs chunks, grown to the
-/// largest kernel's needs. Owned per kernel, one set per chunk, these took 112 MB in SmolLM2
-/// `--fast` generation after a 400-token prompt (`heaptrack`). Each block of 16 weight rows
-/// rewrites all of it before reading it ([`unpack_rows`] zeroes the rows past the last,
+/// What a chunk of weight rows works in: the running thread's (in its `super::Work`), grown to
+/// the largest kernel's needs. Owned per kernel, one set per chunk, these took 112 MB in
+/// SmolLM2 `--fast` generation after a 400-token prompt (`heaptrack`). Each block of 16 weight
+/// rows rewrites all of it before reading it ([`unpack_rows`] zeroes the rows past the last,
 /// `out` is cleared, the tiles are stored whole).
 #[derive(Default)]
-struct ChunkScratch {
+pub(super) struct ChunkScratch {
     /// 16 unpacked weight rows, `[sub-block][16 rows][sub_len]` (each tile's operand
     /// contiguous: rows `k` bytes apart put all 16 in one L1 set).
     wq: Vec<u8>,
@@ -105,10 +105,6 @@ struct ChunkScratch {
     out: Vec<f32>,
     /// Two `16 × 16` int32 tiles.
     cbuf: Vec<i32>,
-}
-
-thread_local! {
-    static CHUNK: std::cell::RefCell<ChunkScratch> = std::cell::RefCell::new(ChunkScratch::default());
 }
 
 /// Lay out the `m` quantized activation rows `xq` (Q8_K blocks for the K-quants, else
@@ -195,48 +191,50 @@ pub(super) unsafe fn run(
     assert!(s.vnni.len() >= mb * k * T && y.len() == m * n && w.len() == n * row_bytes);
     let yp = OutPtr(y.as_mut_ptr());
     let acts = Acts { vnni: &s.vnni, sums: &s.sums, dx: &s.dx, sx: &s.sx };
+    // The caller's borrow of its `Work` ended before this call: a chunk run on the calling
+    // thread borrows it again.
     super::spin::for_each(nchunks, |c| {
-        let mut cs = CHUNK.with(std::cell::RefCell::take);
-        let ChunkScratch { wq, ab, out, cbuf } = &mut cs;
-        let (wq, ab) = (super::first(wq, T * k), super::first(ab, 2 * ns * T));
-        let (out, cbuf) = (super::first(out, T * mb * T), super::first(cbuf, 2 * T * T));
-        // SAFETY: the features are the caller's contract; `y` holds `m · n` floats (asserted
-        // above) and chunk `c` writes only its own columns of it.
-        unsafe {
-            if amx {
-                tiles::configure(sub_len(ty));
-            }
-            let (mut n0, end) = (c * chunk, ((c + 1) * chunk).min(n));
-            while n0 < end {
-                let nr = T.min(n - n0);
-                unpack_rows(ty, split, &w[n0 * row_bytes..(n0 + nr) * row_bytes], row_bytes, k, wq, ab);
-                out.fill(0.0);
-                // The next 16 rows of this chunk, prefetched while these are multiplied (read
-                // straight from memory, the unpacking waited on every load).
-                let n1 = (n0 + T).min(end);
-                let next = &w[n1 * row_bytes..(n1 + T).min(end) * row_bytes];
-                match (kind(ty), amx) {
-                    (0, true) => block::<0, true>(ty, k, mb, wq, ab, &acts, out, cbuf, next),
-                    (1, true) => block::<1, true>(ty, k, mb, wq, ab, &acts, out, cbuf, next),
-                    (_, true) => block::<2, true>(ty, k, mb, wq, ab, &acts, out, cbuf, next),
-                    (0, false) => block::<0, false>(ty, k, mb, wq, ab, &acts, out, cbuf, next),
-                    (1, false) => block::<1, false>(ty, k, mb, wq, ab, &acts, out, cbuf, next),
-                    (_, false) => block::<2, false>(ty, k, mb, wq, ab, &acts, out, cbuf, next),
+        super::WORK.with_borrow_mut(|work| {
+            let ChunkScratch { wq, ab, out, cbuf } = &mut work.chunk;
+            let (wq, ab) = (super::first(wq, T * k), super::first(ab, 2 * ns * T));
+            let (out, cbuf) = (super::first(out, T * mb * T), super::first(cbuf, 2 * T * T));
+            // SAFETY: the features are the caller's contract; `y` holds `m · n` floats (asserted
+            // above) and chunk `c` writes only its own columns of it.
+            unsafe {
+                if amx {
+                    tiles::configure(sub_len(ty));
                 }
-                // Row by row of `y` (its rows are `4n` bytes apart, often a multiple of 4 KiB:
-                // column by column, every store missed L1).
-                for mi in 0..m {
-                    for r in 0..nr {
-                        *yp.get().add(mi * n + n0 + r) = out[r * mb * T + mi];
+                let (mut n0, end) = (c * chunk, ((c + 1) * chunk).min(n));
+                while n0 < end {
+                    let nr = T.min(n - n0);
+                    unpack_rows(ty, split, &w[n0 * row_bytes..(n0 + nr) * row_bytes], row_bytes, k, wq, ab);
+                    out.fill(0.0);
+                    // The next 16 rows of this chunk, prefetched while these are multiplied (read
+                    // straight from memory, the unpacking waited on every load).
+                    let n1 = (n0 + T).min(end);
+                    let next = &w[n1 * row_bytes..(n1 + T).min(end) * row_bytes];
+                    match (kind(ty), amx) {
+                        (0, true) => block::<0, true>(ty, k, mb, wq, ab, &acts, out, cbuf, next),
+                        (1, true) => block::<1, true>(ty, k, mb, wq, ab, &acts, out, cbuf, next),
+                        (_, true) => block::<2, true>(ty, k, mb, wq, ab, &acts, out, cbuf, next),
+                        (0, false) => block::<0, false>(ty, k, mb, wq, ab, &acts, out, cbuf, next),
+                        (1, false) => block::<1, false>(ty, k, mb, wq, ab, &acts, out, cbuf, next),
+                        (_, false) => block::<2, false>(ty, k, mb, wq, ab, &acts, out, cbuf, next),
                     }
+                    // Row by row of `y` (its rows are `4n` bytes apart, often a multiple of 4 KiB:
+                    // column by column, every store missed L1).
+                    for mi in 0..m {
+                        for r in 0..nr {
+                            *yp.get().add(mi * n + n0 + r) = out[r * mb * T + mi];
+                        }
+                    }
+                    n0 += T;
                 }
-                n0 += T;
+                if amx {
+                    tiles::release();
+                }
             }
-            if amx {
-                tiles::release();
-            }
-        }
-        CHUNK.with(|s| *s.borrow_mut() = cs);
+        })
     });
 }
 

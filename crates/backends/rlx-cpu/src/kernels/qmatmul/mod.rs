@@ -495,9 +495,10 @@ fn decode_dot_rows(_: GgmlType, _: &[u8], _: usize, _: &[f32], _: &[f32], _: &mu
     unreachable!("the fused path is planned only on x86_64")
 }
 
-/// Working buffers of the `tile` and `rowwise` paths and the fast mode's quantized activations,
-/// one set per calling thread and shared by every kernel run on it: a kernel's tiles,
-/// transposed products and packed or quantized activations live only during its own run.
+/// Working buffers of the `tile` and `rowwise` paths, the fast mode's quantized activations and
+/// the panels' per-chunk buffers, one set per thread and shared by every kernel run on it: a
+/// kernel's tiles, transposed products, packed or quantized activations and unpacked weight
+/// rows live only during its own run (a chunk's, on the thread that runs the chunk).
 /// Owned per kernel they took 410 MB for SmolLM2's 210 quantized products (its prefill and
 /// decode graphs, `heaptrack`); shared, the largest kernel's few MB.
 /// Contents carry nothing between runs: every float read is written earlier in the same run
@@ -508,8 +509,10 @@ struct Work {
     /// Quantized activation rows ([`int8::quantize_acts`] writes every byte it is given).
     xq: Vec<u8>,
     ct: Vec<f32>,
-    /// Packed `xᵀ` operands, one per `k` (for the last `m` run with it) on this thread.
-    xt: Vec<sgemm::PackedB>,
+    /// The packed `xᵀ` of the `tile` path ([`sgemm::PackedB::fit`] to each call's `k × m`).
+    xt: sgemm::PackedB,
+    /// The `amx` / panel paths' buffers of the chunk this thread runs.
+    chunk: amx::ChunkScratch,
 }
 
 /// The first `len` elements of one of [`Work`]'s buffers, grown on first use.
@@ -533,21 +536,10 @@ fn run_tile(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32], work: &
     let Work { scratch, ct, xt: packed, .. } = work;
     let (kscratch, kct) = (first(scratch, k.scratch), first(ct, k.ct));
     let xt = if k.xt {
-        // One per `k` (a step's products share its `m`; a new `m` replaces the old).
-        let at = match packed.iter().position(|p| p.dims().0 == kk) {
-            Some(at) if packed[at].dims().1 == m => at,
-            Some(at) => {
-                packed[at] = sgemm::PackedB::new(kk, m);
-                at
-            }
-            None => {
-                packed.push(sgemm::PackedB::new(kk, m));
-                packed.len() - 1
-            }
-        };
-        // SAFETY: x is [m, kk] row-major, read as its transpose [kk, m]; `xt` is sized for it.
-        unsafe { sgemm::pack_b(sgemm::Operand { ptr: xs.as_ptr(), rs: 1, cs: kk }, &mut packed[at]) };
-        Some(&packed[at])
+        packed.fit(kk, m);
+        // SAFETY: x is [m, kk] row-major, read as its transpose [kk, m]; `packed` is sized for it.
+        unsafe { sgemm::pack_b(sgemm::Operand { ptr: xs.as_ptr(), rs: 1, cs: kk }, packed) };
+        Some(&*packed)
     } else {
         None
     };
