@@ -8,7 +8,8 @@
 //!   `attention` (matmul, scale, mask, softmax, matmul into one `scaled_dot_product_attention`
 //!   when the backend runs it natively), then `fuse` (elementwise regions into `fused_elementwise` composites) and `epilogue`
 //!   (a `dot_general` with the elementwise region that alone reads it into one `dot_epilogue`
-//!   composite), both when [`PassOptions::fuse`].
+//!   composite) and `upcast` (an f16 / bf16 → f32 convert that alone feeds a product moves
+//!   into it, so the backend reads the narrow operand), all three when [`PassOptions::fuse`].
 //!
 //! Each pass is a module in [`passes`] with one entry point
 //! `fn run(&mut Graph, &PassOptions) -> Result<PassStats, CompileError>`. Passes rewrite the
@@ -161,7 +162,7 @@ pub fn hir_stage() -> Vec<Pass> {
 /// and simplification expose duplicates for CSE, and all three leave dead nodes for DCE), then
 /// attention patterns into the native attention composite (before fusion would split them),
 /// then elementwise fusion on the cleaned graph, then matmul epilogues (a product absorbs the
-/// elementwise region that alone reads it).
+/// elementwise region that alone reads it), then operand upcasts into products.
 pub fn mir_stage() -> Vec<Pass> {
     vec![
         Pass { name: "const_fold", run: passes::const_fold::run },
@@ -171,6 +172,7 @@ pub fn mir_stage() -> Vec<Pass> {
         Pass { name: "attention", run: passes::attention::run },
         Pass { name: "fuse", run: passes::fuse::run },
         Pass { name: "epilogue", run: passes::epilogue::run },
+        Pass { name: "upcast", run: passes::upcast::run },
     ]
 }
 

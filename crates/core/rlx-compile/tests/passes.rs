@@ -230,7 +230,8 @@ fn inline_and_pipeline_report() {
             "dce",
             "attention",
             "fuse",
-            "epilogue"
+            "epilogue",
+            "upcast"
         ]
     );
     assert_eq!(report.passes[1].stats.changed, 2);
@@ -469,4 +470,61 @@ fn simplify_sinks_a_row_gather_below_the_dequantization() {
     let ir = h.to_string();
     assert_eq!(ir.matches("gather[").count(), 1, "{ir}");
     assert!(ir.contains("mul(%") && ir.contains(") : f32[10,4]"), "{ir}");
+}
+
+/// An f16 cache widened to f32 for its two attention products moves into them: `q·Kᵀ` becomes
+/// a `dot_general_upcast` reading the f16 keys, and `p·V` (a `dot_epilogue` with the residual
+/// add) reads the f16 values, widened at the start of its body. A widened value read twice stays
+/// one convert.
+#[test]
+fn upcast_moves_a_widened_operand_into_its_product() {
+    let dg = |lc: usize, rc: usize| rlx_ir::ops::DotGeneral {
+        lhs_contracting: vec![lc],
+        rhs_contracting: vec![rc],
+        lhs_batch: vec![0],
+        rhs_batch: vec![0],
+        preferred_element_type: None,
+    };
+    let mut g = Graph::new("t");
+    let q = g.input("q", f32s(&[2, 3, 4]));
+    let kc = g.input("kc", Shape::new(&[2, 5, 4], DType::F16));
+    let vc = g.input("vc", Shape::new(&[2, 5, 4], DType::F16));
+    let r = g.input("r", f32s(&[2, 3, 4]));
+    let k = g.convert(kc, DType::F32);
+    let v = g.convert(vc, DType::F32);
+    let s = g.dot_general(q, k, dg(2, 2));
+    let o = g.dot_general(s, v, dg(2, 1));
+    let y = g.add(o, r);
+    g.set_outputs(vec![y]);
+    let mut h = g.clone();
+    passes::epilogue::run(&mut h, &PassOptions::default()).unwrap();
+    let expected = "\
+graph t(q: f32[2,3,4], kc: f16[2,5,4], vc: f16[2,5,4], r: f32[2,3,4]) params() {
+  %4 = dot_general_upcast(%0, %1) : f32[2,3,5]
+    graph dot_general_upcast(lhs: f32[2,3,4], rhs: f16[2,5,4]) params() {
+      %2 = convert_element_type[new_dtype=f32](%1) : f32[2,5,4]
+      %3 = dot_general[lhs_batch=[0], lhs_contracting=[2], rhs_batch=[0], rhs_contracting=[2]](%0, %2) : f32[2,3,5]
+      return %3
+    }
+  %5 = dot_epilogue(%4, %2, %3) : f32[2,3,4]
+    graph dot_epilogue(lhs: f32[2,3,5], rhs: f16[2,5,4], arg1: f32[2,3,4]) params() {
+      %3 = convert_element_type[new_dtype=f32](%1) : f32[2,5,4]
+      %4 = dot_general[lhs_batch=[0], lhs_contracting=[2], rhs_batch=[0], rhs_contracting=[1]](%0, %3) : f32[2,3,4]
+      %5 = add(%4, %2) : f32[2,3,4]
+      return %5
+    }
+  return %5
+}
+";
+    assert_eq!(after(&h, passes::upcast::run), expected);
+    // Read by two products: nothing moves.
+    let mut g = Graph::new("t");
+    let q = g.input("q", f32s(&[2, 3, 4]));
+    let kc = g.input("kc", Shape::new(&[2, 5, 4], DType::F16));
+    let k = g.convert(kc, DType::F32);
+    let a = g.dot_general(q, k, dg(2, 2));
+    let b = g.dot_general(q, k, dg(2, 2));
+    let y = g.sub(a, b);
+    g.set_outputs(vec![y]);
+    assert_eq!(after(&g, passes::upcast::run), g.to_string());
 }

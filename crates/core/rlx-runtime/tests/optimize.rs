@@ -31,7 +31,7 @@ fn optimized_and_unoptimized_agree() {
     let mut off = s.compile_with(graph(), &CompileOptions::new().with_optimize(false));
     assert_eq!(on.run(feeds), off.run(feeds));
     let report = on.compile_report().expect("compiled at construction");
-    assert_eq!(report.passes.len(), 10, "HIR 3 + MIR 7 (fold, simplify, cse, dce, attention, fuse, epilogue)");
+    assert_eq!(report.passes.len(), 11, "HIR 3 + MIR 8 (fold, simplify, cse, dce, attention, fuse, epilogue, upcast)");
     assert!(report.passes.iter().all(|r| r.ir.is_some()));
     let last = report.passes.last().unwrap();
     assert!(last.stats.nodes_after < report.passes[0].stats.nodes_after);

@@ -12,8 +12,9 @@
 //! Other layouts run the reference evaluation. The result `[batch…, lhs free…, rhs free…]` is
 //! row-major `[B, M, N]`.
 //!
-//! Dtypes: f32 and f64 compute natively; f16/bf16 operands are widened into f32 scratch
-//! buffers allocated at compile time, and a result dtype other than the compute dtype
+//! Dtypes: f32 and f64 compute natively; an f16 rhs that is a GEMV's matrix is read as it is
+//! (widened in registers, see [`super::gemv::MatElem`]); other f16/bf16 operands are widened
+//! into f32 scratch buffers allocated at compile time, and a result dtype other than the compute dtype
 //! (`preferred_element_type`) is rounded from a scratch result. The compute dtype is f64 when
 //! an operand or the result is f64, else f32. Results equal the reference (f64 accumulation)
 //! within the compute dtype's rounding for a `K`-term sum.
@@ -23,8 +24,8 @@ use super::gemv::{self, Gemv};
 use super::sgemm::{self, Operand, PackedB};
 use super::simd::threads;
 use super::spin;
-use rlx_ir::ops::DotGeneral;
-use rlx_ir::{DType, IrError, Tensor, strides_of};
+use rlx_ir::ops::{Composite, DotGeneral};
+use rlx_ir::{DType, Graph, IrError, NodeId, Op, Tensor, strides_of};
 
 /// Multiply-adds per product below which `gemm` runs on one thread.
 const GEMM_PAR_MACS: usize = 1 << 20;
@@ -133,6 +134,8 @@ pub struct DotKernel {
     pub compute: DType,
     /// Operands widened to `compute` when their dtype differs (compile-time allocation).
     scratch_in: [Option<Tensor>; 2],
+    /// The rhs is an f16 matrix that the GEMV reads directly (no `scratch_in[1]`).
+    rhs_f16: bool,
     /// Result in `compute` when the result dtype differs.
     scratch_out: Option<Tensor>,
     /// The rhs packed for [`sgemm`] once, at compile time, when it is a graph constant
@@ -170,10 +173,16 @@ impl DotKernel {
         self.packed.as_mut().filter(|_| self.prepacked)
     }
 
+    /// The rhs is an f16 matrix read directly by the GEMV.
+    pub fn reads_f16_rhs(&self) -> bool {
+        self.rhs_f16
+    }
+
     /// Name for reports.
     pub fn name(&self) -> &'static str {
         match self.path {
             Path::Gemm => "gemm",
+            Path::Gemv(_) if self.rhs_f16 => "gemv_f16",
             Path::Gemv(_) => "gemv",
         }
     }
@@ -208,18 +217,53 @@ pub fn select(d: &DotGeneral, l: (&[usize], DType), r: (&[usize], DType), out: (
         _ => Path::Gemm,
     };
     let scratch = |dims: &[usize], dt: DType| (dt != compute).then(|| Tensor::zeros(dims, compute));
+    let rhs_f16 = r.1 == DType::F16
+        && l.1 == DType::F32
+        && matches!(path, Path::Gemv(Gemv::Axpy { mat_is_lhs: false, .. } | Gemv::Dot { mat_is_lhs: false, .. }));
     let sgemm_ok = compute == DType::F32 && matches!(path, Path::Gemm) && plan.batch == 1 && sgemm::available();
     Some(DotKernel {
         packed: None,
         prepacked: false,
         per_run: sgemm_ok && plan.k * plan.n <= SGEMM_PER_RUN_MAX,
         sgemm_ok,
-        scratch_in: [scratch(l.0, l.1), scratch(r.0, r.1)],
+        scratch_in: [scratch(l.0, l.1), if rhs_f16 { None } else { scratch(r.0, r.1) }],
+        rhs_f16,
         scratch_out: scratch(out.0, out.1),
         plan,
         path,
         compute,
     })
+}
+
+/// The `dot_general` of a product composite's body (`dot_general_upcast`, `dot_epilogue`):
+/// the one node that reads body inputs 0 and 1 as its lhs and rhs, each directly or through a
+/// `convert_element_type` to f32 (the `upcast` pass's), with nothing else reading the inputs or
+/// the converts. `None` for any other body.
+pub fn body_product(body: &Graph) -> Option<(usize, &DotGeneral)> {
+    let nodes = body.nodes();
+    let dots: Vec<usize> = (0..nodes.len()).filter(|&i| matches!(nodes[i].op, Op::DotGeneral(_))).collect();
+    let ([d], [lhs, rhs, ..]) = (dots.as_slice(), body.inputs()) else { return None };
+    let Op::DotGeneral(dg) = &nodes[*d].op else { return None };
+    let reads = |x: NodeId| {
+        nodes.iter().filter(|n| n.inputs.contains(&x)).count() + body.outputs().iter().filter(|&&o| o == x).count()
+    };
+    let operand = |x: NodeId, input: NodeId| {
+        let widened =
+            matches!(nodes[x.index()].op, Op::ConvertElementType(DType::F32)) && nodes[x.index()].inputs == [input];
+        (x == input || widened) && reads(x) == 1 && reads(input) == 1
+    };
+    let dn = &nodes[*d];
+    let ok = dn.inputs.len() == 2 && operand(dn.inputs[0], *lhs) && operand(dn.inputs[1], *rhs);
+    ok.then_some((*d, dg))
+}
+
+/// Plan a `dot_general_upcast` composite (`rlx_compile::passes::upcast`): its body's product on
+/// the narrow operands `ins` (an f16 GEMV matrix read directly, others widened into scratch).
+/// `None` when the body is not [`body_product`]'s form with the product as its one result.
+pub fn select_upcast(c: &Composite, ins: &[(Vec<usize>, DType)], outs: &[(Vec<usize>, DType)]) -> Option<DotKernel> {
+    let (d, dg) = body_product(&c.body)?;
+    let ([l, r], [o], true) = (ins, outs, c.body.outputs() == [NodeId(d as u32)]) else { return None };
+    select(dg, (&l.0, l.1), (&r.0, r.1), (&o.0, o.1))
 }
 
 /// Execute into the preallocated `out`.
@@ -236,6 +280,15 @@ pub fn run(k: &mut DotKernel, lhs: &Tensor, rhs: &Tensor, out: &mut Tensor) -> R
         None => &mut *out,
     };
     match k.compute {
+        DType::F32 if k.rhs_f16 => {
+            let b = rhs.as_slice::<rlx_ir::half::f16>().ok_or_else(|| IrError::Eval {
+                op: "dot_general".into(),
+                msg: format!("rhs is {}, planned as f16", rhs.dtype()),
+            })?;
+            let (a, c) = (lhs.as_slice::<f32>().unwrap(), res.as_mut_slice::<f32>().unwrap());
+            let Path::Gemv(g) = &k.path else { unreachable!("rhs_f16 is planned for a GEMV only") };
+            gemv::run(g, p, a, b, c);
+        }
         DType::F32 => {
             let (a, b) = (lhs.as_slice::<f32>().unwrap(), rhs.as_slice::<f32>().unwrap());
             let c = res.as_mut_slice::<f32>().unwrap();

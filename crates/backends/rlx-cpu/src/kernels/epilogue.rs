@@ -36,6 +36,8 @@ pub struct EpilogueKernel {
     region: FusedKernel,
     /// Dims of the product (f32), computed into the calling thread's [`ACC`].
     pdims: Vec<usize>,
+    /// Both operands are f32 (else the product runs whole, on [`dot::run`], which widens).
+    f32_operands: bool,
 }
 
 thread_local! {
@@ -61,44 +63,47 @@ impl EpilogueKernel {
     pub fn name(&self) -> &'static str {
         match self.dot.path {
             Path::Gemm => "gemm_epilogue_f32",
+            Path::Gemv(_) if self.dot.reads_f16_rhs() => "gemv_f16_epilogue_f32",
             Path::Gemv(_) => "gemv_epilogue_f32",
         }
     }
 }
 
 /// Plan the kernel for composite `c` on operands `ins` (`lhs, rhs, region operands…`) giving
-/// `outs`; `None` when the body is not one f32 `dot_general` followed by a region the fused
+/// `outs`; `None` when the body is not one f32 `dot_general` (of f32 operands, or of f16 /
+/// bf16 ones the body widens: `rlx_compile::passes::upcast`) followed by a region the fused
 /// kernel covers without reductions (the caller then evaluates the body).
 pub fn select(c: &Composite, ins: &[(Vec<usize>, DType)], outs: &[(Vec<usize>, DType)]) -> Option<EpilogueKernel> {
     let body = &*c.body;
     let nodes = body.nodes();
-    let dots: Vec<usize> = (0..nodes.len()).filter(|&i| matches!(nodes[i].op, Op::DotGeneral(_))).collect();
-    let ([d], true) = (dots.as_slice(), ins.len() >= 2 && body.inputs().len() == ins.len()) else { return None };
-    let dn = &nodes[*d];
-    let Op::DotGeneral(dg) = &dn.op else { return None };
+    let (d, dg) = dot::body_product(body)?;
+    let dn = &nodes[d];
     let pdims = dn.ty().static_dims()?;
-    let (lhs, rhs) = (body.inputs()[0], body.inputs()[1]);
-    if dn.inputs != [lhs, rhs] || dn.ty().dtype != DType::F32 || ins[0].1 != DType::F32 || ins[1].1 != DType::F32 {
-        return None;
-    }
-    // Nothing but the product reads lhs / rhs; the product is not a result.
-    let reads = |x: NodeId| nodes.iter().filter(|n| n.inputs.contains(&x)).count();
-    if reads(lhs) != 1 || reads(rhs) != 1 || body.outputs().contains(&NodeId(*d as u32)) {
+    // The operands: f32, or narrow ones that the body widens (`upcast` pass).
+    let narrow = |k: usize| nodes[dn.inputs[k].index()].inputs.first() == Some(&body.inputs()[k]);
+    let (lhs_f32, rhs_f32) = (ins.first()?.1 == DType::F32, ins.get(1)?.1 == DType::F32);
+    if body.inputs().len() != ins.len()
+        || dn.ty().dtype != DType::F32
+        || !(lhs_f32 || narrow(0))
+        || !(rhs_f32 || narrow(1))
+        || body.outputs().contains(&NodeId(d as u32))
+    {
         return None;
     }
     let dotk = dot::select(dg, (&ins[0].0, ins[0].1), (&ins[1].0, ins[1].1), (&pdims, DType::F32))?;
     if dotk.compute != DType::F32 {
         return None;
     }
-    // The region: the body with the product as its first input.
+    // The region: the body with the product as its first input (the operands' converts are
+    // the product's).
     let mut rb = Graph::new(fused::NAME);
     let mut map: Vec<NodeId> = vec![NodeId(0); nodes.len()];
-    map[*d] = rb.input("acc", dn.ty().clone());
+    map[d] = rb.input("acc", dn.ty().clone());
     for (k, &x) in body.inputs().iter().enumerate().skip(2) {
         map[x.index()] = rb.input(&format!("arg{k}"), body.shape(x).clone());
     }
     for (i, n) in nodes.iter().enumerate() {
-        if i == *d || matches!(n.op, Op::Input { .. }) {
+        if i == d || matches!(n.op, Op::Input { .. }) || dn.inputs.contains(&NodeId(i as u32)) {
             continue;
         }
         let inputs = n.inputs.iter().map(|x| map[x.index()]).collect();
@@ -112,7 +117,7 @@ pub fn select(c: &Composite, ins: &[(Vec<usize>, DType)], outs: &[(Vec<usize>, D
     if !fused::is_elementwise(&region) {
         return None;
     }
-    Some(EpilogueKernel { dot: dotk, region, pdims })
+    Some(EpilogueKernel { dot: dotk, region, pdims, f32_operands: lhs_f32 && rhs_f32 })
 }
 
 /// Run the kernel: `ins` are the composite's operands, `outs` its results.
@@ -135,8 +140,8 @@ pub fn run(k: &mut EpilogueKernel, ins: &[&Tensor], outs: &mut [Tensor]) -> Resu
 
 fn run_with(k: &mut EpilogueKernel, ins: &[&Tensor], outs: &mut [Tensor], acc: &mut Tensor) -> Result<(), IrError> {
     let (batch, m, n) = (k.dot.plan.batch, k.dot.plan.m, k.dot.plan.n);
-    let blocked = threads() == 1 && batch == 1 && matches!(k.dot.path, Path::Gemm);
-    if !blocked && run_blocks_in_parallel(k, ins, outs, acc)? {
+    let blocked = threads() == 1 && batch == 1 && matches!(k.dot.path, Path::Gemm) && k.f32_operands;
+    if !blocked && k.f32_operands && run_blocks_in_parallel(k, ins, outs, acc)? {
         return Ok(());
     }
     if !blocked {

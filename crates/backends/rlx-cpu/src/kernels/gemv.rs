@@ -20,6 +20,10 @@
 //! 64 MiB of weights; buffers the executor allocates are advised onto huge pages
 //! ([`super::simd::advise_huge_pages`]), and callers should allocate large weights likewise.
 //!
+//! The rhs matrix may be f16 ([`MatElem`]): its elements are widened in registers as they are
+//! read (exact), so an f16 KV cache's keys and values are read at half the bytes of f32 and
+//! never copied to f32 first.
+//!
 //! Columns (Axpy) or rows (Dot) are split across rayon threads when the matrix is large. The
 //! AVX-512 versions are chosen at run time (cached detection); portable loops cover the rest.
 //! Accumulation is in f32 (the reference accumulates in f64): results agree to f32 rounding of
@@ -29,6 +33,75 @@ use super::dot::DotPlan;
 use super::simd::{has_avx512, threads};
 use super::spin::{self, SyncPtr};
 use rayon::prelude::*;
+use rlx_ir::half::f16;
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::{__m512, __mmask16};
+
+/// Element types the GEMV reads its matrix in: f32, and f16 widened as it is read.
+pub trait MatElem: Copy + Send + Sync + 'static {
+    /// The element as f32 (exact for both types).
+    fn to_f32(self) -> f32;
+    /// `s` itself when the elements are f32 (a vector operand must be f32).
+    fn as_f32(s: &[Self]) -> Option<&[f32]>;
+    /// The 16 elements at `p`, widened to f32.
+    ///
+    /// # Safety
+    /// AVX-512F/BW/VL are available and 16 elements at `p` are readable.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn load16(p: *const Self) -> __m512;
+    /// The elements of `p` in the lanes set in `m` (0 in the others), widened to f32.
+    ///
+    /// # Safety
+    /// AVX-512F/BW/VL are available and the lanes of `m` at `p` are readable.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn load16_masked(m: __mmask16, p: *const Self) -> __m512;
+}
+
+impl MatElem for f32 {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        self
+    }
+    fn as_f32(s: &[f32]) -> Option<&[f32]> {
+        Some(s)
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn load16(p: *const f32) -> __m512 {
+        // SAFETY: the caller's contract.
+        unsafe { std::arch::x86_64::_mm512_loadu_ps(p) }
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn load16_masked(m: __mmask16, p: *const f32) -> __m512 {
+        // SAFETY: the caller's contract.
+        unsafe { std::arch::x86_64::_mm512_maskz_loadu_ps(m, p) }
+    }
+}
+
+impl MatElem for f16 {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        f16::to_f32(self)
+    }
+    fn as_f32(_: &[f16]) -> Option<&[f32]> {
+        None
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn load16(p: *const f16) -> __m512 {
+        use std::arch::x86_64::*;
+        // SAFETY: the caller's contract (32 bytes at `p`).
+        unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(p.cast())) }
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn load16_masked(m: __mmask16, p: *const f16) -> __m512 {
+        use std::arch::x86_64::*;
+        // SAFETY: the caller's contract (masked lanes are not read).
+        unsafe { _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p.cast())) }
+    }
+}
 
 /// Matrix elements (`K · N`) below which the product runs on one thread.
 const PAR_ELEMS: usize = 1 << 18;
@@ -99,7 +172,10 @@ pub fn plan(p: &DotPlan) -> Option<Gemv> {
 /// waited, 7% of the step's samples. Several lhs rows against one matrix split the matrix rows
 /// instead (see the body): `q·Kᵀ` 389 → 330 µs per SmolLM2 token at 2 threads (interleaved,
 /// `rlx generate --profile`).
-pub fn run(g: &Gemv, p: &DotPlan, a: &[f32], b: &[f32], c: &mut [f32]) {
+///
+/// The rhs `b` may be f16 only where it is the matrix (`mat_is_lhs == false`); an f16 vector
+/// panics (the caller widens it first).
+pub fn run<M: MatElem>(g: &Gemv, p: &DotPlan, a: &[f32], b: &[M], c: &mut [f32]) {
     let k = p.k;
     assert_eq!(c.len(), p.batch * p.m * p.n, "gemv result length");
     if c.is_empty() {
@@ -120,9 +196,10 @@ pub fn run(g: &Gemv, p: &DotPlan, a: &[f32], b: &[f32], c: &mut [f32]) {
         let (bi, i) = (t / per, t % per);
         let (lo, ro) = p.batch_offs[bi];
         let (a, b) = (&a[lo..], &b[ro..]);
+        let vector = || M::as_f32(b).expect("gemv: the vector operand must be f32");
         match *g {
-            Gemv::Axpy { mat_is_lhs: true, ws, vs } => axpy_par(a, ws, b, vs, k, y),
-            Gemv::Dot { mat_is_lhs: true, ws } => dot_par(a, ws, &b[..k], k, y),
+            Gemv::Axpy { mat_is_lhs: true, ws, vs } => axpy_par(a, ws, vector(), vs, k, y),
+            Gemv::Dot { mat_is_lhs: true, ws } => dot_par(a, ws, &vector()[..k], k, y),
             Gemv::Axpy { mat_is_lhs: false, ws, vs } => axpy_par(b, ws, &a[i * p.lhs_ms..], vs, k, y),
             Gemv::Dot { mat_is_lhs: false, ws } => dot_par(b, ws, &a[i * p.lhs_ms..][..k], k, y),
         }
@@ -165,7 +242,7 @@ pub fn run(g: &Gemv, p: &DotPlan, a: &[f32], b: &[f32], c: &mut [f32]) {
 }
 
 /// Split `y`'s columns across threads for large matrices.
-fn axpy_par(w: &[f32], ws: usize, v: &[f32], vs: usize, k: usize, y: &mut [f32]) {
+fn axpy_par<M: MatElem>(w: &[M], ws: usize, v: &[f32], vs: usize, k: usize, y: &mut [f32]) {
     let n = y.len();
     // Bounds for the unchecked kernels: the last row's last column must be in `w`.
     assert!((k - 1) * ws + n <= w.len() && (k - 1) * vs < v.len(), "gemv operand too short");
@@ -179,7 +256,7 @@ fn axpy_par(w: &[f32], ws: usize, v: &[f32], vs: usize, k: usize, y: &mut [f32])
 }
 
 /// Split `y`'s rows across threads for large matrices.
-fn dot_par(w: &[f32], ws: usize, v: &[f32], k: usize, y: &mut [f32]) {
+fn dot_par<M: MatElem>(w: &[M], ws: usize, v: &[f32], k: usize, y: &mut [f32]) {
     let rows = y.len();
     assert!((rows - 1) * ws + k <= w.len() && v.len() == k, "gemv operand too short");
     let t = threads();
@@ -191,7 +268,7 @@ fn dot_par(w: &[f32], ws: usize, v: &[f32], k: usize, y: &mut [f32]) {
     }
 }
 
-fn axpy(w: &[f32], ws: usize, v: &[f32], vs: usize, k: usize, y: &mut [f32]) {
+fn axpy<M: MatElem>(w: &[M], ws: usize, v: &[f32], vs: usize, k: usize, y: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if has_avx512() {
         // SAFETY: AVX-512F present; bounds asserted by the caller ((k-1)*ws + y.len() <= w.len()).
@@ -201,11 +278,11 @@ fn axpy(w: &[f32], ws: usize, v: &[f32], vs: usize, k: usize, y: &mut [f32]) {
     for kk in 0..k {
         let x = v[kk * vs];
         let row = &w[kk * ws..kk * ws + y.len()];
-        y.iter_mut().zip(row).for_each(|(y, &a)| *y += x * a);
+        y.iter_mut().zip(row).for_each(|(y, &a)| *y += x * a.to_f32());
     }
 }
 
-fn dot_rows(w: &[f32], ws: usize, v: &[f32], y: &mut [f32]) {
+fn dot_rows<M: MatElem>(w: &[M], ws: usize, v: &[f32], y: &mut [f32]) {
     let k = v.len();
     #[cfg(target_arch = "x86_64")]
     if has_avx512() {
@@ -216,10 +293,10 @@ fn dot_rows(w: &[f32], ws: usize, v: &[f32], y: &mut [f32]) {
         let row = &w[j * ws..j * ws + k];
         let mut acc = [0f32; 16];
         let (rc, vc) = (row.chunks_exact(16), v.chunks_exact(16));
-        let tail: f32 = rc.remainder().iter().zip(vc.remainder()).map(|(a, b)| a * b).sum();
+        let tail: f32 = rc.remainder().iter().zip(vc.remainder()).map(|(a, b)| a.to_f32() * b).sum();
         for (r, x) in rc.zip(vc) {
             for l in 0..16 {
-                acc[l] += r[l] * x[l];
+                acc[l] += r[l].to_f32() * x[l];
             }
         }
         *yj = acc.iter().sum::<f32>() + tail;
@@ -228,6 +305,7 @@ fn dot_rows(w: &[f32], ws: usize, v: &[f32], y: &mut [f32]) {
 
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
+    use super::MatElem;
     use std::arch::x86_64::*;
 
     /// Rows streamed per pass over the `y` block.
@@ -238,8 +316,8 @@ mod avx512 {
     /// # Safety
     /// AVX-512F must be available; `w` must hold `(k-1)·ws + y.len()` elements and `v`
     /// `(k-1)·vs + 1`.
-    #[target_feature(enable = "avx512f")]
-    pub unsafe fn axpy(w: *const f32, ws: usize, v: &[f32], vs: usize, k: usize, y: &mut [f32]) {
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    pub unsafe fn axpy<M: MatElem>(w: *const M, ws: usize, v: &[f32], vs: usize, k: usize, y: &mut [f32]) {
         let n = y.len();
         let yp = y.as_mut_ptr();
         let full = n / 16 * 16;
@@ -249,12 +327,12 @@ mod avx512 {
         unsafe {
             while kk + KB <= k {
                 let xs: [__m512; KB] = std::array::from_fn(|r| _mm512_set1_ps(v[(kk + r) * vs]));
-                let rows: [*const f32; KB] = std::array::from_fn(|r| w.add((kk + r) * ws));
+                let rows: [*const M; KB] = std::array::from_fn(|r| w.add((kk + r) * ws));
                 let mut j = 0;
                 while j < full {
                     let mut acc = _mm512_loadu_ps(yp.add(j));
                     for r in 0..KB {
-                        acc = _mm512_fmadd_ps(xs[r], _mm512_loadu_ps(rows[r].add(j)), acc);
+                        acc = _mm512_fmadd_ps(xs[r], M::load16(rows[r].add(j)), acc);
                     }
                     _mm512_storeu_ps(yp.add(j), acc);
                     j += 16;
@@ -262,7 +340,7 @@ mod avx512 {
                 if full < n {
                     let mut acc = _mm512_maskz_loadu_ps(tail_mask, yp.add(full));
                     for r in 0..KB {
-                        acc = _mm512_fmadd_ps(xs[r], _mm512_maskz_loadu_ps(tail_mask, rows[r].add(full)), acc);
+                        acc = _mm512_fmadd_ps(xs[r], M::load16_masked(tail_mask, rows[r].add(full)), acc);
                     }
                     _mm512_mask_storeu_ps(yp.add(full), tail_mask, acc);
                 }
@@ -273,14 +351,14 @@ mod avx512 {
                 let row = w.add(kk * ws);
                 let mut j = 0;
                 while j < full {
-                    let acc = _mm512_fmadd_ps(x, _mm512_loadu_ps(row.add(j)), _mm512_loadu_ps(yp.add(j)));
+                    let acc = _mm512_fmadd_ps(x, M::load16(row.add(j)), _mm512_loadu_ps(yp.add(j)));
                     _mm512_storeu_ps(yp.add(j), acc);
                     j += 16;
                 }
                 if full < n {
                     let acc = _mm512_fmadd_ps(
                         x,
-                        _mm512_maskz_loadu_ps(tail_mask, row.add(full)),
+                        M::load16_masked(tail_mask, row.add(full)),
                         _mm512_maskz_loadu_ps(tail_mask, yp.add(full)),
                     );
                     _mm512_mask_storeu_ps(yp.add(full), tail_mask, acc);
@@ -294,8 +372,8 @@ mod avx512 {
     ///
     /// # Safety
     /// AVX-512F must be available; `w` must hold `(y.len()-1)·ws + v.len()` elements.
-    #[target_feature(enable = "avx512f")]
-    pub unsafe fn dot_rows(w: *const f32, ws: usize, v: &[f32], y: &mut [f32]) {
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    pub unsafe fn dot_rows<M: MatElem>(w: *const M, ws: usize, v: &[f32], y: &mut [f32]) {
         let k = v.len();
         let full = k / 16 * 16;
         let tail_mask: __mmask16 = ((1u32 << (k - full)) - 1) as __mmask16;
@@ -304,20 +382,20 @@ mod avx512 {
         let mut j = 0;
         unsafe {
             while j + 4 <= rows {
-                let r: [*const f32; 4] = std::array::from_fn(|i| w.add((j + i) * ws));
+                let r: [*const M; 4] = std::array::from_fn(|i| w.add((j + i) * ws));
                 let mut acc = [_mm512_setzero_ps(); 4];
                 let mut kk = 0;
                 while kk < full {
                     let x = _mm512_loadu_ps(vp.add(kk));
                     for i in 0..4 {
-                        acc[i] = _mm512_fmadd_ps(_mm512_loadu_ps(r[i].add(kk)), x, acc[i]);
+                        acc[i] = _mm512_fmadd_ps(M::load16(r[i].add(kk)), x, acc[i]);
                     }
                     kk += 16;
                 }
                 if full < k {
                     let x = _mm512_maskz_loadu_ps(tail_mask, vp.add(full));
                     for i in 0..4 {
-                        acc[i] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail_mask, r[i].add(full)), x, acc[i]);
+                        acc[i] = _mm512_fmadd_ps(M::load16_masked(tail_mask, r[i].add(full)), x, acc[i]);
                     }
                 }
                 for i in 0..4 {
@@ -330,12 +408,12 @@ mod avx512 {
                 let mut acc = _mm512_setzero_ps();
                 let mut kk = 0;
                 while kk < full {
-                    acc = _mm512_fmadd_ps(_mm512_loadu_ps(r.add(kk)), _mm512_loadu_ps(vp.add(kk)), acc);
+                    acc = _mm512_fmadd_ps(M::load16(r.add(kk)), _mm512_loadu_ps(vp.add(kk)), acc);
                     kk += 16;
                 }
                 if full < k {
                     acc = _mm512_fmadd_ps(
-                        _mm512_maskz_loadu_ps(tail_mask, r.add(full)),
+                        M::load16_masked(tail_mask, r.add(full)),
                         _mm512_maskz_loadu_ps(tail_mask, vp.add(full)),
                         acc,
                     );

@@ -129,6 +129,9 @@ pub fn select(g: &Graph, id: NodeId, opts: &crate::CpuOptions) -> Kernel {
                 Kernel::Epilogue(Box::new(k))
             });
         }
+        if c.name == rlx_compile::passes::upcast::DOT_GENERAL_UPCAST {
+            return dot::select_upcast(c, &ins, &outs).map_or(Kernel::CompositeBody, |k| Kernel::Dot(Box::new(k)));
+        }
         if c.name == attention::NAME {
             return attention::select(c, &ins, &outs).map_or(Kernel::CompositeBody, |k| Kernel::Attention(Box::new(k)));
         }

@@ -10,4 +10,5 @@ pub mod fuse;
 pub mod inline;
 pub mod legalize;
 pub mod simplify;
+pub mod upcast;
 pub mod verify;
