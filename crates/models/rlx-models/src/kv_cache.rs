@@ -24,14 +24,19 @@ pub const MIN_CACHE: usize = 16;
 pub const GROW_BY_QUARTER_FROM: usize = 256;
 
 /// The capacity a cache takes to hold `need` tokens of a model with context length `context`:
-/// [`MIN_CACHE`] doubled up to [`GROW_BY_QUARTER_FROM`], then `C + C / 4` rounded up to a
-/// multiple of 64 at each step (256, 320, 448, 576, 768, 960, 1216, 1536, 1920, …), the first
-/// that holds `need`, but never more than `context` (unless `need` is). Each capacity is one
-/// compiled decode graph (about 20 ms to compile for SmolLM2-135M).
+/// [`MIN_CACHE`] doubled up to [`GROW_BY_QUARTER_FROM`], then at each step `C + C / 4` rounded
+/// up to a multiple of 64, or the next power of two when that is smaller (256, 320, 448, 512,
+/// 640, 832, 1024, 1280, 1600, 2048, …: never larger than doubling would give), the first that
+/// holds `need`, but never more than `context` (unless `need` is). Each capacity is one compiled
+/// decode graph (about 20 ms to compile for SmolLM2-135M).
 pub fn capacity_for(need: usize, context: usize) -> usize {
     let mut c = MIN_CACHE;
     while c < need {
-        c = if c < GROW_BY_QUARTER_FROM { 2 * c } else { (c + c / 4).next_multiple_of(64) };
+        c = if c < GROW_BY_QUARTER_FROM {
+            2 * c
+        } else {
+            (c + c / 4).next_multiple_of(64).min((c + 1).next_power_of_two())
+        };
     }
     c.min(context.max(need))
 }

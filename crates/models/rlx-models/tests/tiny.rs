@@ -175,8 +175,8 @@ fn gguf_permuted_and_hf_layouts_agree() {
 fn decode_across_quarter_growth_equals_full_recompute() {
     use rlx_models::kv_cache::{KvCacheDtype, capacity_for};
     assert_eq!(
-        [1, 16, 17, 256, 257, 320, 321, 449, 1537, 7681, 8192].map(|n| capacity_for(n, 8192)),
-        [16, 16, 32, 256, 320, 320, 448, 576, 1920, 8192, 8192]
+        [1, 16, 17, 256, 257, 320, 321, 449, 513, 625, 1025, 1601, 7937, 8001].map(|n| capacity_for(n, 8192)),
+        [16, 16, 32, 256, 320, 320, 448, 512, 640, 640, 1280, 2048, 8000, 8192]
     );
     // Never past the context, unless the tokens themselves are.
     assert_eq!([(40, 50), (60, 50)].map(|(n, ctx)| capacity_for(n, ctx)), [50, 60]);
