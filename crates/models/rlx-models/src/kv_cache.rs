@@ -1,10 +1,9 @@
 //! The KV cache: per layer, K and V `[B, Hk, C, D]` host tensors in f32 or f16, with one
 //! length per sequence.
 //!
-//! Capacity `C` ([`capacity_for`]: powers of two from [`MIN_CACHE`] to [`GROW_BY_QUARTER_FROM`],
-//! then a quarter more at a time) is shared by the batch; when a step would overflow it the
-//! cache is reallocated at the next capacity (one copy, amortized O(1) per token) and the next
-//! step uses the graph compiled for the new `C`. Sequence `r` holds
+//! Capacity `C` is a power of two (at least [`MIN_CACHE`]) shared by the batch; when a step
+//! would overflow it the cache is reallocated at twice the capacity (one copy, amortized O(1)
+//! per token) and the next step uses the graph compiled for the new `C`. Sequence `r` holds
 //! `lens()[r]` tokens in columns `0..lens()[r]`; columns beyond are masked out by the step
 //! graph, so sequences of different lengths share one cache. f16 halves the bytes; the step
 //! graph converts the cache to f32 inside attention (fast mode's decode attention reads it as
@@ -17,29 +16,6 @@ use rlx_ir::{DType, Tensor};
 
 /// Smallest cache capacity (tokens).
 pub const MIN_CACHE: usize = 16;
-/// Capacity from which a full cache grows by a quarter (rounded up to a multiple of 64) instead
-/// of doubling. A decode step's attention reads the whole capacity (the unfilled columns are
-/// masked), so after doubling up to half of that work is wasted: SmolLM2, 561-token prompt
-/// (+ 64), exact mode, 1 thread, attention was 40% of a step at capacity 1024.
-pub const GROW_BY_QUARTER_FROM: usize = 256;
-
-/// The capacity a cache takes to hold `need` tokens of a model with context length `context`:
-/// [`MIN_CACHE`] doubled up to [`GROW_BY_QUARTER_FROM`], then at each step `C + C / 4` rounded
-/// up to a multiple of 64, or the next power of two when that is smaller (256, 320, 448, 512,
-/// 640, 832, 1024, 1280, 1600, 2048, …: never larger than doubling would give), the first that
-/// holds `need`, but never more than `context` (unless `need` is). Each capacity is one compiled
-/// decode graph (about 20 ms to compile for SmolLM2-135M).
-pub fn capacity_for(need: usize, context: usize) -> usize {
-    let mut c = MIN_CACHE;
-    while c < need {
-        c = if c < GROW_BY_QUARTER_FROM {
-            2 * c
-        } else {
-            (c + c / 4).next_multiple_of(64).min((c + 1).next_power_of_two())
-        };
-    }
-    c.min(context.max(need))
-}
 
 /// Element type of the KV cache (llama.cpp's `--cache-type-k/-v` f32 / f16).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

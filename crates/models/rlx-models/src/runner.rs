@@ -9,7 +9,7 @@
 //! masked).
 
 use crate::graph::{STEP_INPUTS, step_graph};
-use crate::kv_cache::{MIN_CACHE, capacity_for};
+use crate::kv_cache::MIN_CACHE;
 use crate::{KvCache, KvCacheDtype, LlamaConfig, ModelError, Result, Weights};
 use rlx_gguf::GgufFile;
 use rlx_ir::Tensor;
@@ -265,12 +265,12 @@ impl LlamaModel {
             let m = (prompt_len - len).min(MAX_CHUNK);
             keys.push((batch, m.next_power_of_two(), cap, self.kv_dtype));
             len += m;
-            cap = cap.max(capacity_for(len, self.cfg.context_length));
+            cap = cap.max(len.next_power_of_two());
         }
         while len < total {
             keys.push((batch, 1, cap, self.kv_dtype));
             len += 1;
-            cap = cap.max(capacity_for(len, self.cfg.context_length));
+            cap = cap.max(len.next_power_of_two());
         }
         keys.dedup();
         for key in keys {
@@ -419,7 +419,7 @@ impl LlamaModel {
         drop(feeds);
         let need = cache.lens.iter().zip(chunk).map(|(l, n)| l + n.len()).max().unwrap_or(0);
         if need > cache.cap {
-            cache.grow(capacity_for(need, self.cfg.context_length));
+            cache.grow(need.next_power_of_two());
         }
         let counts: Vec<usize> = chunk.iter().map(|c| c.len()).collect();
         for l in 0..self.cfg.n_layer {
