@@ -50,7 +50,7 @@ pub(super) fn group<'a, const AVX: bool>(
         if j < c { &cache[((bi * hk + g) * c + j) * d..][..d] } else { &new[((bi * hk + g) * s + j - c) * d..][..d] }
     };
     let mut sc = SCRATCH.take();
-    let Scratch { q, w, ms, inv, acc, kf } = &mut sc;
+    let Scratch { q, w, ms, inv, acc, kf, state } = &mut sc;
     let n = keys.len();
     q.resize(gh * d, 0.0);
     for (e, qe) in q.chunks_exact_mut(d).enumerate() {
@@ -88,23 +88,27 @@ pub(super) fn group<'a, const AVX: bool>(
     // rescales the accumulator) and `vs` (into `w`), and the sum. They depend on the scores
     // alone, so they are all taken before the accumulation, whose f16 rounding chain then runs
     // with no `expf` call in between (a call would spill its registers).
+    // The heads' chains (each sequential in key order) advance key by key together, so the
+    // out-of-order core overlaps one head's `expf` and FMA with the others'.
     ms.resize(gh * n, 1.0);
     inv.clear();
-    for (we, me) in w.chunks_exact_mut(n).zip(ms.chunks_exact_mut(n)) {
-        let (mut m, mut sum) = (f32::NEG_INFINITY, 0f32);
-        for (sv, mv) in we.iter_mut().zip(me.iter_mut()) {
+    state.clear();
+    state.resize(gh, (f32::NEG_INFINITY, 0f32));
+    for i in 0..n {
+        for (e, (m, sum)) in state.iter_mut().enumerate() {
+            let (sv, mv) = (&mut w[e * n + i], &mut ms[e * n + i]);
             let (mut f, mut v) = (1f32, 1f32);
-            if *sv > m {
-                f = (m - *sv).exp();
-                m = *sv;
+            if *sv > *m {
+                f = (*m - *sv).exp();
+                *m = *sv;
             } else {
-                v = (*sv - m).exp();
+                v = (*sv - *m).exp();
             }
-            sum = sum.mul_add(f, v);
+            *sum = sum.mul_add(f, v);
             (*sv, *mv) = (v, f);
         }
-        inv.push(if sum == 0.0 { 0.0 } else { 1.0 / sum });
     }
+    inv.extend(state.iter().map(|&(_, sum)| if sum == 0.0 { 0.0 } else { 1.0 / sum }));
     acc.clear();
     acc.resize(gh * d, 0.0);
     accumulate::<AVX>(t, keys, (row, g), w, ms, acc, kf);
@@ -372,6 +376,8 @@ struct Scratch {
     inv: Vec<f32>,
     acc: Vec<f32>,
     kf: Vec<f32>,
+    /// Per head: the running max and sum of the online softmax.
+    state: Vec<(f32, f32)>,
 }
 
 thread_local! {
