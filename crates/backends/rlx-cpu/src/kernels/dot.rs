@@ -270,7 +270,7 @@ thread_local! {
     /// The calling thread's buffers for operands widened to the compute dtype ([`DotKernel`]'s
     /// `widen_in`), grown to the largest: one pair per kernel, allocated at compile time, held
     /// the widened f16 KV cache of every attention product of every prefill graph (`rlx
-    /// generate --kv-type f16`, 518-token prompt: 275 MB peak RSS against 254 with f32).
+    /// generate --kv-type f16`, 517-token prompt: 275 MB peak RSS against 254 with f32).
     static WIDE: std::cell::RefCell<[Option<Tensor>; 2]> = const { std::cell::RefCell::new([None, None]) };
 }
 
