@@ -25,6 +25,7 @@ pub mod movement;
 mod norm_avx512;
 pub mod qmatmul;
 pub mod reduce;
+pub mod rope;
 pub mod sgemm;
 pub mod simd;
 pub(crate) mod spin;
@@ -34,9 +35,9 @@ pub mod window;
 use rlx_ir::{DType, Graph, IrError, NodeId, Op, Tensor};
 
 /// Composites with a native kernel here (others are inlined before compile): those of
-/// [`composite::NATIVE`], [`qmatmul::NAME`] and [`attention::NAME`].
+/// [`composite::NATIVE`], [`qmatmul::NAME`], [`attention::NAME`] and [`rope::NAME`].
 pub const NATIVE_COMPOSITES: &[&str] =
-    &["softmax", "log_softmax", "layer_norm", "rms_norm", qmatmul::NAME, attention::NAME];
+    &["softmax", "log_softmax", "layer_norm", "rms_norm", qmatmul::NAME, attention::NAME, rope::NAME];
 
 /// The kernel chosen for one node.
 #[derive(Clone, Debug)]
@@ -68,6 +69,8 @@ pub enum Kernel {
     Epilogue(Box<epilogue::EpilogueKernel>),
     /// `scaled_dot_product_attention` as flash-style tiles.
     Attention(Box<attention::AttentionKernel>),
+    /// `rope` in one pass.
+    Rope(rope::RopeKernel),
     /// A composite without a native kernel for these operands: evaluate its body.
     CompositeBody,
 }
@@ -89,6 +92,7 @@ impl Kernel {
             Kernel::Fused(k) => k.name(),
             Kernel::Epilogue(k) => k.name(),
             Kernel::Attention(k) => k.name(),
+            Kernel::Rope(k) => k.name(),
             Kernel::CompositeBody => "composite_body",
         }
     }
@@ -134,6 +138,9 @@ pub fn select(g: &Graph, id: NodeId, opts: &crate::CpuOptions) -> Kernel {
         }
         if c.name == attention::NAME {
             return attention::select(c, &ins, &outs).map_or(Kernel::CompositeBody, |k| Kernel::Attention(Box::new(k)));
+        }
+        if c.name == rope::NAME {
+            return rope::select(c, &ins, &outs).map_or(Kernel::CompositeBody, Kernel::Rope);
         }
         if c.name == qmatmul::NAME {
             return qmatmul::select(c, &ins, &outs, opts)
@@ -217,6 +224,7 @@ pub fn run(k: &mut Kernel, op: &Op, ins: &[&Tensor], outs: &mut [Tensor]) -> Res
         Kernel::Fused(k) => fused::run(k, ins, outs),
         Kernel::Epilogue(k) => epilogue::run(k, ins, outs),
         Kernel::Attention(k) => attention::run(k, ins, &mut outs[0]),
+        Kernel::Rope(k) => rope::run(k, ins, &mut outs[0]),
         Kernel::CompositeBody => match op {
             Op::Composite(c) => composite::run_body(c, ins, outs),
             _ => op.eval_into(ins, outs),
