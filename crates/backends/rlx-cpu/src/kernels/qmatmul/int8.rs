@@ -422,13 +422,14 @@ fn nib5_dot(qs: &[u8], qh: u32, q: &[u8], off: i32) -> i32 {
 }
 
 #[cfg(target_arch = "x86_64")]
-pub(super) use avx::{Heads, group, reduce_rows};
+pub(super) use avx::{Heads, group};
 
 #[cfg(target_arch = "x86_64")]
 // The kernels index several per-row / per-column arrays with one tile index.
 #[allow(clippy::needless_range_loop)]
 mod avx {
     use super::{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, QK, RowKernel, f32_at};
+    use crate::kernels::math_avx512::reduce_rows;
     use rlx_gguf::GgmlType;
     use std::arch::x86_64::*;
 
@@ -505,44 +506,6 @@ mod avx {
         let (gn, lanes) = group(nb, g0);
         // SAFETY: the group's lanes of the row's d array (caller).
         (gn, lanes, unsafe { _mm512_maskz_loadu_ps(lanes, x.add(QK * nb + 4 * g0).cast::<f32>()) })
-    }
-
-    /// `_mm512_reduce_add_ps` of each of `v` (a decode kernel's rows), four vectors at a time
-    /// where `R` allows: the same additions in the same pairs (lanes `i` and `i + 8`, then
-    /// `i + 4`, `i + 2`, `i + 1`), so the same bits, in 12 shuffles and 8 adds for four rows
-    /// instead of 32 µops (SmolLM2's rows of 18 blocks spend a fifth of their time in sums).
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    pub(in crate::kernels::qmatmul) fn reduce_rows<const R: usize>(v: [__m512; R]) -> [f32; R] {
-        let mut out = [0f32; R];
-        let mut r = 0;
-        while r + 4 <= R {
-            let q = [v[r], v[r + 1], v[r + 2], v[r + 3]];
-            out[r..r + 4].copy_from_slice(&reduce_add4(q));
-            r += 4;
-        }
-        for i in r..R {
-            out[i] = _mm512_reduce_add_ps(v[i]);
-        }
-        out
-    }
-
-    /// [`reduce_rows`] of four vectors.
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    fn reduce_add4(v: [__m512; 4]) -> [f32; 4] {
-        // Lanes i + (i + 8): [a_lo8 + a_hi8 | b_lo8 + b_hi8], [c… | d…].
-        let ab = _mm512_add_ps(_mm512_shuffle_f32x4::<0x44>(v[0], v[1]), _mm512_shuffle_f32x4::<0xee>(v[0], v[1]));
-        let cd = _mm512_add_ps(_mm512_shuffle_f32x4::<0x44>(v[2], v[3]), _mm512_shuffle_f32x4::<0xee>(v[2], v[3]));
-        // Then i + (i + 4): 128-bit lane k holds vector k's four partial sums.
-        let s = _mm512_add_ps(_mm512_shuffle_f32x4::<0x88>(ab, cd), _mm512_shuffle_f32x4::<0xdd>(ab, cd));
-        // Then i + (i + 2) and 0 + 1 within each 128-bit lane.
-        let s = _mm512_add_ps(s, _mm512_shuffle_ps::<0b01_00_11_10>(s, s));
-        let s = _mm512_add_ps(s, _mm512_shuffle_ps::<0b10_11_00_01>(s, s));
-        let mut lanes = [0f32; 16];
-        // SAFETY: 16 floats.
-        unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), s) };
-        [lanes[0], lanes[4], lanes[8], lanes[12]]
     }
 
     /// `Σ` of the 8 lanes.
@@ -1021,51 +984,5 @@ mod avx {
         let h = _mm_add_ps(h, _mm_movehl_ps(h, h));
         let h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
         _mm_cvtss_f32(h) + corr
-    }
-}
-
-#[cfg(all(test, target_arch = "x86_64"))]
-mod reduce_tests {
-    use super::avx::reduce_rows;
-    use std::arch::x86_64::*;
-
-    /// The batched sums give `_mm512_reduce_add_ps`'s bits on vectors whose lanes differ by
-    /// up to 2⁴⁰ in magnitude (where another pairing rounds differently), four and seven rows.
-    #[test]
-    fn reduce_rows_is_reduce_add_ps() {
-        if !std::arch::is_x86_feature_detected!("avx512f") {
-            eprintln!("SKIP: no AVX-512F");
-            return;
-        }
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            let m = (seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
-            m * 2f32.powi(((seed >> 8) % 41) as i32 - 20)
-        };
-        let (mut differs_from_sequential, mut n) = (0, 0);
-        for _ in 0..2000 {
-            let lanes: Vec<[f32; 16]> = (0..7).map(|_| std::array::from_fn(|_| next())).collect();
-            // SAFETY: AVX-512F was detected; 16 floats per load.
-            unsafe {
-                let v: [__m512; 7] = std::array::from_fn(|i| _mm512_loadu_ps(lanes[i].as_ptr()));
-                let got7 = reduce_rows(v);
-                let got4 = reduce_rows([v[0], v[1], v[2], v[3]]);
-                for i in 0..7 {
-                    let want = _mm512_reduce_add_ps(v[i]);
-                    assert_eq!(got7[i].to_bits(), want.to_bits(), "row {i} of 7: {:?}", lanes[i]);
-                    if i < 4 {
-                        assert_eq!(got4[i].to_bits(), want.to_bits());
-                    }
-                    let seq: f32 = lanes[i].iter().sum();
-                    differs_from_sequential += usize::from(seq.to_bits() != want.to_bits());
-                    n += 1;
-                }
-            }
-        }
-        // The inputs do tell pairings apart: a left-to-right sum rounds differently often.
-        assert!(differs_from_sequential * 4 > n, "{differs_from_sequential} of {n}");
     }
 }
