@@ -424,6 +424,25 @@ mod avx512 {
         }
     }
 
+    /// `f::<M, R>(args.., vy)` for each group of `R` = 4 (then the 1–3 left) of `m` rows,
+    /// `vy[r]` = `at(i + r)` (a row's vector and result pointers) for the group from row `i`.
+    macro_rules! row_groups {
+        ($m:expr, $at:expr, $f:ident::<$t:ty>($($arg:expr),*)) => {{
+            let at = $at;
+            let mut i = 0;
+            while i < $m {
+                let vy = |r: usize| at(i + r);
+                match $m - i {
+                    1 => $f::<$t, 1>($($arg,)* std::array::from_fn(vy)),
+                    2 => $f::<$t, 2>($($arg,)* std::array::from_fn(vy)),
+                    3 => $f::<$t, 3>($($arg,)* std::array::from_fn(vy)),
+                    _ => $f::<$t, 4>($($arg,)* std::array::from_fn(vy)),
+                }
+                i += 4;
+            }
+        }};
+    }
+
     /// [`dot_rows`] for `m` vectors against one matrix: `y[i·ys + j] = Σ_k w[j·ws + k] ·
     /// v[i·vst + k]` for `i < m`, `j < n`, `k < kk` — up to four vectors against four matrix
     /// rows at a time, so each matrix row is loaded once for all of them and their sums reduce
@@ -446,20 +465,8 @@ mod avx512 {
         y: *mut f32,
         ys: usize,
     ) {
-        let mut i = 0;
         // SAFETY (every call): rows `i .. i + R` of `v` and `y` exist (`i + R <= m`).
-        unsafe {
-            while i < m {
-                let at = |r: usize| (v.add((i + r) * vst), y.add((i + r) * ys));
-                match m - i {
-                    1 => dot_block::<M, 1>(w, ws, n, std::array::from_fn(at), kk),
-                    2 => dot_block::<M, 2>(w, ws, n, std::array::from_fn(at), kk),
-                    3 => dot_block::<M, 3>(w, ws, n, std::array::from_fn(at), kk),
-                    _ => dot_block::<M, 4>(w, ws, n, std::array::from_fn(at), kk),
-                }
-                i += 4;
-            }
-        }
+        unsafe { row_groups!(m, |i| (v.add(i * vst), y.add(i * ys)), dot_block::<M>(w, ws, n, kk)) }
     }
 
     /// [`dot_multi`] of `R` vectors (`vy[i]`: vector `i` and its result row).
@@ -472,8 +479,8 @@ mod avx512 {
         w: *const M,
         ws: usize,
         n: usize,
-        vy: [(*const f32, *mut f32); R],
         k: usize,
+        vy: [(*const f32, *mut f32); R],
     ) {
         let full = k / 16 * 16;
         let tail_mask: __mmask16 = ((1u32 << (k - full)) - 1) as __mmask16;
@@ -546,20 +553,8 @@ mod avx512 {
         y: *mut f32,
         ys: usize,
     ) {
-        let mut i = 0;
         // SAFETY (every call): rows `i .. i + R` of `v` and `y` exist (`i + R <= m`).
-        unsafe {
-            while i < m {
-                let at = |r: usize| (v.add((i + r) * vst), y.add((i + r) * ys));
-                match m - i {
-                    1 => axpy_block::<M, 1>(w, ws, n, std::array::from_fn(at), vs, k),
-                    2 => axpy_block::<M, 2>(w, ws, n, std::array::from_fn(at), vs, k),
-                    3 => axpy_block::<M, 3>(w, ws, n, std::array::from_fn(at), vs, k),
-                    _ => axpy_block::<M, 4>(w, ws, n, std::array::from_fn(at), vs, k),
-                }
-                i += 4;
-            }
-        }
+        unsafe { row_groups!(m, |i| (v.add(i * vst), y.add(i * ys)), axpy_block::<M>(w, ws, n, vs, k)) }
     }
 
     /// [`axpy_multi`] of `R` vectors, column block by column block.
@@ -572,9 +567,9 @@ mod avx512 {
         w: *const M,
         ws: usize,
         n: usize,
-        vy: [(*const f32, *mut f32); R],
         vs: usize,
         k: usize,
+        vy: [(*const f32, *mut f32); R],
     ) {
         let mut j = 0;
         // SAFETY: as `axpy_cols`'s contract, for every column block inside `0..n`.
