@@ -105,6 +105,27 @@ fn simplify_keeps_broadcasting_identities_and_signed_zero() {
     assert_eq!(s.changed, 0);
 }
 
+/// A transpose that moves only size-1 dims is the same row-major data: a reshape (which the
+/// CPU plans as a view); one that swaps two dims of size > 1 stays, even next to 1s.
+#[test]
+fn simplify_degenerate_transpose_to_reshape() {
+    let mut g = Graph::new("t");
+    let x = g.input("x", f32s(&[2, 1, 3, 4]));
+    let a = g.transpose(x, &[0, 2, 1, 3]); // [2, 3, 1, 4]: only the 1 moves
+    let b = g.transpose(x, &[1, 0, 3, 2]); // [1, 2, 4, 3]: 3 and 4 swap
+    let c = g.reshape(a, [6, 4]); // reshape(reshape(x)) after the rewrite
+    g.set_outputs(vec![a, b, c]);
+    let expected = "\
+graph t(x: f32[2,1,3,4]) params() {
+  %1 = reshape[new_sizes=[2,3,1,4]](%0) : f32[2,3,1,4]
+  %2 = transpose[permutation=[1,0,3,2]](%0) : f32[1,2,4,3]
+  %3 = reshape[new_sizes=[6,4]](%0) : f32[6,4]
+  return %1, %2, %3
+}
+";
+    assert_eq!(after(&g, passes::simplify::run), expected);
+}
+
 #[test]
 fn simplify_transpose_and_reshape_chains() {
     let mut g = Graph::new("t");

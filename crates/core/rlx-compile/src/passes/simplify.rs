@@ -9,6 +9,7 @@
 //! | `neg(neg(x))` | `x` |
 //! | `transpose(transpose(x, p), q)` | `transpose(x, p∘q)`, or `x` when that is the identity |
 //! | `transpose(x, identity)` | `x` |
+//! | `transpose(x, p)` moving only dims of size 1 | `reshape(x)` (the same row-major order: a view, not a copy; XLA's "transpose is a bitcast") |
 //! | `reshape(reshape(x))` | `reshape(x)`, or `x` when the shape is `x`'s |
 //! | `reshape(x)` to `x`'s shape | `x` |
 //! | `convert_element_type(x)` to `x`'s dtype | `x` |
@@ -122,6 +123,20 @@ fn rewrite(out: &mut Graph, n: &Node, ins: &[NodeId]) -> Option<NodeId> {
         }
         _ => None,
     };
+    // A transpose whose dims other than static 1s keep their order moves no element: the same
+    // row-major data under the output's dims. Decode steps (one token) transpose `[B, 1, H, D]`
+    // to `[B, H, 1, D]` four times a layer. Not when a transpose-of-transpose chain follows
+    // below: that composes first.
+    if let Op::Transpose { permutation } = &n.op
+        && found.is_none()
+        && !matches!(out.node(ins[0]).op, Op::Transpose { .. })
+    {
+        let dims = &out.shape(ins[0]).dims;
+        let moved: Vec<usize> = permutation.iter().copied().filter(|&d| dims[d] != rlx_ir::Dim::Static(1)).collect();
+        if moved.windows(2).all(|w| w[0] < w[1]) {
+            return Some(push(out, Op::Reshape { new_sizes: ty.dims.clone() }, ins[0], &ty));
+        }
+    }
     if let Some(x) = found
         && same(out, x)
     {
