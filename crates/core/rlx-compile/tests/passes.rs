@@ -114,13 +114,18 @@ fn simplify_degenerate_transpose_to_reshape() {
     let a = g.transpose(x, &[0, 2, 1, 3]); // [2, 3, 1, 4]: only the 1 moves
     let b = g.transpose(x, &[1, 0, 3, 2]); // [1, 2, 4, 3]: 3 and 4 swap
     let c = g.reshape(a, [6, 4]); // reshape(reshape(x)) after the rewrite
-    g.set_outputs(vec![a, b, c]);
+    // Two real transposes whose composition moves only the 1: one reshape of x.
+    let t1 = g.transpose(x, &[2, 0, 1, 3]); // [3, 2, 1, 4]
+    let d = g.transpose(t1, &[1, 0, 2, 3]); // [2, 3, 1, 4]
+    g.set_outputs(vec![a, b, c, d, t1]);
     let expected = "\
 graph t(x: f32[2,1,3,4]) params() {
   %1 = reshape[new_sizes=[2,3,1,4]](%0) : f32[2,3,1,4]
   %2 = transpose[permutation=[1,0,3,2]](%0) : f32[1,2,4,3]
   %3 = reshape[new_sizes=[6,4]](%0) : f32[6,4]
-  return %1, %2, %3
+  %4 = transpose[permutation=[2,0,1,3]](%0) : f32[3,2,1,4]
+  %5 = reshape[new_sizes=[2,3,1,4]](%0) : f32[2,3,1,4]
+  return %1, %2, %3, %5, %4
 }
 ";
     assert_eq!(after(&g, passes::simplify::run), expected);

@@ -592,12 +592,6 @@ mod tests {
         assert_eq!((l[0], l[1], l[3]), (1.0, 0.0, 0.5));
         assert!(t[2].is_nan() && l[2].is_nan());
     }
-}
-
-#[cfg(test)]
-mod reduce_tests {
-    use super::reduce_rows;
-    use std::arch::x86_64::*;
 
     /// The batched sums give `_mm512_reduce_add_ps`'s bits on vectors whose lanes differ by
     /// up to 2⁴⁰ in magnitude (where another pairing rounds differently), four and seven rows.

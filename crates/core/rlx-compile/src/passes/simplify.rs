@@ -117,46 +117,21 @@ fn rewrite(out: &mut Graph, n: &Node, ins: &[NodeId]) -> Option<NodeId> {
             let identity = broadcast_dimensions.iter().enumerate().all(|(i, &d)| i == d);
             identity.then_some(ins[0])
         }
-        Op::Transpose { permutation } => {
-            let identity = permutation.iter().enumerate().all(|(i, &d)| i == d);
-            if identity { Some(ins[0]) } else { None }
-        }
+        Op::Transpose { permutation } => return transpose(out, ins[0], permutation, &ty),
         _ => None,
     };
-    // A transpose whose dims other than static 1s keep their order moves no element: the same
-    // row-major data under the output's dims. Decode steps (one token) transpose `[B, 1, H, D]`
-    // to `[B, H, 1, D]` four times a layer. Not when a transpose-of-transpose chain follows
-    // below: that composes first.
-    if let Op::Transpose { permutation } = &n.op
-        && found.is_none()
-        && !matches!(out.node(ins[0]).op, Op::Transpose { .. })
-    {
-        let dims = &out.shape(ins[0]).dims;
-        let moved: Vec<usize> = permutation.iter().copied().filter(|&d| dims[d] != rlx_ir::Dim::Static(1)).collect();
-        if moved.windows(2).all(|w| w[0] < w[1]) {
-            return Some(push(out, Op::Reshape { new_sizes: ty.dims.clone() }, ins[0], &ty));
-        }
-    }
     if let Some(x) = found
         && same(out, x)
     {
         return Some(x);
     }
-    // Chains that collapse into one new node.
-    if !matches!(n.op, Op::Transpose { .. } | Op::Reshape { .. }) {
+    // A reshape chain collapses into one reshape.
+    if !matches!(n.op, Op::Reshape { .. }) {
         return None;
     }
     let inner = out.node(ins[0]);
     let x = *inner.inputs.first()?;
     match (&n.op, &inner.op) {
-        (Op::Transpose { permutation: q }, Op::Transpose { permutation: p }) => {
-            // Output dim i of the outer is inner dim q[i], which is x's dim p[q[i]].
-            let composed: Vec<usize> = q.iter().map(|&i| p[i]).collect();
-            if composed.iter().enumerate().all(|(i, &d)| i == d) && same(out, x) {
-                return Some(x);
-            }
-            Some(push(out, Op::Transpose { permutation: composed }, x, &ty))
-        }
         (Op::Reshape { new_sizes }, Op::Reshape { .. }) => {
             if same(out, x) {
                 return Some(x);
@@ -165,6 +140,28 @@ fn rewrite(out: &mut Graph, n: &Node, ins: &[NodeId]) -> Option<NodeId> {
         }
         _ => None,
     }
+}
+
+/// The replacement of `transpose(a, q)` of type `ty`, if any: over a transpose `a =
+/// transpose(x, p)` the composed `transpose(x, p∘q)`; then `x` itself when that is the
+/// identity, or `reshape(x)` when the permutation moves only static size-1 dims (no element
+/// moves: XLA's transpose-is-bitcast; one-token decode steps transpose `[B, 1, H, D]` to
+/// `[B, H, 1, D]` four times a layer). `None` when `transpose(a, q)` stays as it is.
+fn transpose(out: &mut Graph, a: NodeId, q: &[usize], ty: &rlx_ir::Shape) -> Option<NodeId> {
+    let (x, perm) = match &out.node(a).op {
+        // Output dim i of the outer is inner dim q[i], which is x's dim p[q[i]].
+        Op::Transpose { permutation: p } => (out.node(a).inputs[0], q.iter().map(|&i| p[i]).collect()),
+        _ => (a, q.to_vec()),
+    };
+    let dims = &out.shape(x).dims;
+    let kept: Vec<usize> = perm.iter().copied().filter(|&d| dims[d] != rlx_ir::Dim::Static(1)).collect();
+    if kept.windows(2).all(|w| w[0] < w[1]) {
+        if perm.iter().enumerate().all(|(i, &d)| i == d) {
+            return Some(x);
+        }
+        return Some(push(out, Op::Reshape { new_sizes: ty.dims.clone() }, x, ty));
+    }
+    (x != a).then(|| push(out, Op::Transpose { permutation: perm }, x, ty))
 }
 
 /// The gather rule: `n` is a gather of whole rows of an elementwise value read only by it
