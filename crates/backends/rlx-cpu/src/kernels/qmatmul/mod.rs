@@ -48,8 +48,10 @@
 //! → 0.027 ms, 1 × 1536 × 576 0.028 → 0.020 (the f32 kernel on blocks: 0.030 and 0.030).
 //!
 //! Work split: output columns (weight rows) in chunks across threads when `M · N · K` is large
-//! (the executor's spinning team, [`super::spin`], else rayon); in the `tile` path one contiguous range of rows per thread. All scratch is allocated
-//! by [`select`]; [`run`] allocates nothing.
+//! (the executor's spinning team, [`super::spin`], else rayon); in the `tile` path one contiguous range of rows per thread. Per-kernel state is
+//! allocated by [`select`]; working buffers (tiles, converted activations, joined rows) are one
+//! set per thread ([`Work`], [`JOIN`]), grown when a thread first runs a larger kernel, so a
+//! warm [`run`] allocates nothing.
 
 mod amx;
 mod bfp;
@@ -140,14 +142,15 @@ pub struct QMatmulKernel {
     ct: usize,
     /// `Σ x` per 32- (16-) element block (`fused` path, schemes with [`decode::needs_block_sums`]).
     xblk: Vec<f32>,
-    /// The `fused` path's activation row as [`bfp`]'s block floating point (with VNNI; empty
-    /// otherwise).
-    xbfp: Vec<u8>,
+    /// Bytes of the `fused` path's activation row as [`bfp`]'s block floating point (in the
+    /// calling thread's [`Work::xq`]; with VNNI, else 0).
+    xbfp: usize,
     /// The `amx` path's activation layout and per-chunk scratch.
     amx: Option<amx::AmxScratch>,
-    /// `Path::Q8` without VNNI on weights in `Layout::SplitRows`: per chunk, [`JOIN_ROWS`] rows
-    /// converted back into blocks.
-    wjoin: Vec<u8>,
+    /// Weights in `Layout::SplitRows` that a path reads as blocks (`Path::Q8` without VNNI, the
+    /// exact decode's f32 kernel): [`JOIN_ROWS`] rows at a time converted back, in the running
+    /// thread's [`JOIN`] buffer.
+    join: bool,
 }
 
 impl QMatmulKernel {
@@ -160,7 +163,7 @@ impl QMatmulKernel {
                 Path::Q8(2) => "dequant_matmul_q8_vnni_split_rows",
                 Path::Q8(1) => "dequant_matmul_q8_avx2_split_rows",
                 Path::Q8(_) => "dequant_matmul_q8_scalar_split_rows",
-                Path::Fused if !self.xbfp.is_empty() => "dequant_matmul_fused_vnni_split_rows",
+                Path::Fused if self.xbfp > 0 => "dequant_matmul_fused_vnni_split_rows",
                 Path::Fused => "dequant_matmul_fused_avx512_split_rows",
                 Path::Tile if self.simd && exact::has_decoder(self.ty) => "dequant_matmul_tile_avx512_split_rows",
                 Path::Tile => "dequant_matmul_tile_split_rows",
@@ -173,7 +176,7 @@ impl QMatmulKernel {
             Path::Q8(2) => "dequant_matmul_q8_vnni",
             Path::Q8(1) => "dequant_matmul_q8_avx2",
             Path::Q8(_) => "dequant_matmul_q8_scalar",
-            Path::Fused if !self.xbfp.is_empty() => "dequant_matmul_fused_vnni",
+            Path::Fused if self.xbfp > 0 => "dequant_matmul_fused_vnni",
             Path::Fused => "dequant_matmul_fused_avx512",
             Path::Tile if self.simd && exact::has_decoder(self.ty) => "dequant_matmul_tile_avx512",
             Path::Tile => "dequant_matmul_tile",
@@ -285,9 +288,9 @@ pub fn select(
         ct: if on_sgemm { scratch / ld.max(1) * m } else { 0 },
         ld,
         xblk: vec![0.0; if path == Path::Fused && decode::needs_block_sums(ty) { k / decode::sum_len(ty) } else { 0 }],
-        xbfp: vec![0; if path == Path::Fused && bfp_ok { bfp::act_bytes(k) } else { 0 }],
+        xbfp: if path == Path::Fused && bfp_ok { bfp::act_bytes(k) } else { 0 },
         amx,
-        wjoin: if join { vec![0; n.div_ceil(chunk) * JOIN_ROWS * row_bytes] } else { vec![] },
+        join,
     })
 }
 
@@ -379,7 +382,7 @@ fn run_q8(k: &mut QMatmulKernel, level: u8, wb: &[u8], y: &mut [f32], xq: &[u8])
     // these columns.
     let put = |j0: usize| move |mi: usize, r: usize, v: f32| unsafe { *yp.get().add(mi * n + j0 + r) = v };
     let rows = |c: usize| (c * chunk, ((c + 1) * chunk).min(n));
-    if k.wjoin.is_empty() {
+    if !k.join {
         let split = k.layout == Layout::SplitRows;
         spin::for_each(n.div_ceil(chunk), |c| {
             let (j0, j1) = rows(c);
@@ -392,15 +395,31 @@ fn run_q8(k: &mut QMatmulKernel, level: u8, wb: &[u8], y: &mut [f32], xq: &[u8])
         });
         return;
     }
-    spin::for_chunks_mut(&mut k.wjoin, JOIN_ROWS * row_bytes, |c, buf| {
+    spin::for_each(n.div_ceil(chunk), |c| {
         let (j0, j1) = rows(c);
-        for s0 in (j0..j1).step_by(JOIN_ROWS) {
-            let s1 = (s0 + JOIN_ROWS).min(j1);
-            let blocks = &mut buf[..(s1 - s0) * row_bytes];
-            join_rows(ty, &wb[s0 * row_bytes..s1 * row_bytes], row_bytes, blocks);
-            int8::tile(ty, level, blocks, row_bytes, xq, m, &mut put(s0));
-        }
+        with_join(JOIN_ROWS * row_bytes, |buf| {
+            for s0 in (j0..j1).step_by(JOIN_ROWS) {
+                let s1 = (s0 + JOIN_ROWS).min(j1);
+                let blocks = &mut buf[..(s1 - s0) * row_bytes];
+                join_rows(ty, &wb[s0 * row_bytes..s1 * row_bytes], row_bytes, blocks);
+                int8::tile(ty, level, blocks, row_bytes, xq, m, &mut put(s0));
+            }
+        })
     });
+}
+
+thread_local! {
+    /// The [`JOIN_ROWS`] weight rows a chunk converts back into blocks (`QMatmulKernel::join`),
+    /// on the thread that runs the chunk: one buffer per thread, not one per kernel and chunk
+    /// (those were ~11 MB of every SmolLM2 decode graph's ~18 MB of compiled state). Apart
+    /// from [`WORK`], which the calling thread holds borrowed while its chunks run.
+    static JOIN: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Run `f` on the first `len` bytes of this thread's [`JOIN`] buffer (contents unspecified:
+/// [`join_rows`] writes every byte a chunk reads).
+fn with_join<R>(len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+    JOIN.with_borrow_mut(|b| f(first(b, len)))
 }
 
 /// Rows of `src` (`row_bytes` each, in `Layout::SplitRows`) back into GGUF blocks in `dst`
@@ -419,14 +438,24 @@ fn run_decode(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32]) {
         let (chunk, row_bytes, ty) = (k.chunk, k.row_bytes, k.ty);
         let split = k.layout == Layout::SplitRows;
         let yp = OutPtr(y.as_mut_ptr());
-        if !k.xbfp.is_empty() && bfp_quantize(ty, x, &mut k.xbfp) {
-            let (xa, nb) = (&k.xbfp[..], kk / 32);
-            spin::for_each(n.div_ceil(chunk), |c| {
-                let (j0, j1) = (c * chunk, ((c + 1) * chunk).min(n));
-                // SAFETY: chunks write disjoint ranges `j0..j1` of `y`, which outlives the call.
-                let yc = unsafe { yp.slice(j0, j1 - j0) };
-                bfp_dot_rows(ty, split, &wb[j0 * row_bytes..j1 * row_bytes], row_bytes, xa, nb, yc);
+        // The row converted in the calling thread's `Work`, read by every chunk (the chunks'
+        // code does not borrow `WORK`).
+        let on_bfp = k.xbfp > 0
+            && WORK.with_borrow_mut(|w| {
+                let xa = first(&mut w.xq, k.xbfp);
+                if !bfp_quantize(ty, x, xa) {
+                    return false;
+                }
+                let (xa, nb) = (&*xa, kk / 32);
+                spin::for_each(n.div_ceil(chunk), |c| {
+                    let (j0, j1) = (c * chunk, ((c + 1) * chunk).min(n));
+                    // SAFETY: chunks write disjoint ranges `j0..j1` of `y`, which outlives the call.
+                    let yc = unsafe { yp.slice(j0, j1 - j0) };
+                    bfp_dot_rows(ty, split, &wb[j0 * row_bytes..j1 * row_bytes], row_bytes, xa, nb, yc);
+                });
+                true
             });
+        if on_bfp {
             continue;
         }
         if !k.xblk.is_empty() {
@@ -435,16 +464,18 @@ fn run_decode(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32]) {
         let xblk = &k.xblk[..];
         if split {
             // The f32 kernel reads blocks: `JOIN_ROWS` rows at a time converted back.
-            spin::for_chunks_mut(&mut k.wjoin, JOIN_ROWS * row_bytes, |c, buf| {
+            spin::for_each(n.div_ceil(chunk), |c| {
                 let (j0, j1) = (c * chunk, ((c + 1) * chunk).min(n));
-                for s0 in (j0..j1).step_by(JOIN_ROWS) {
-                    let s1 = (s0 + JOIN_ROWS).min(j1);
-                    let blocks = &mut buf[..(s1 - s0) * row_bytes];
-                    join_rows(ty, &wb[s0 * row_bytes..s1 * row_bytes], row_bytes, blocks);
-                    // SAFETY: chunks write disjoint ranges of `y`, which outlives the call.
-                    let yc = unsafe { yp.slice(s0, s1 - s0) };
-                    decode_dot_rows(ty, blocks, row_bytes, x, xblk, yc);
-                }
+                with_join(JOIN_ROWS * row_bytes, |buf| {
+                    for s0 in (j0..j1).step_by(JOIN_ROWS) {
+                        let s1 = (s0 + JOIN_ROWS).min(j1);
+                        let blocks = &mut buf[..(s1 - s0) * row_bytes];
+                        join_rows(ty, &wb[s0 * row_bytes..s1 * row_bytes], row_bytes, blocks);
+                        // SAFETY: chunks write disjoint ranges of `y`, which outlives the call.
+                        let yc = unsafe { yp.slice(s0, s1 - s0) };
+                        decode_dot_rows(ty, blocks, row_bytes, x, xblk, yc);
+                    }
+                })
             });
             continue;
         }
@@ -465,7 +496,7 @@ fn decode_dot_rows(ty: GgmlType, w: &[u8], row_bytes: usize, x: &[f32], xblk: &[
     unsafe { decode::dot_rows(ty, w, row_bytes, x, xblk, y) }
 }
 
-/// [`bfp::quantize`] (`xbfp` is allocated only where it can run).
+/// [`bfp::quantize`] (`xbfp` is nonzero only where it can run).
 #[cfg(target_arch = "x86_64")]
 fn bfp_quantize(ty: GgmlType, x: &[f32], xa: &mut [u8]) -> bool {
     // SAFETY: `xbfp` is planned only with AVX-512 + VNNI detected, `act_bytes(k)` long.
@@ -506,7 +537,9 @@ fn decode_dot_rows(_: GgmlType, _: &[u8], _: usize, _: &[f32], _: &[f32], _: &mu
 #[derive(Default)]
 struct Work {
     scratch: Vec<f32>,
-    /// Quantized activation rows ([`int8::quantize_acts`] writes every byte it is given).
+    /// Quantized activation rows ([`int8::quantize_acts`] writes every byte it is given), or
+    /// the exact decode's block floating point row ([`bfp::quantize`] writes every byte the
+    /// kernels read).
     xq: Vec<u8>,
     ct: Vec<f32>,
     /// The packed `xᵀ` of the `tile` path ([`sgemm::PackedB::fit`] to each call's `k × m`).
