@@ -21,7 +21,8 @@
 //! register with non-temporal stores, and operands of at least [`PREFETCH_MIN_BYTES`] read in
 //! place are prefetched into L2 [`PREFETCH_BLOCKS`] blocks ahead.
 //!
-//! `run` allocates nothing: the scratch registers and reduction accumulators are planned here.
+//! The reduction accumulators are planned here; the scratch registers of a task live in the
+//! running thread's buffer ([`with_scratch`]), so a warm `run` allocates nothing.
 
 use super::elementwise::{Src, binary_block, unary_block};
 use super::fused_adam::{self, AdamMatch, AdamScalars};
@@ -142,7 +143,6 @@ pub struct FusedKernel {
     outs: Vec<OutKind>,
     /// Task boundaries (element offsets, `tasks + 1` of them).
     bounds: Vec<usize>,
-    scratch: Vec<f32>,
     acc: Vec<f32>,
     /// Write the f32 results with non-temporal stores (results of at least
     /// [`super::composite::STREAM_MIN_BYTES`] on AVX-512: they cannot stay in cache, and
@@ -441,7 +441,6 @@ pub fn select(c: &Composite, ins: &[(Vec<usize>, DType)], outs: &[(Vec<usize>, D
         acc: vec![0.0; t * reds.len().max(1)],
         reds,
         outs: outs_k,
-        scratch: vec![0.0; t * b.regs.max(1) * REG_STRIDE],
         bounds,
         stream,
     })
@@ -655,14 +654,12 @@ pub fn run_range(
     let ptrs = out_ptrs(k, ins, outs)?;
     // One task's registers (`REG_STRIDE` apart, as `run_task` addresses them).
     let stride = k.regs.max(1) * REG_STRIDE;
-    let mut scratch = std::mem::take(&mut k.scratch);
     let op0 = first_is_block.then(|| Block0 {
         base: ins[0].as_slice::<f32>().unwrap().as_ptr(),
         shift: start,
         len: end - start,
     });
-    run_task(k, ins, &ptrs, (start, end), &mut scratch[..stride], &mut [], 1, op0);
-    k.scratch = scratch;
+    with_scratch(stride, |scr| run_task(k, ins, &ptrs, (start, end), scr, &mut [], 1, op0));
     Ok(())
 }
 
@@ -671,8 +668,7 @@ pub fn run_range(
 /// that task with operand 0 read from `first` (not from `ins[0]`): the block of
 /// `end - start` floats at float offset `at` (tasks fill their blocks before each call). The
 /// ranges of all tasks must be disjoint. `Ok(false)` (nothing run) when the kernel has
-/// reductions, operand 0 is not read element for element ([`reads_whole`]) or the kernel has
-/// scratch for fewer tasks.
+/// reductions or operand 0 is not read element for element ([`reads_whole`]).
 ///
 /// # Safety
 /// `first` addresses `first_len` floats; `run` reads only the block it is given, which no
@@ -686,28 +682,18 @@ pub unsafe fn run_tasks(
     body: impl Fn(usize, &mut dyn FnMut((usize, usize), usize)) + Sync,
 ) -> Result<bool, IrError> {
     let stride = k.regs.max(1) * REG_STRIDE;
-    if !k.reds.is_empty() || !reads_whole(k, 0) || k.scratch.len() < tasks * stride {
+    if !k.reds.is_empty() || !reads_whole(k, 0) {
         return Ok(false);
     }
     let ptrs = out_ptrs(k, ins, outs)?;
-    let (kk, ptrs, sp, n) = (&*k, &ptrs, SyncPtr(k.scratch.as_ptr() as *mut f32), k.n);
+    let (kk, ptrs, n) = (&*k, &ptrs, k.n);
     spin::for_each(tasks, |t| {
-        // SAFETY: task `t` alone uses chunk `t` of the scratch (sized for `tasks` chunks above).
-        let scr = unsafe { sp.slice(t * stride, stride) };
         body(t, &mut |(start, end), at| {
             assert!(start <= end && end <= n && at + (end - start) <= first_len, "fused range outside the region");
             // SAFETY: the block lies in `first` (asserted); the caller's contract.
             let base = unsafe { first.get().add(at) };
-            run_task(
-                kk,
-                ins,
-                ptrs,
-                (start, end),
-                scr,
-                &mut [],
-                1,
-                Some(Block0 { base, shift: start, len: end - start }),
-            );
+            let op0 = Some(Block0 { base, shift: start, len: end - start });
+            with_scratch(stride, |scr| run_task(kk, ins, ptrs, (start, end), scr, &mut [], 1, op0));
         });
     });
     Ok(true)
@@ -719,29 +705,27 @@ pub fn run(k: &mut FusedKernel, ins: &[&Tensor], outs: &mut [Tensor]) -> Result<
     let nred = k.reds.len();
     let stride = k.regs.max(1) * REG_STRIDE;
     let rows = k.n / k.row.max(1);
-    let mut scratch = std::mem::take(&mut k.scratch);
     let mut acc = std::mem::take(&mut k.acc);
     {
         let kk = &*k;
         let ptrs = &ptrs;
-        let work = |(t, (scr, acc)): (usize, (&mut [f32], &mut [f32]))| {
-            run_task(kk, ins, ptrs, (kk.bounds[t], kk.bounds[t + 1]), scr, acc, rows, None);
+        let work = |(t, acc): (usize, &mut [f32])| {
+            with_scratch(stride, |scr| run_task(kk, ins, ptrs, (kk.bounds[t], kk.bounds[t + 1]), scr, acc, rows, None));
         };
         let tasks = kk.bounds.len() - 1;
         if tasks > 1 && threads() > 1 {
             // On the executor's spinning team (a rayon hand-off wakes sleeping workers: tens
             // of µs per step on a VM, and their spinning competes with the team's).
-            let (na, sp, ap) = (nred.max(1), SyncPtr(scratch.as_mut_ptr()), SyncPtr(acc.as_mut_ptr()));
+            let (na, ap) = (nred.max(1), SyncPtr(acc.as_mut_ptr()));
             spin::for_each(tasks, |t| {
-                // SAFETY: task `t` alone uses chunk `t` of the scratch (`stride` floats per
-                // task) and of the accumulators (`na` per task), both sized for every task.
-                let (scr, acc) = unsafe { (sp.slice(t * stride, stride), ap.slice(t * na, na)) };
-                work((t, (scr, acc)));
+                // SAFETY: task `t` alone uses chunk `t` of the accumulators (`na` per task,
+                // sized for every task).
+                work((t, unsafe { ap.slice(t * na, na) }));
             });
         } else if tasks > 1 {
-            scratch.chunks_mut(stride).zip(acc.chunks_mut(nred.max(1))).enumerate().for_each(work);
+            acc.chunks_mut(nred.max(1)).enumerate().for_each(work);
         } else {
-            work((0, (&mut scratch[..], &mut acc[..])));
+            work((0, &mut acc[..]));
         }
     }
     // A full reduction: combine the task partials in order.
@@ -754,7 +738,6 @@ pub fn run(k: &mut FusedKernel, ins: &[&Tensor], outs: &mut [Tensor]) -> Result<
             }
         }
     }
-    k.scratch = scratch;
     k.acc = acc;
     Ok(())
 }
@@ -766,6 +749,24 @@ struct Block0 {
     base: *const f32,
     shift: usize,
     len: usize,
+}
+
+thread_local! {
+    /// The scratch registers of the task this thread runs (`regs · REG_STRIDE` floats): one
+    /// buffer per thread, grown to the largest kernel's, instead of `tasks` sets per kernel
+    /// (SmolLM2's 441-token prefill graphs held 27.6 MB of them, `heaptrack`).
+    static SCRATCH: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Run `f` on the first `len` floats of this thread's [`SCRATCH`]. Contents are unspecified:
+/// every register is written by an instruction before one reads it.
+fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
+    SCRATCH.with_borrow_mut(|b| {
+        if b.len() < len {
+            b.resize(len, 0.0);
+        }
+        f(&mut b[..len])
+    })
 }
 
 /// Elements `[start, end)`; with `op0`, operand 0 comes from that block ([`run_range`],
