@@ -19,10 +19,10 @@ pub enum GgufError {
         source: std::io::Error,
     },
     /// The first four bytes are not `GGUF`.
-    #[error("not a GGUF file: bad magic {} at offset 0, expected \"GGUF\" (47 47 55 46)", magic_text(.found))]
+    #[error("not a GGUF file: {}", bad_magic(.found))]
     BadMagic {
-        /// The bytes found (zero-padded when the file is shorter).
-        found: [u8; 4],
+        /// The bytes found: the first four, or all of a shorter file.
+        found: Vec<u8>,
     },
     /// A version other than 1, 2 or 3.
     #[error("unsupported GGUF version {version} at offset 4 (supported: 1, 2, 3){hint}")]
@@ -221,6 +221,13 @@ pub enum GgufError {
 
 /// `Result` with [`GgufError`].
 pub type Result<T, E = GgufError> = std::result::Result<T, E>;
+
+/// [`GgufError::BadMagic`]'s message: what the first bytes were, and that the file ends before
+/// four bytes when it does.
+fn bad_magic(found: &[u8]) -> String {
+    let short = if found.len() < 4 { format!(" (the file has only {} bytes)", found.len()) } else { String::new() };
+    format!("bad magic {} at offset 0{short}, expected \"GGUF\" (47 47 55 46)", magic_text(found))
+}
 
 /// A file's first bytes (the magic) as text and hex, e.g. `"hell" (68 65 6c 6c)` for a text
 /// file: printable ASCII as is, anything else escaped (`\x00`, `\x89`, `\"`), so that an error

@@ -255,15 +255,14 @@ impl GgufContent {
     /// duplicate keys or names, bad alignment, bad shapes, misaligned, out-of-range or
     /// overlapping tensors).
     pub fn parse(bytes: &[u8]) -> Result<GgufContent> {
-        let mut found = [0u8; 4];
-        let n = bytes.len().min(4);
-        found[..n].copy_from_slice(&bytes[..n]);
+        let found = &bytes[..bytes.len().min(4)];
+        let n = found.len();
         // An empty file, or one cut inside "GGUF", is truncated rather than of another format.
-        if n < 4 && bytes == &GGUF_MAGIC[..n] {
+        if n < 4 && found == &GGUF_MAGIC[..n] {
             return Err(GgufError::Truncated { what: "magic", offset: 0, needed: 4, available: n as u64 });
         }
         if found != GGUF_MAGIC {
-            return Err(GgufError::BadMagic { found });
+            return Err(GgufError::BadMagic { found: found.to_vec() });
         }
         let mut c = Cursor { buf: bytes, pos: 4, version: 3 };
         let version = c.u32("version")?;
