@@ -759,11 +759,15 @@ thread_local! {
 }
 
 /// Run `f` on the first `len` floats of this thread's [`SCRATCH`]. Contents are unspecified:
-/// every register is written by an instruction before one reads it.
+/// every register is written by an instruction before one reads it (debug builds fill the
+/// scratch with NaN first, so that every test checks it).
 fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
     SCRATCH.with_borrow_mut(|b| {
         if b.len() < len {
             b.resize(len, 0.0);
+        }
+        if cfg!(debug_assertions) {
+            b[..len].fill(f32::NAN);
         }
         f(&mut b[..len])
     })

@@ -420,9 +420,21 @@ thread_local! {
 }
 
 /// Run `f` on the first `len` bytes of this thread's [`JOIN`] buffer (contents unspecified:
-/// [`join_rows`] writes every byte a chunk reads).
+/// [`join_rows`] writes every byte a chunk reads; debug builds fill it with [`POISON`] first).
 fn with_join<R>(len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
-    JOIN.with_borrow_mut(|b| f(first(b, len)))
+    JOIN.with_borrow_mut(|b| f(poisoned(first(b, len))))
+}
+
+/// The byte that debug builds write over per-thread byte buffers before a kernel uses them, so
+/// that a read of a byte the kernel did not write first shows in the tests' results.
+const POISON: u8 = 0xA5;
+
+/// `b`, filled with [`POISON`] in debug builds.
+fn poisoned(b: &mut [u8]) -> &mut [u8] {
+    if cfg!(debug_assertions) {
+        b.fill(POISON);
+    }
+    b
 }
 
 /// Rows of `src` (`row_bytes` each, in `Layout::SplitRows`) back into GGUF blocks in `dst`
@@ -445,7 +457,7 @@ fn run_decode(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32]) {
         // code does not borrow `WORK`).
         let on_bfp = k.xbfp > 0
             && WORK.with_borrow_mut(|w| {
-                let xa = first(&mut w.xq, k.xbfp);
+                let xa = poisoned(first(&mut w.xq, k.xbfp));
                 if !bfp_quantize(ty, x, xa) {
                     return false;
                 }
