@@ -758,19 +758,10 @@ thread_local! {
     static SCRATCH: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Run `f` on the first `len` floats of this thread's [`SCRATCH`]. Contents are unspecified:
-/// every register is written by an instruction before one reads it (debug builds fill the
-/// scratch with NaN first, so that every test checks it).
+/// Run `f` on the first `len` floats of this thread's [`SCRATCH`] (every register is written
+/// by an instruction before one reads it; [`super::scratch::grown`]).
 fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
-    SCRATCH.with_borrow_mut(|b| {
-        if b.len() < len {
-            b.resize(len, 0.0);
-        }
-        if cfg!(debug_assertions) {
-            b[..len].fill(f32::NAN);
-        }
-        f(&mut b[..len])
-    })
+    SCRATCH.with_borrow_mut(|b| f(super::scratch::grown(b, len)))
 }
 
 /// Elements `[start, end)`; with `op0`, operand 0 comes from that block ([`run_range`],

@@ -26,6 +26,7 @@ mod norm_avx512;
 pub mod qmatmul;
 pub mod reduce;
 pub mod rope;
+pub(crate) mod scratch;
 pub mod sgemm;
 pub mod simd;
 pub(crate) mod spin;

@@ -196,8 +196,8 @@ pub(super) unsafe fn run(
     super::spin::for_each(nchunks, |c| {
         super::WORK.with_borrow_mut(|work| {
             let ChunkScratch { wq, ab, out, cbuf } = &mut work.chunk;
-            let (wq, ab) = (super::first(wq, T * k), super::first(ab, 2 * ns * T));
-            let (out, cbuf) = (super::first(out, T * mb * T), super::first(cbuf, 2 * T * T));
+            let (wq, ab) = (super::grown(wq, T * k), super::grown(ab, 2 * ns * T));
+            let (out, cbuf) = (super::grown(out, T * mb * T), super::grown(cbuf, 2 * T * T));
             // SAFETY: the features are the caller's contract; `y` holds `m · n` floats (asserted
             // above) and chunk `c` writes only its own columns of it.
             unsafe {

@@ -60,6 +60,7 @@ mod exact;
 mod int8;
 mod q8k;
 
+use super::scratch::grown;
 use super::sgemm;
 use super::spin::{self, SyncPtr as OutPtr};
 use crate::CpuOptions;
@@ -321,7 +322,7 @@ pub fn run(k: &mut QMatmulKernel, x: &Tensor, w: &Tensor, out: &mut Tensor) -> R
     #[cfg(target_arch = "x86_64")]
     if let (Path::Amx | Path::Panel, Some(s)) = (k.path, k.amx.as_mut()) {
         WORK.with_borrow_mut(|w| {
-            let xq = first(&mut w.xq, k.xq);
+            let xq = grown(&mut w.xq, k.xq);
             int8::quantize_acts(k.ty, xs, kk, xq);
             amx::layout_acts(k.ty, xq, m, kk, s);
         });
@@ -334,7 +335,7 @@ pub fn run(k: &mut QMatmulKernel, x: &Tensor, w: &Tensor, out: &mut Tensor) -> R
     }
     if let Path::Q8(level) = k.path {
         WORK.with_borrow_mut(|w| {
-            let xq = first(&mut w.xq, k.xq);
+            let xq = grown(&mut w.xq, k.xq);
             int8::quantize_acts(k.ty, xs, kk, xq);
             run_q8(k, level, wb, y, xq);
         });
@@ -365,7 +366,7 @@ pub fn run(k: &mut QMatmulKernel, x: &Tensor, w: &Tensor, out: &mut Tensor) -> R
     let nchunks = n.div_ceil(chunk);
     if path == Path::Rowwise {
         WORK.with_borrow_mut(|w| {
-            let rows = OutPtr(first(&mut w.scratch, k.scratch).as_mut_ptr());
+            let rows = OutPtr(grown(&mut w.scratch, k.scratch).as_mut_ptr());
             // SAFETY: chunk c uses only its own row `c` of the scratch (`nchunks · kk` long).
             spin::for_each(nchunks, |c| body(c, unsafe { rows.slice(c * kk, kk) }));
         });
@@ -419,22 +420,10 @@ thread_local! {
     static JOIN: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Run `f` on the first `len` bytes of this thread's [`JOIN`] buffer (contents unspecified:
-/// [`join_rows`] writes every byte a chunk reads; debug builds fill it with [`POISON`] first).
+/// Run `f` on the first `len` bytes of this thread's [`JOIN`] buffer ([`join_rows`] writes
+/// every byte a chunk reads).
 fn with_join<R>(len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
-    JOIN.with_borrow_mut(|b| f(poisoned(first(b, len))))
-}
-
-/// The byte that debug builds write over per-thread byte buffers before a kernel uses them, so
-/// that a read of a byte the kernel did not write first shows in the tests' results.
-const POISON: u8 = 0xA5;
-
-/// `b`, filled with [`POISON`] in debug builds.
-fn poisoned(b: &mut [u8]) -> &mut [u8] {
-    if cfg!(debug_assertions) {
-        b.fill(POISON);
-    }
-    b
+    JOIN.with_borrow_mut(|b| f(grown(b, len)))
 }
 
 /// Rows of `src` (`row_bytes` each, in `Layout::SplitRows`) back into GGUF blocks in `dst`
@@ -457,7 +446,7 @@ fn run_decode(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32]) {
         // code does not borrow `WORK`).
         let on_bfp = k.xbfp > 0
             && WORK.with_borrow_mut(|w| {
-                let xa = poisoned(first(&mut w.xq, k.xbfp));
+                let xa = grown(&mut w.xq, k.xbfp);
                 if !bfp_quantize(ty, x, xa) {
                     return false;
                 }
@@ -547,8 +536,9 @@ fn decode_dot_rows(_: GgmlType, _: &[u8], _: usize, _: &[f32], _: &[f32], _: &mu
 /// rows live only during its own run (a chunk's, on the thread that runs the chunk).
 /// Owned per kernel they took 410 MB for SmolLM2's 210 quantized products (its prefill and
 /// decode graphs, `heaptrack`); shared, the largest kernel's few MB.
-/// Contents carry nothing between runs: every float read is written earlier in the same run
-/// (`pack_b` rewrites a packed `xᵀ` whole, zeroing its padding lanes).
+/// Contents carry nothing between runs: every element read is written earlier in the same
+/// run (`pack_b` rewrites a packed `xᵀ` whole, zeroing its padding lanes); the vectors are
+/// handed out by [`grown`], which poisons them in debug builds so the tests check that.
 #[derive(Default)]
 struct Work {
     scratch: Vec<f32>,
@@ -563,14 +553,6 @@ struct Work {
     chunk: amx::ChunkScratch,
 }
 
-/// The first `len` elements of one of [`Work`]'s buffers, grown on first use.
-fn first<T: Clone + Default>(buf: &mut Vec<T>, len: usize) -> &mut [T] {
-    if buf.len() < len {
-        buf.resize(len, T::default());
-    }
-    &mut buf[..len]
-}
-
 thread_local! {
     static WORK: std::cell::RefCell<Work> = std::cell::RefCell::new(Work::default());
 }
@@ -582,7 +564,7 @@ fn run_tile(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32], work: &
     let fast = k.simd && exact::has_decoder(ty);
     let yp = OutPtr(y.as_mut_ptr());
     let Work { scratch, ct, xt: packed, .. } = work;
-    let (kscratch, kct) = (first(scratch, k.scratch), first(ct, k.ct));
+    let (kscratch, kct) = (grown(scratch, k.scratch), grown(ct, k.ct));
     let xt = if k.xt {
         packed.fit(kk, m);
         // SAFETY: x is [m, kk] row-major, read as its transpose [kk, m]; `packed` is sized for it.
