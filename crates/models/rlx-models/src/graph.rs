@@ -10,7 +10,8 @@
 //!   sequence's last new token, whose logits are returned);
 //! - `cache.{l}.k`, `cache.{l}.v` f32 or f16 `[B, Hk, C, D]` per layer (f16 is converted to f32
 //!   inside attention, except by fast mode's attention op, which reads it as f16);
-//! - the weights, GGUF names in [`crate::weights::expected`] order.
+//! - the weights, GGUF names in [`crate::weights::graph_weight_names`] order ([`crate::weights::expected`]'s,
+//!   with `attn_qkv` / `ffn_gate_up` for the parts [`crate::Weights::fuse_projections`] joined).
 //!
 //! Outputs: `logits` f32 `[B, V]` of the rows `last`, then `k_new`, `v_new` f32
 //! `[B, Hk, S, D]` per layer (after RoPE), which the host appends to the cache.
@@ -26,7 +27,7 @@
 //! `scaled_dot_product_attention` over `concat(cache, new)`, which copies the whole cache
 //! every step and repeats K/V `rep` times for GQA.
 
-use crate::weights::{Weight, Weights, expected};
+use crate::weights::{FUSED, Weight, Weights, expected, graph_weight_names};
 use crate::{KvCacheDtype, LlamaConfig, ModelError, Result};
 use rlx_gguf::GgmlType;
 use rlx_ir::op::RopeLayout;
@@ -77,13 +78,32 @@ pub fn step_graph(
     let mask_in = mask;
     let mask = g.reshape(mask, vec![b, 1, 1, s, c + s]);
     let mut ws = std::collections::HashMap::new();
-    for (name, _) in expected(cfg) {
+    for name in graph_weight_names(cfg, w) {
         let wt = w.get(&name).ok_or_else(|| ModelError::MissingTensor(name.clone()))?;
         let t = wt.tensor();
         let id = g.input(&name, Shape::new(t.shape(), t.dtype()));
         ws.insert(name, (id, wt));
     }
     let wget = |n: &str| ws[n];
+    let rows: std::collections::HashMap<String, usize> = expected(cfg).into_iter().map(|(n, sh)| (n, sh[0])).collect();
+    // `h [B, S, E] @ Wᵀ` for each part of the joined projection `(fused, stems)` of layer `l`
+    // (`[B, S, rows]` each, in `stems` order): one product and a slice per part when the
+    // weights were joined (`Weights::fuse_projections`), else one product per part.
+    let project = |g: &mut Graph, h: NodeId, l: usize, (fused, stems): (&str, &[&str])| -> Vec<NodeId> {
+        let p = |n: &str| format!("blk.{l}.{n}.weight");
+        let Some(&wf) = ws.get(&p(fused)) else {
+            return stems.iter().map(|st| linear(g, h, wget(&p(st)))).collect();
+        };
+        let y = linear(g, h, wf); // [B, S, Σ rows]
+        let mut at = 0;
+        stems
+            .iter()
+            .map(|st| {
+                at += rows[&p(st)];
+                g.slice(y, &[0, 0, at - rows[&p(st)]], &[b, s, at], &[])
+            })
+            .collect()
+    };
     // RMSNorm with weight `w`: ggml's arithmetic in fast mode.
     let norm = |g: &mut Graph, x: NodeId, w: NodeId| -> NodeId {
         if ggml {
@@ -97,8 +117,8 @@ pub fn step_graph(
     let ffn = |g: &mut Graph, x: NodeId, l: usize| -> NodeId {
         let p = |n: &str| format!("blk.{l}.{n}");
         let h = norm(g, x, wget(&p("ffn_norm.weight")).0);
-        let gate = linear(g, h, wget(&p("ffn_gate.weight")));
-        let up = linear(g, h, wget(&p("ffn_up.weight")));
+        let gu = project(g, h, l, FUSED[1]); // ffn_gate, ffn_up
+        let (gate, up) = (gu[0], gu[1]);
         let act = if ggml {
             g.custom(crate::ggml_numerics::GGML_SWIGLU, Attrs::new(), &[gate, up])[0]
         } else {
@@ -141,8 +161,8 @@ pub fn step_graph(
     for (l, &(kc, vc)) in caches.iter().enumerate() {
         let p = |n: &str| format!("blk.{l}.{n}");
         let h = norm(&mut g, x, wget(&p("attn_norm.weight")).0);
-        let proj = |g: &mut Graph, n: &str, heads: usize| {
-            let mut y = linear(g, h, wget(&p(&format!("{n}.weight"))));
+        let qkv = project(&mut g, h, l, FUSED[0]); // attn_q, attn_k, attn_v
+        let proj = |g: &mut Graph, n: &str, mut y: NodeId, heads: usize| {
             if cfg.qkv_bias {
                 y = g.add(y, wget(&p(&format!("{n}.bias"))).0);
             }
@@ -156,9 +176,9 @@ pub fn step_graph(
             }
             g.reshape(y, vec![b, s, heads, d])
         };
-        let q = proj(&mut g, "attn_q", cfg.n_head);
-        let k = proj(&mut g, "attn_k", hk);
-        let v = proj(&mut g, "attn_v", hk);
+        let q = proj(&mut g, "attn_q", qkv[0], cfg.n_head);
+        let k = proj(&mut g, "attn_k", qkv[1], hk);
+        let v = proj(&mut g, "attn_v", qkv[2], hk);
         if ggml_attention {
             // The cache as it is: an f16 cache takes llama.cpp's default attention (flash
             // attention over f16 K/V), an f32 one its f32 attention.

@@ -105,14 +105,16 @@ struct StepGraph {
 impl LlamaModel {
     /// A model from a config and weights, compiled for the CPU with `opts`.
     pub fn new(cfg: LlamaConfig, mut weights: Weights, opts: CompileOptions) -> Result<LlamaModel> {
-        let weight_names = crate::weights::expected(&cfg).into_iter().map(|(n, _)| n).collect::<Vec<_>>();
-        for n in &weight_names {
-            weights.get(n).ok_or_else(|| ModelError::MissingTensor(n.clone()))?;
+        for (n, _) in crate::weights::expected(&cfg) {
+            weights.get(&n).ok_or(ModelError::MissingTensor(n))?;
         }
         let ggml = opts.clone().with_env_overrides().quantized_activations;
         // The CPU kernels of both modes read Q4_0 / Q4_1 / Q8_0 rows faster with their quants and
         // scales apart (same values, bit-identical results; see `Weights::to_split_rows`).
         weights.to_split_rows()?;
+        // One product for Q, K, V and one for gate and up (bit-identical rows, fewer steps).
+        weights.fuse_projections(&cfg)?;
+        let weight_names = crate::weights::graph_weight_names(&cfg, &weights);
         let session = Session::try_new(Device::Cpu)?;
         let cache_names = (0..cfg.n_layer).map(|l| (format!("cache.{l}.k"), format!("cache.{l}.v"))).collect();
         let graphs = HashMap::new();
@@ -165,7 +167,8 @@ impl LlamaModel {
     }
 
     /// The weights (Q4_0 / Q4_1 / Q8_0 rows in `rlx_gguf::Layout::SplitRows`, see
-    /// [`Weights::to_split_rows`]).
+    /// [`Weights::to_split_rows`]; each layer's Q/K/V and gate/up joined, see
+    /// [`Weights::fuse_projections`]).
     pub fn weights(&self) -> &Weights {
         &self.weights
     }

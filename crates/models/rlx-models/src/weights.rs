@@ -118,6 +118,82 @@ pub fn hf_name(gguf: &str) -> String {
     format!("model.layers.{i}.{hf}.{kind}")
 }
 
+/// Joined projections: the joined weight's stem and its parts' stems, in row order (Q, K, V;
+/// gate, up: the order [`crate::graph::step_graph`] slices them in).
+pub const FUSED: [(&str, &[&str]); 2] =
+    [("attn_qkv", &["attn_q", "attn_k", "attn_v"]), ("ffn_gate_up", &["ffn_gate", "ffn_up"])];
+
+/// The joined weight a part belongs to (`blk.3.attn_k.weight` → `blk.3.attn_qkv.weight`), if
+/// it is a part of one.
+pub fn fused_name(part: &str) -> Option<String> {
+    let rest = part.strip_prefix("blk.")?;
+    let (i, name) = rest.split_once('.')?;
+    let stem = name.strip_suffix(".weight")?;
+    FUSED.iter().find(|(_, ps)| ps.contains(&stem)).map(|(f, _)| format!("blk.{i}.{f}.weight"))
+}
+
+/// The weight inputs of [`crate::graph::step_graph`], in declaration order: [`expected`]'s
+/// names, with the parts of a joined projection (see [`Weights::fuse_projections`]) replaced
+/// by the joined weight at its first part's place. A name `w` lacks stays in the list (the
+/// graph builder reports it missing).
+pub fn graph_weight_names(cfg: &LlamaConfig, w: &Weights) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for (name, _) in expected(cfg) {
+        match fused_name(&name) {
+            Some(f) if w.get(&name).is_none() && w.get(&f).is_some() => {
+                if out.last() != Some(&f) {
+                    out.push(f);
+                }
+            }
+            _ => out.push(name),
+        }
+    }
+    out
+}
+
+/// The rows of `names` (all present and of one form) stacked into one weight; `None` when
+/// one is missing or they differ in form.
+fn join_rows(map: &BTreeMap<String, Weight>, names: &[String]) -> Result<Option<Weight>> {
+    let Some(parts) = names.iter().map(|n| map.get(n)).collect::<Option<Vec<_>>>() else { return Ok(None) };
+    let rows: usize = parts.iter().map(|w| w.shape()[0]).sum();
+    match parts[0] {
+        Weight::Dense(t0) => {
+            let cols = t0.shape().get(1).copied();
+            let same = |w: &&Weight| matches!(w, Weight::Dense(t) if t.shape().len() == 2 && t.shape().get(1).copied() == cols);
+            if cols.is_none() || !parts.iter().all(same) {
+                return Ok(None);
+            }
+            let mut v: Vec<f32> = Vec::with_capacity(rows * cols.unwrap_or(0));
+            for w in &parts {
+                let t = w.tensor();
+                v.extend_from_slice(
+                    t.as_slice::<f32>().ok_or_else(|| bad(&names[0], "dense weight is not f32".into()))?,
+                );
+            }
+            let t = Tensor::from_vec(v, &[rows, cols.unwrap_or(0)]).map_err(|e| bad(&names[0], e.to_string()))?;
+            Ok(Some(Weight::Dense(t)))
+        }
+        Weight::Packed { data: d0, scheme: s0, k: k0, layout: l0, .. } => {
+            let bpr = d0.shape().get(1).copied().unwrap_or(0);
+            let same = |w: &&Weight| {
+                matches!(w, Weight::Packed { data, scheme, k, layout, .. }
+                    if scheme == s0 && k == k0 && layout == l0 && data.shape().get(1).copied() == Some(bpr))
+            };
+            if !parts.iter().all(same) {
+                return Ok(None);
+            }
+            let mut v: Vec<u8> = Vec::with_capacity(rows * bpr);
+            for (w, n) in parts.iter().zip(names) {
+                v.extend_from_slice(
+                    w.tensor().as_slice::<u8>().ok_or_else(|| bad(n, "packed weights are not U8".into()))?,
+                );
+            }
+            let data = Tensor::from_vec(v, &[rows, bpr]).map_err(|e| bad(&names[0], e.to_string()))?;
+            Ok(Some(Weight::Packed { data, scheme: s0.clone(), n: rows, k: *k0, layout: *l0 }))
+        }
+    }
+}
+
 fn bad(name: &str, msg: String) -> ModelError {
     ModelError::BadTensor { name: name.to_string(), msg }
 }
@@ -193,6 +269,34 @@ impl Weights {
             *layout = Layout::SplitRows;
         }
         Ok(())
+    }
+
+    /// Join each layer's projections that read the same activation into one weight, so a
+    /// step runs one product over their rows instead of several: `attn_q`, `attn_k`, `attn_v`
+    /// into `blk.{i}.attn_qkv.weight` (`[qd + 2·kd, e]`, llama.cpp's name for a joined QKV) and
+    /// `ffn_gate`, `ffn_up` into `blk.{i}.ffn_gate_up.weight` (`[2·f, e]`). The rows are the
+    /// parts' rows in that order, unchanged (each output row is the same dot product), so
+    /// results are bit-identical; [`crate::graph::step_graph`] slices the joined product back
+    /// into its parts. A layer's parts are joined only when they have the same form (all
+    /// dense, or all packed with one scheme, layout and row length); others stay apart.
+    /// [`crate::LlamaModel`] does this for every model. Returns how many joined weights it made.
+    ///
+    /// Errors: a part whose tensor is not of its form's element type (dense f32, packed U8),
+    /// as [`ModelError::BadTensor`].
+    pub fn fuse_projections(&mut self, cfg: &LlamaConfig) -> Result<usize> {
+        let mut made = 0;
+        for i in 0..cfg.n_layer {
+            for (fused, parts) in FUSED {
+                let names: Vec<String> = parts.iter().map(|p| format!("blk.{i}.{p}.weight")).collect();
+                let Some(w) = join_rows(&self.map, &names)? else { continue };
+                for n in &names {
+                    self.map.remove(n);
+                }
+                self.map.insert(format!("blk.{i}.{fused}.weight"), w);
+                made += 1;
+            }
+        }
+        Ok(made)
     }
 
     /// Weight `name`.

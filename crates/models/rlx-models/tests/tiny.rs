@@ -377,3 +377,89 @@ fn split_rows_in_both_modes_fast_close_to_exact() {
         prompt_logits_close(&mut fast, &mut exact, ty.name());
     }
 }
+
+/// `Weights::fuse_projections` joins Q/K/V and gate/up rows: the step graph over the joined
+/// weights gives bit-identical logits and new K/V rows to the graph over the separate ones, for
+/// dense and packed weights, prefill and decode shapes, both modes.
+#[test]
+fn joined_projections_are_bit_identical() {
+    use rlx_models::{KvCacheDtype, graph, weights};
+    let session = rlx_runtime::Session::try_new(rlx_runtime::Device::Cpu).unwrap();
+    for ty in [GgmlType::F32, GgmlType::Q8_0, GgmlType::Q4_1] {
+        let f = GgufFile::from_vec(gguf_bytes("llama", ty)).unwrap();
+        let cfg = LlamaConfig::from_gguf(&f).unwrap();
+        let mut apart = Weights::from_gguf(&f, &cfg).unwrap();
+        apart.to_split_rows().unwrap();
+        let mut joined = apart.clone();
+        assert_eq!(joined.fuse_projections(&cfg).unwrap(), 2 * L, "{ty}");
+        assert!(joined.get("blk.1.attn_k.weight").is_none() && joined.get("blk.1.ffn_up.weight").is_none());
+        assert_eq!(joined.get("blk.1.attn_qkv.weight").unwrap().shape(), vec![(H + 2 * HK) * D, E]);
+        assert_eq!(joined.get("blk.0.ffn_gate_up.weight").unwrap().shape(), vec![2 * F, E]);
+        let names = weights::graph_weight_names(&cfg, &joined);
+        assert_eq!(names.len(), weights::expected(&cfg).len() - 3 * L, "{ty}: {names:?}");
+        for ggml in [false, true] {
+            for s in [1usize, 7] {
+                let c = 8;
+                let mut outs = vec![];
+                for w in [&apart, &joined] {
+                    let g = graph::step_graph(&cfg, w, (1, s, c, KvCacheDtype::F32), ggml).unwrap();
+                    let opts = CompileOptions::default().with_quantized_activations(ggml);
+                    let mut exe = session.try_compile_with(g, &opts).unwrap();
+                    let (cos, sin) = rlx_models::runner::rope_tables(&cfg, 3, s);
+                    let (cos, sin) = if ggml {
+                        let (mut c2, mut s2) = (vec![0.0; s * D], vec![0.0; s * D]);
+                        rlx_models::ggml_numerics::rope_tables_ggml(
+                            10000.0,
+                            1.0,
+                            cfg.rope_style,
+                            D,
+                            3,
+                            &mut c2,
+                            &mut s2,
+                        );
+                        (c2, s2)
+                    } else {
+                        (cos, sin)
+                    };
+                    // Three cached positions, then the new block (causal).
+                    let mask: Vec<f32> = (0..s * (c + s))
+                        .map(|ij| {
+                            let (i, j) = (ij / (c + s), ij % (c + s));
+                            if j < 3 || (j >= c && j - c <= i) { 0.0 } else { f32::NEG_INFINITY }
+                        })
+                        .collect();
+                    let toks: Vec<i32> = PROMPT[..s].iter().map(|&t| t as i32).collect();
+                    let mut feeds: Vec<(String, Tensor)> = vec![
+                        ("tokens".into(), Tensor::from_vec(toks, &[1, s]).unwrap()),
+                        ("rope_cos".into(), Tensor::from_vec(cos, &[s, D]).unwrap()),
+                        ("rope_sin".into(), Tensor::from_vec(sin, &[s, D]).unwrap()),
+                        ("mask".into(), Tensor::from_vec(mask, &[1, s, c + s]).unwrap()),
+                        ("last".into(), Tensor::from_vec(vec![s as i32 - 1], &[1]).unwrap()),
+                    ];
+                    for l in 0..L {
+                        for kv in ["k", "v"] {
+                            let t = Tensor::from_vec(rand(HK * c * D, 7 + l as u64, 1.0), &[1, HK, c, D]).unwrap();
+                            feeds.push((format!("cache.{l}.{kv}"), t));
+                        }
+                    }
+                    for n in weights::graph_weight_names(&cfg, w) {
+                        feeds.push((n.clone(), w.get(&n).unwrap().tensor().clone()));
+                    }
+                    let refs: Vec<(&str, &Tensor)> = feeds.iter().map(|(n, t)| (n.as_str(), t)).collect();
+                    let mut out = vec![];
+                    exe.run_into(&refs, &mut out).unwrap();
+                    outs.push(out);
+                }
+                assert_eq!(outs[0].len(), 1 + 2 * L);
+                for (k, (a, b)) in outs[0].iter().zip(&outs[1]).enumerate() {
+                    let (a, b) = (a.as_slice::<f32>().unwrap(), b.as_slice::<f32>().unwrap());
+                    assert!(a.iter().all(|x| x.is_finite()), "{ty} ggml={ggml} s={s} output {k}");
+                    assert!(
+                        a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()),
+                        "{ty} ggml={ggml} s={s} output {k}"
+                    );
+                }
+            }
+        }
+    }
+}
