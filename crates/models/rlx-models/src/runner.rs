@@ -3,8 +3,9 @@
 //! A step feeds the [`KvCache`] tensors to the graph by reference (`CompiledGraph::run_refs`,
 //! no copy), the graph returns only the new rows `[B, Hk, S, D]`, and the host writes those
 //! rows in place: per-token copies are O(new tokens). Prompts run in chunks of at most
-//! [`MAX_CHUNK`] tokens per sequence padded to a power of two, so graphs are compiled once per
-//! `(B, S, C, cache dtype)` bucket, never per token. Sequences of one batch may have different
+//! [`MAX_CHUNK`] tokens per sequence padded to a bucket length ([`chunk_bucket`]: a power of two
+//! up to 16, then a multiple of 16), so graphs are compiled once per `(B, S, C, cache dtype)`
+//! bucket, never per token. Sequences of one batch may have different
 //! lengths and get different numbers of new tokens per step (the shorter ones padded and
 //! masked).
 
@@ -20,6 +21,16 @@ use std::path::Path;
 
 /// Largest number of tokens one prefill step processes per sequence.
 pub const MAX_CHUNK: usize = 256;
+
+/// The padded length `S` of a step graph that runs `n` new tokens per sequence: `n` rounded up
+/// to a power of two up to 16, then to a multiple of 16 (at most [`MAX_CHUNK`] for `n` within
+/// it). Padded rows are computed and masked, so this bounds the waste to 15 rows for prompts
+/// over 16 tokens (powers of two throughout computed 256 rows for a 133-token prompt) while
+/// keeping the number of compiled prefill graphs at 20 per cache capacity.
+pub fn chunk_bucket(n: usize) -> usize {
+    let n = n.max(1);
+    if n <= 16 { n.next_power_of_two() } else { n.next_multiple_of(16) }
+}
 
 /// A Llama-family decoder ready to run: config, weights, and the compiled step graphs.
 pub struct LlamaModel {
@@ -266,7 +277,7 @@ impl LlamaModel {
         let mut keys = vec![];
         while len < prompt_len {
             let m = (prompt_len - len).min(MAX_CHUNK);
-            keys.push((batch, m.next_power_of_two(), cap, self.kv_dtype));
+            keys.push((batch, chunk_bucket(m), cap, self.kv_dtype));
             len += m;
             cap = cap.max(len.next_power_of_two());
         }
@@ -376,7 +387,7 @@ impl LlamaModel {
     /// returns the bucket whose `outputs[0]` holds the logits.
     fn step(&mut self, cache: &mut KvCache, chunk: &[&[u32]]) -> Result<Bucket> {
         let (b, d) = (cache.batch(), self.cfg.head_dim);
-        let s = chunk.iter().map(|c| c.len()).max().unwrap_or(1).max(1).next_power_of_two();
+        let s = chunk_bucket(chunk.iter().map(|c| c.len()).max().unwrap_or(1));
         let c = cache.cap;
         let key = (b, s, c, cache.dtype());
         self.compiled(key)?;
@@ -469,5 +480,17 @@ fn rope_rows(cfg: &LlamaConfig, past: usize, cos: &mut [f32], sin: &mut [f32]) {
             cr[j] = a.cos() as f32;
             sr[j] = a.sin() as f32;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunk_buckets_are_powers_of_two_then_multiples_of_16() {
+        let got: Vec<usize> = [0, 1, 3, 5, 16, 17, 34, 48, 133, 255, 256].map(chunk_bucket).to_vec();
+        assert_eq!(got, [1, 1, 4, 8, 16, 32, 48, 48, 144, 256, 256]);
+        assert!((1..=MAX_CHUNK).all(|n| chunk_bucket(n) >= n && chunk_bucket(n) <= MAX_CHUNK));
     }
 }
