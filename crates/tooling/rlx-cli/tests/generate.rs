@@ -271,7 +271,8 @@ fn a_one_token_prompt_is_counted_in_the_singular() {
 #[test]
 fn profile_reports_every_step_of_both_phases() {
     // One prompt chunk, then 3 decode steps (the 4th token is sampled from the 3rd step's
-    // logits): SmolLM2 has 30 layers of 7 quantized products plus the Q8_0 LM head.
+    // logits): SmolLM2 has 30 layers of 4 quantized products (Q/K/V joined, output, gate/up
+    // joined, down) plus the Q8_0 LM head.
     let Some(m) = model() else { return };
     let out = rlx(&["generate", "--model", &m, "--max-tokens", "4", "--threads", "1", "--profile", "--json"]);
     let j = last_json(&out);
@@ -279,8 +280,8 @@ fn profile_reports_every_step_of_both_phases() {
     let calls = |phase: &str, op: &str| -> u64 {
         rows.iter().filter(|r| r["phase"] == phase && r["op"] == op).map(|r| r["calls"].as_u64().unwrap()).sum()
     };
-    assert_eq!(calls("prompt", "dequant_matmul"), 30 * 7 + 1, "{j}");
-    assert_eq!(calls("generation", "dequant_matmul"), 3 * (30 * 7 + 1), "{j}");
+    assert_eq!(calls("prompt", "dequant_matmul"), 30 * 4 + 1, "{j}");
+    assert_eq!(calls("generation", "dequant_matmul"), 3 * (30 * 4 + 1), "{j}");
     let ms =
         |phase: &str| -> f64 { rows.iter().filter(|r| r["phase"] == phase).map(|r| r["ms"].as_f64().unwrap()).sum() };
     let gen_ms = j["gen_secs"].as_f64().unwrap() * 1e3;
@@ -299,7 +300,7 @@ fn profile_reports_every_step_of_both_phases() {
             .map(|r| r["calls"].as_u64().unwrap())
             .sum()
     };
-    assert_eq!((j["prompt_tokens"].as_u64(), calls("prompt"), calls("generation")), (Some(1), 211, 211), "{j}");
+    assert_eq!((j["prompt_tokens"].as_u64(), calls("prompt"), calls("generation")), (Some(1), 121, 121), "{j}");
     // One token: the prompt's table, and a line saying why generation has none.
     let out = rlx(&["generate", "--model", &m, "--max-tokens", "1", "--profile"]);
     let err = stderr(&out);

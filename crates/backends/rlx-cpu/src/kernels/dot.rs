@@ -196,11 +196,16 @@ thread_local! {
 }
 
 /// `f` on the thread's [`PER_RUN`] storage fitted to a `k × n` rhs; `None` (`f` not run) while
-/// that storage is in use on this thread.
-fn with_per_run<R>(k: usize, n: usize, f: impl FnOnce(&mut PackedB) -> R) -> Option<R> {
+/// that storage is in use on this thread. With `packs` (`f` packs the rhs before reading it)
+/// debug builds poison the storage first; later row blocks of one product (`packs` false) read
+/// what its first block packed.
+fn with_per_run<R>(k: usize, n: usize, packs: bool, f: impl FnOnce(&mut PackedB) -> R) -> Option<R> {
     PER_RUN.with(|s| {
         let mut bp = s.try_borrow_mut().ok()?;
         bp.fit(k, n);
+        if packs {
+            bp.poison_in_debug();
+        }
         Some(f(&mut bp))
     })
 }
@@ -326,7 +331,7 @@ fn product(k: &mut DotKernel, lhs: &Tensor, rhs: &Tensor, out: &mut Tensor) -> R
                     let (lhs, rhs, c) = (lhs_operand(p, a), rhs_operand(p, b), c.as_mut_ptr());
                     let product = |bp: &mut PackedB| unsafe { sgemm::matmul_packing(p.m, lhs, rhs, bp, c, p.n) };
                     // The whole product packs and reads within this call: any storage will do.
-                    with_per_run(p.k, p.n, product).unwrap_or_else(|| product(&mut PackedB::new(p.k, p.n)))
+                    with_per_run(p.k, p.n, true, product).unwrap_or_else(|| product(&mut PackedB::new(p.k, p.n)))
                 }
                 (Path::Gemm, _) => gemm_all(p, a, b, c),
             }
@@ -486,8 +491,9 @@ pub fn rows_f32(k: &mut DotKernel, a: &[f32], b: &[f32], c: &mut [f32], r0: usiz
         let (lhs, rhs) = (lhs_operand(p, a), rhs_operand(p, b));
         // Not a fresh buffer when the thread's is in use: later row blocks read what the block
         // at row 0 packed into the thread's.
-        let packed =
-            with_per_run(kk, n, |bp| unsafe { sgemm::matmul_range_packing(r0, r1, lhs, rhs, bp, c.as_mut_ptr(), n) });
+        let packed = with_per_run(kk, n, r0 == 0, |bp| unsafe {
+            sgemm::matmul_range_packing(r0, r1, lhs, rhs, bp, c.as_mut_ptr(), n)
+        });
         if packed.is_none() {
             return Err(IrError::Eval {
                 op: "dot_general".into(),

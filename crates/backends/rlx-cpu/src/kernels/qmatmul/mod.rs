@@ -567,6 +567,7 @@ fn run_tile(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32], work: &
     let (kscratch, kct) = (grown(scratch, k.scratch), grown(ct, k.ct));
     let xt = if k.xt {
         packed.fit(kk, m);
+        packed.poison_in_debug();
         // SAFETY: x is [m, kk] row-major, read as its transpose [kk, m]; `packed` is sized for it.
         unsafe { sgemm::pack_b(sgemm::Operand { ptr: xs.as_ptr(), rs: 1, cs: kk }, packed) };
         Some(&*packed)
