@@ -95,14 +95,19 @@ pub fn step_graph(
             return stems.iter().map(|st| linear(g, h, wget(&p(st)))).collect();
         };
         let y = linear(g, h, wf); // [B, S, Σ rows]
-        let mut at = 0;
-        stems
+        // Sliced last part first: in a one-token step the first part is a prefix of the product,
+        // which the memory plan lets alias it (no copy) when that slice is its last reader.
+        let mut end: usize = stems.iter().map(|st| rows[&p(st)]).sum();
+        let mut parts: Vec<NodeId> = stems
             .iter()
+            .rev()
             .map(|st| {
-                at += rows[&p(st)];
-                g.slice(y, &[0, 0, at - rows[&p(st)]], &[b, s, at], &[])
+                end -= rows[&p(st)];
+                g.slice(y, &[0, 0, end], &[b, s, end + rows[&p(st)]], &[])
             })
-            .collect()
+            .collect();
+        parts.reverse();
+        parts
     };
     // RMSNorm with weight `w`: ggml's arithmetic in fast mode.
     let norm = |g: &mut Graph, x: NodeId, w: NodeId| -> NodeId {
