@@ -381,15 +381,35 @@ fn split_rows_in_both_modes_fast_close_to_exact() {
 
 /// `Weights::fuse_projections` joins Q/K/V and gate/up rows: the step graph over the joined
 /// weights gives bit-identical logits and new K/V rows to the graph over the separate ones, for
-/// dense and packed weights, prefill and decode shapes, both modes.
+/// dense and packed weights, prefill and decode shapes, both modes, and with Qwen2's Q/K/V
+/// biases and Qwen3's Q/K norms (added to each part after the slice).
 #[test]
 fn joined_projections_are_bit_identical() {
     use rlx_models::{KvCacheDtype, graph, weights};
     let session = rlx_runtime::Session::try_new(rlx_runtime::Device::Cpu).unwrap();
-    for ty in [GgmlType::F32, GgmlType::Q8_0, GgmlType::Q4_1] {
+    for (ty, extras) in
+        [(GgmlType::F32, false), (GgmlType::Q8_0, false), (GgmlType::Q4_1, false), (GgmlType::Q4_1, true)]
+    {
         let f = GgufFile::from_vec(gguf_bytes("llama", ty)).unwrap();
-        let cfg = LlamaConfig::from_gguf(&f).unwrap();
+        let mut cfg = LlamaConfig::from_gguf(&f).unwrap();
         let mut apart = Weights::from_gguf(&f, &cfg).unwrap();
+        if extras {
+            (cfg.qkv_bias, cfg.qk_norm) = (true, true);
+            let mut map: BTreeMap<String, Weight> = apart.iter().map(|(n, w)| (n.to_string(), w.clone())).collect();
+            for l in 0..L {
+                for (n, len, seed) in
+                    [("attn_q.bias", H * D, 1), ("attn_k.bias", HK * D, 2), ("attn_v.bias", HK * D, 3)]
+                {
+                    let t = Tensor::from_vec(rand(len, 40 + seed + l as u64, 0.5), &[len]).unwrap();
+                    map.insert(format!("blk.{l}.{n}"), Weight::Dense(t));
+                }
+                for (n, seed) in [("attn_q_norm.weight", 4), ("attn_k_norm.weight", 5)] {
+                    let v: Vec<f32> = rand(D, 40 + seed + l as u64, 0.5).iter().map(|x| 1.0 + x).collect();
+                    map.insert(format!("blk.{l}.{n}"), Weight::Dense(Tensor::from_vec(v, &[D]).unwrap()));
+                }
+            }
+            apart = Weights::from_map(map);
+        }
         apart.to_split_rows().unwrap();
         let mut joined = apart.clone();
         assert_eq!(joined.fuse_projections(&cfg).unwrap(), 2 * L, "{ty}");
@@ -398,6 +418,7 @@ fn joined_projections_are_bit_identical() {
         assert_eq!(joined.get("blk.0.ffn_gate_up.weight").unwrap().shape(), vec![2 * F, E]);
         let names = weights::graph_weight_names(&cfg, &joined);
         assert_eq!(names.len(), weights::expected(&cfg).len() - 3 * L, "{ty}: {names:?}");
+        assert_eq!(names.iter().any(|n| n.ends_with("attn_k_norm.weight")), extras);
         for ggml in [false, true] {
             for s in [1usize, 7] {
                 let c = 8;
@@ -454,11 +475,9 @@ fn joined_projections_are_bit_identical() {
                 assert_eq!(outs[0].len(), 1 + 2 * L);
                 for (k, (a, b)) in outs[0].iter().zip(&outs[1]).enumerate() {
                     let (a, b) = (a.as_slice::<f32>().unwrap(), b.as_slice::<f32>().unwrap());
-                    assert!(a.iter().all(|x| x.is_finite()), "{ty} ggml={ggml} s={s} output {k}");
-                    assert!(
-                        a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()),
-                        "{ty} ggml={ggml} s={s} output {k}"
-                    );
+                    let what = format!("{ty} extras={extras} ggml={ggml} s={s} output {k}");
+                    assert!(a.iter().all(|x| x.is_finite()), "{what}");
+                    assert!(a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()), "{what}");
                 }
             }
         }
