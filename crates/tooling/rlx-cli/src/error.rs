@@ -104,7 +104,11 @@ pub fn detect(path: &Path) -> Result<Format, CliError> {
     match sniff(path, true)? {
         (Some(f), _) => Ok(f),
         (None, _) if is_graph_json(path) => Err(graph_json("rlx inspect reads model files")),
-        (None, head) => Err(unknown_format("a .gguf, .safetensors, .safetensors.index.json or .onnx file", &head)),
+        (None, head) => Err(unknown_format(
+            "a .gguf, .safetensors, .safetensors.index.json or .onnx file",
+            &[Format::Gguf, Format::Onnx, Format::Safetensors],
+            &head,
+        )),
     }
 }
 
@@ -115,13 +119,22 @@ fn graph_json(needs: &str) -> CliError {
 }
 
 /// The one error, in every subcommand, for a file of none of the formats that [`sniff`] knows:
-/// `unknown model format (expected <expected>): <why>`, `why` saying what was looked for.
-fn unknown_format(expected: &str, head: &[u8]) -> CliError {
-    err(format!(
-        "unknown model format (expected {expected}): no GGUF magic (first bytes {}), not named .onnx, \
-         and not a safetensors file (.safetensors, or an 8-byte header length followed by '{{')",
-        rlx_gguf::magic_text(head)
-    ))
+/// `unknown model format (expected <expected>): <why>`, `why` saying what was looked for: the
+/// GGUF magic (with the bytes found instead, which show what the file is), then the other
+/// formats the subcommand reads (`rlx generate` reads only GGUF, so names only the magic).
+fn unknown_format(expected: &str, read: &[Format], head: &[u8]) -> CliError {
+    let mut why = vec![format!("no GGUF magic (first bytes {})", rlx_gguf::magic_text(head))];
+    if read.contains(&Format::Onnx) {
+        why.push("not named .onnx".to_string());
+    }
+    if read.contains(&Format::Safetensors) || read.contains(&Format::ShardIndex) {
+        why.push("not a safetensors file (.safetensors, or an 8-byte header length followed by '{')".to_string());
+    }
+    let why = match why.as_slice() {
+        [.., last] if why.len() > 1 => format!("{}, and {last}", why[..why.len() - 1].join(", ")),
+        _ => why.join(""),
+    };
+    err(format!("unknown model format (expected {expected}): {why}"))
 }
 
 /// The error for a model file of a known format `f` that the subcommand does not read, so that
@@ -141,7 +154,7 @@ pub fn require_format(path: &Path, want: &[Format], needs: &str, expected: &str)
     match sniff(path, want.contains(&Format::Gguf))? {
         (Some(f), _) if want.contains(&f) => Ok(f),
         (Some(f), _) => Err(wrong_format(f, needs)),
-        (None, head) => Err(unknown_format(expected, &head)),
+        (None, head) => Err(unknown_format(expected, want, &head)),
     }
 }
 

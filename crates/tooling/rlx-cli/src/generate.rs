@@ -242,7 +242,12 @@ pub fn generate(args: &GenerateArgs, path: &Path, json: bool) -> Result<String, 
     }
     let ctx = cfg.context_length;
     if ids.len() > ctx {
-        return Err(err(format!("the prompt has {} tokens, more than the context of {ctx}", ids.len())));
+        // The subject of the line is the model file: say that the context is the one it runs with.
+        let from = if args.ctx_size.is_some() { "set by --ctx-size" } else { "the model's context_length" };
+        return Err(err(format!(
+            "the prompt has {} tokens, more than the context of {ctx} this model runs with ({from})",
+            ids.len()
+        )));
     }
     let mut opts = CompileOptions::default().with_quantized_activations(args.fast);
     opts.threads = crate::threads_in_use(args.threads);

@@ -197,6 +197,8 @@ fn bad_model_files_are_one_line_errors() {
     let j = junk.to_string_lossy().into_owned();
     let e = one_error_line(&rlx(&["generate", "--model", &j]), &j);
     assert!(e.contains("unknown model format (expected a GGUF model, .gguf): no GGUF magic"), "{e}");
+    // Only what `generate` reads is named (the other formats' probes confused a first user).
+    assert!(!e.contains(".onnx") && !e.contains("safetensors"), "{e}");
     // Its first bytes as text and hex, as the GGUF reader's bad-magic error shows them.
     assert!(e.contains(r#"(first bytes "hell" (68 65 6c 6c))"#), "{e}");
 
