@@ -360,12 +360,19 @@ fn profile_table(rows: &[OpTime], stats: &GenerationStats) -> String {
             }
             continue;
         }
-        let (what, wall) = match phase {
-            Phase::Prompt => ("prompt processing", stats.prompt_secs),
-            Phase::Generation => ("generation", stats.gen_secs),
+        // Graph runs of the phase, so `calls` reads per run: prompt chunks, decode steps.
+        let (what, wall, runs, unit) = match phase {
+            Phase::Prompt => (
+                "prompt processing",
+                stats.prompt_secs,
+                stats.prompt_tokens.div_ceil(rlx_models::runner::MAX_CHUNK).max(1),
+                "graph run",
+            ),
+            Phase::Generation => ("generation", stats.gen_secs, stats.tokens.len().saturating_sub(1), "decode step"),
         };
+        let plural = if runs == 1 { "" } else { "s" };
         s += &format!(
-            "profile, {what}: {:.1} ms in graph steps of {:.1} ms wall (% = share of the steps)\n       ms        %     calls  op  [kernel]\n",
+            "profile, {what}: {:.1} ms in graph steps of {:.1} ms wall, {runs} {unit}{plural} (% = share of the steps)\n       ms        %     calls  op  [kernel]\n",
             total * 1e3,
             wall * 1e3,
         );

@@ -290,6 +290,8 @@ fn profile_reports_every_step_of_both_phases() {
     assert!(ms("generation") > 0.0 && ms("generation") <= gen_ms, "steps {} ms of {gen_ms} ms", ms("generation"));
     let err = stderr(&out);
     assert!(err.contains("profile, prompt processing:") && err.contains("profile, generation:"), "{err}");
+    // Each header says how many graph runs its calls are summed over.
+    assert!(err.contains("wall, 1 graph run (") && err.contains("wall, 3 decode steps ("), "{err}");
     assert!(err.contains("dequant_matmul  [dequant_matmul_fused_") || !rlx_cpu_avx512(), "{err}");
     // Steps are booked by when they ran: a one-token prompt runs the one-token graph, and is
     // still prompt processing (it was booked to generation by graph shape).
