@@ -6,6 +6,8 @@
 //! (see [`kernels`]), else the op's reference evaluation from `rlx-ir`. [`CpuExecutable::run`]
 //! then executes the steps without allocating beyond the returned outputs.
 #![warn(missing_docs)]
+// The kernel modules' docs are for contributors: they link to the private helpers they describe.
+#![allow(rustdoc::private_intra_doc_links)]
 
 mod executor;
 mod fpenv;

@@ -19,6 +19,8 @@
 //! No model names live in the compiler or backend: everything model-specific is here.
 
 #![warn(missing_docs)]
+// `ggml_numerics`' docs link to the private helpers that follow llama.cpp's arithmetic.
+#![allow(rustdoc::private_intra_doc_links)]
 
 pub mod bert;
 pub mod config;

@@ -2,8 +2,8 @@
 //!
 //! Every failure ends as one stderr line, `rlx: error: <subject>: <reason>` (the subject is the
 //! file the subcommand was given, or the subcommand's name), with exit status 1. [`CliError`]
-//! is the reason; [`line`] adds the prefix. The readers' own I/O errors name the path too
-//! ("I/O error on <path>: …"); [`line`] drops that so the path is printed once.
+//! is the reason; [`line()`] adds the prefix. The readers' own I/O errors name the path too
+//! (`I/O error on <path>: …`); [`line()`] drops that so the path is printed once.
 
 use std::path::Path;
 

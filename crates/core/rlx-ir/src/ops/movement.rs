@@ -15,7 +15,7 @@
 //! - `pad`: negative `low`/`high` crop; `interior` inserts that many padding elements between
 //!   neighbours; every resulting dim must be ≥ 0.
 //! - `gather` / `scatter_add`: XLA `GatherDimensionNumbers` / `ScatterDimensionNumbers` with
-//!   the index vector in the last dim of `indices` (see [`gather`](self::gather) for the exact
+//!   the index vector in the last dim of `indices` (see [`Graph::gather`](crate::Graph::gather) for the exact
 //!   rules). `GatherMode::Clip` clamps each start index so the whole slice is in bounds (XLA's
 //!   native behaviour, `GatherScatterMode.CLIP`). `GatherMode::FillOrDrop`: a gather slice whose
 //!   start is out of bounds reads as **zero** (deviation: `jax.lax.gather`'s default fill is NaN
