@@ -57,6 +57,10 @@ pub struct LlamaModel {
 struct ProfileBooks {
     booked: HashMap<ProfileKey, (u64, std::time::Duration)>,
     seen: StepTotals,
+    /// Graph runs (steps of the model) since the last [`LlamaModel::end_profile_phase`].
+    pending_runs: u64,
+    /// Graph runs booked per phase.
+    runs: HashMap<Phase, u64>,
 }
 
 /// Calls and time per (op, kernel).
@@ -222,6 +226,13 @@ impl LlamaModel {
         Some(v)
     }
 
+    /// Graph runs (prompt chunks, decode steps) booked to `phase`, over which
+    /// [`LlamaModel::profile`]'s calls of that phase are summed; `None` unless compiled with
+    /// [`CompileOptions::profile`].
+    pub fn profile_runs(&self, phase: Phase) -> Option<u64> {
+        self.opts.profile.then(|| self.profile_books.runs.get(&phase).copied().unwrap_or(0))
+    }
+
     /// Book the step time run since the previous call (or since the model was made) to
     /// `phase`. A no-op unless compiled with [`CompileOptions::profile`].
     pub fn end_profile_phase(&mut self, phase: Phase) {
@@ -229,7 +240,8 @@ impl LlamaModel {
             return;
         }
         let Some(now) = self.profiled() else { return };
-        let ProfileBooks { booked, seen } = &mut self.profile_books;
+        let ProfileBooks { booked, seen, pending_runs, runs } = &mut self.profile_books;
+        *runs.entry(phase).or_default() += std::mem::take(pending_runs);
         for (key, (calls, total)) in now {
             let s = seen.entry(key.clone()).or_default();
             let (dc, dt) = (calls - s.0, total.saturating_sub(s.1));
@@ -431,6 +443,7 @@ impl LlamaModel {
         }
         graph.run_into(&feeds, outputs)?;
         drop(feeds);
+        self.profile_books.pending_runs += 1;
         let need = cache.lens.iter().zip(chunk).map(|(l, n)| l + n.len()).max().unwrap_or(0);
         if need > cache.cap {
             cache.grow(need.next_power_of_two());

@@ -158,19 +158,19 @@ fn join_rows(map: &BTreeMap<String, Weight>, names: &[String]) -> Result<Option<
     let rows: usize = parts.iter().map(|w| w.shape()[0]).sum();
     match parts[0] {
         Weight::Dense(t0) => {
-            let cols = t0.shape().get(1).copied();
-            let same = |w: &&Weight| matches!(w, Weight::Dense(t) if t.shape().len() == 2 && t.shape().get(1).copied() == cols);
-            if cols.is_none() || !parts.iter().all(same) {
+            let Some(&cols) = t0.shape().get(1) else { return Ok(None) };
+            let same = |w: &&Weight| matches!(w, Weight::Dense(t) if t.shape().len() == 2 && t.shape()[1] == cols);
+            if !parts.iter().all(same) {
                 return Ok(None);
             }
-            let mut v: Vec<f32> = Vec::with_capacity(rows * cols.unwrap_or(0));
+            let mut v: Vec<f32> = Vec::with_capacity(rows * cols);
             for w in &parts {
                 let t = w.tensor();
                 v.extend_from_slice(
                     t.as_slice::<f32>().ok_or_else(|| bad(&names[0], "dense weight is not f32".into()))?,
                 );
             }
-            let t = Tensor::from_vec(v, &[rows, cols.unwrap_or(0)]).map_err(|e| bad(&names[0], e.to_string()))?;
+            let t = Tensor::from_vec(v, &[rows, cols]).map_err(|e| bad(&names[0], e.to_string()))?;
             Ok(Some(Weight::Dense(t)))
         }
         Weight::Packed { data: d0, scheme: s0, k: k0, layout: l0, .. } => {

@@ -130,10 +130,8 @@ fn unknown_format(expected: &str, read: &[Format], head: &[u8]) -> CliError {
     if read.contains(&Format::Safetensors) || read.contains(&Format::ShardIndex) {
         why.push("not a safetensors file (.safetensors, or an 8-byte header length followed by '{')".to_string());
     }
-    let why = match why.as_slice() {
-        [.., last] if why.len() > 1 => format!("{}, and {last}", why[..why.len() - 1].join(", ")),
-        _ => why.join(""),
-    };
+    let last = why.pop().expect("the GGUF probe");
+    let why = if why.is_empty() { last } else { format!("{}, and {last}", why.join(", ")) };
     err(format!("unknown model format (expected {expected}): {why}"))
 }
 

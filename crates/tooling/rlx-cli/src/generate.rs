@@ -307,7 +307,8 @@ pub fn generate(args: &GenerateArgs, path: &Path, json: bool) -> Result<String, 
     eprintln!("{}", stats_line(&stats, stop, ctx, bos_only));
     let profile = if args.profile { model.profile().unwrap_or_default() } else { vec![] };
     if args.profile {
-        eprint!("{}", profile_table(&profile, &stats));
+        let runs = |phase| model.profile_runs(phase).unwrap_or(0);
+        eprint!("{}", profile_table(&profile, &stats, [runs(Phase::Prompt), runs(Phase::Generation)]));
     }
     if !json {
         return Ok(String::new());
@@ -349,7 +350,8 @@ pub fn generate(args: &GenerateArgs, path: &Path, json: bool) -> Result<String, 
 /// longest first (rows under 0.5% of a phase are summed into one line); a phase in which no
 /// step ran is left out, except generation after a prompt, which says why it has no table (one
 /// generated token comes from the prompt's logits, without a decode step).
-fn profile_table(rows: &[OpTime], stats: &GenerationStats) -> String {
+/// `runs`: the graph runs of the prompt and of the generation phase.
+fn profile_table(rows: &[OpTime], stats: &GenerationStats, runs: [u64; 2]) -> String {
     let mut s = String::new();
     for phase in [Phase::Prompt, Phase::Generation] {
         let rows: Vec<&OpTime> = rows.iter().filter(|r| r.phase == phase).collect();
@@ -360,15 +362,10 @@ fn profile_table(rows: &[OpTime], stats: &GenerationStats) -> String {
             }
             continue;
         }
-        // Graph runs of the phase, so `calls` reads per run: prompt chunks, decode steps.
+        // Graph runs of the phase (the model counts them), so `calls` reads per run.
         let (what, wall, runs, unit) = match phase {
-            Phase::Prompt => (
-                "prompt processing",
-                stats.prompt_secs,
-                stats.prompt_tokens.div_ceil(rlx_models::runner::MAX_CHUNK).max(1),
-                "graph run",
-            ),
-            Phase::Generation => ("generation", stats.gen_secs, stats.tokens.len().saturating_sub(1), "decode step"),
+            Phase::Prompt => ("prompt processing", stats.prompt_secs, runs[0], "graph run"),
+            Phase::Generation => ("generation", stats.gen_secs, runs[1], "decode step"),
         };
         let plural = if runs == 1 { "" } else { "s" };
         s += &format!(

@@ -133,10 +133,8 @@ pub fn run(k: &mut EpilogueKernel, ins: &[&Tensor], outs: &mut [Tensor]) -> Resu
         acc = Tensor::with_capacity(DType::F32, numel, k.pdims.len());
     }
     acc.set_dims(&k.pdims);
-    if cfg!(debug_assertions) {
-        // The product is written before it is read (`scratch`'s contract; NaN would show).
-        acc.as_mut_slice::<f32>().expect("ACC is f32").fill(f32::NAN);
-    }
+    // The product is written before it is read (`scratch`'s contract; NaN would show).
+    super::scratch::poison(acc.as_mut_slice::<f32>().expect("ACC is f32"));
     let res = run_with(k, ins, outs, &mut acc);
     ACC.with(|a| *a.borrow_mut() = acc);
     res

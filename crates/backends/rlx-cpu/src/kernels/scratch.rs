@@ -28,8 +28,14 @@ pub(crate) fn grown<T: Poison>(buf: &mut Vec<T>, len: usize) -> &mut [T] {
         buf.resize(len, T::default());
     }
     let b = &mut buf[..len];
+    poison(b);
+    b
+}
+
+/// Fill `b` with [`Poison::POISON`] in debug builds (a no-op in release): for per-thread
+/// buffers that are not plain vectors (a packed operand, a tensor).
+pub(crate) fn poison<T: Poison>(b: &mut [T]) {
     if cfg!(debug_assertions) {
         b.fill(T::POISON);
     }
-    b
 }

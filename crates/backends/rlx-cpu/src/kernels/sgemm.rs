@@ -90,9 +90,8 @@ impl PackedB {
     /// Fill the packed floats with NaN in debug builds (a no-op in release): a buffer reused
     /// per thread ([`super::scratch`]'s contract) must be packed before a product reads it.
     pub(crate) fn poison_in_debug(&mut self) {
-        if let (true, Store::Own { data, off }) = (cfg!(debug_assertions), &mut self.store) {
-            let len = packed_len(self.k, self.n);
-            data[*off..*off + len].fill(f32::NAN);
+        if let Store::Own { data, off } = &mut self.store {
+            super::scratch::poison(&mut data[*off..*off + packed_len(self.k, self.n)]);
         }
     }
 

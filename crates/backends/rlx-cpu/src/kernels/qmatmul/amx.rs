@@ -221,13 +221,8 @@ pub(super) unsafe fn run(
                         (1, false) => block::<1, false>(ty, k, mb, wq, ab, &acts, out, cbuf, next),
                         (_, false) => block::<2, false>(ty, k, mb, wq, ab, &acts, out, cbuf, next),
                     }
-                    // Row by row of `y` (its rows are `4n` bytes apart, often a multiple of 4 KiB:
-                    // column by column, every store missed L1).
-                    for mi in 0..m {
-                        for r in 0..nr {
-                            *yp.get().add(mi * n + n0 + r) = out[r * mb * T + mi];
-                        }
-                    }
+                    // Row by row of `y` (column by column, every store missed L1).
+                    super::write_columns(yp, n, n0, out, mb * T, nr, m);
                     n0 += T;
                 }
                 if amx {

@@ -557,6 +557,26 @@ thread_local! {
     static WORK: std::cell::RefCell<Work> = std::cell::RefCell::new(Work::default());
 }
 
+/// Write `src` (`nt` rows of `m` results, row `r` from `src[r · ld]`) transposed into columns
+/// `j .. j + nt` of `y` (`[m, n]` at `yp`), sixteen columns at a time so that each row of `y`
+/// gets one 64-byte run: a column at a time wrote `m` lines `4n` bytes apart, which for n =
+/// 1536 or 3072 fall into one or two L1 sets (the `tile` path ran at half speed; session 34).
+///
+/// # Safety
+/// `y` holds `m · n` floats and `j + nt <= n`; no other thread writes those columns meanwhile;
+/// `src` holds `(nt - 1) · ld + m` floats.
+unsafe fn write_columns(yp: OutPtr<f32>, n: usize, j: usize, src: &[f32], ld: usize, nt: usize, m: usize) {
+    for r0 in (0..nt).step_by(16) {
+        let r1 = (r0 + 16).min(nt);
+        for i in 0..m {
+            for r in r0..r1 {
+                // SAFETY: i < m, j + r < n (the caller's contract).
+                unsafe { *yp.get().add(i * n + j + r) = src[r * ld + i] };
+            }
+        }
+    }
+}
+
 /// The `tile` path: each thread dequantizes tiles of its row range and runs gemm on them.
 fn run_tile(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32], work: &mut Work) {
     let (m, n, kk, chunk, tile, row_bytes, ty, ld) = (k.m, k.n, k.k, k.chunk, k.tile, k.row_bytes, k.ty, k.ld);
@@ -598,18 +618,8 @@ fn run_tile(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32], work: &
                     let ct = &mut ct[..nt * m];
                     // SAFETY: the tile holds nt rows of kk floats, ld apart; ct has nt rows of m.
                     unsafe { sgemm::matmul(nt, a, xt, ct.as_mut_ptr(), m) };
-                    // Sixteen columns at a time, so each row of y gets one 64-byte run: a whole
-                    // column at a time wrote m lines n·4 bytes apart, which for n = 1536 or 3072
-                    // fall in one or two L1 sets, and ran the product at half speed.
-                    for r0 in (0..nt).step_by(16) {
-                        let r1 = (r0 + 16).min(nt);
-                        for i in 0..m {
-                            for r in r0..r1 {
-                                // SAFETY: i < m, j + r < n: inside y; these columns are this part's.
-                                unsafe { *yp.get().add(i * n + j + r) = ct[r * m + i] };
-                            }
-                        }
-                    }
+                    // SAFETY: columns j..j + nt < n of y are this part's; ct holds nt rows of m.
+                    unsafe { write_columns(yp, n, j, ct, m, nt, m) };
                 }
                 // SAFETY: y is [m, n] with row stride n; columns j..j + nt are written only by
                 // this part; x is [m, kk]; the tile is [nt, kk] read as its transpose [kk, nt].
