@@ -198,9 +198,13 @@ mod avx512 {
     unsafe fn quad_dot(xq: *const u8, zlo: __m512i, zhi: __m512i) -> __m512i {
         // SAFETY: six 64-byte loads inside the quad (caller).
         let x = |t: usize| unsafe { _mm512_loadu_si512(xq.add(64 * t).cast()) };
-        let a = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), zlo, x(0)), zhi, x(1));
-        let a = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_slli_epi32::<8>(a), zlo, x(2)), zhi, x(3));
-        _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_slli_epi32::<8>(a), zlo, x(4)), zhi, x(5))
+        // Three independent chains of two, shifted and summed at the end (the same i32 result,
+        // wrapping): one chain of six `vpdpbusd` made the row loop latency-bound.
+        let z = _mm512_setzero_si512();
+        let h = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(z, zlo, x(0)), zhi, x(1));
+        let m = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(z, zlo, x(2)), zhi, x(3));
+        let l = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(z, zlo, x(4)), zhi, x(5));
+        _mm512_add_epi32(_mm512_add_epi32(_mm512_slli_epi32::<16>(h), _mm512_slli_epi32::<8>(m)), l)
     }
 
     /// `Σ q n` per lane of the unsigned bytes `z` against the digit planes `h, m, l` at `x`,
@@ -214,9 +218,11 @@ mod avx512 {
     unsafe fn chain_dot(x: *const u8, step: usize, z: __m512i) -> __m512i {
         // SAFETY: three 64-byte loads (caller).
         let x = |p: usize| unsafe { _mm512_loadu_si512(x.add(step * p).cast()) };
-        let a = _mm512_dpbusd_epi32(_mm512_setzero_si512(), z, x(0));
-        let a = _mm512_dpbusd_epi32(_mm512_slli_epi32::<8>(a), z, x(1));
-        _mm512_dpbusd_epi32(_mm512_slli_epi32::<8>(a), z, x(2))
+        // Independent chains, shifted and summed at the end (the same wrapping i32 result).
+        let zero = _mm512_setzero_si512();
+        let (h, m) = (_mm512_dpbusd_epi32(zero, z, x(0)), _mm512_dpbusd_epi32(zero, z, x(1)));
+        let l = _mm512_dpbusd_epi32(zero, z, x(2));
+        _mm512_add_epi32(_mm512_add_epi32(_mm512_slli_epi32::<16>(h), _mm512_slli_epi32::<8>(m)), l)
     }
 
     /// Block layouts (const parameters of the row kernel): `d f16, 16 bytes`, `w = d (q - 8)`.
