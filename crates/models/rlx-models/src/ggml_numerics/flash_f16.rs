@@ -70,6 +70,12 @@ pub(super) fn group<'a, const AVX: bool>(
         // The value row, into L2 for the accumulation (as the f32 op does).
         let vr = at(j, x.vc16, t.vn16);
         super::prefetch_row(vr);
+        // The key row 16 keys on, into L2: the cache comes from DRAM in short runs (one KV
+        // head's keys). SmolLM2 `--fast --kv-type f16`, 1 thread, 441-token prompt + 128, four
+        // interleaved rounds: 211 → 219 tok/s (medians).
+        if let Some(&ja) = keys.get(i + 16) {
+            super::prefetch_row(at(ja, x.kc16, t.kn16));
+        }
         #[cfg(target_arch = "x86_64")]
         if direct {
             for (e, qe) in q.chunks_exact(d).enumerate() {
