@@ -529,6 +529,18 @@ impl<'a> GgufFile<'a> {
         self.content.tensor_bytes(self.bytes(), t)
     }
 
+    /// Drop the memory-mapped pages of tensor `name`'s bytes from this process's resident set
+    /// (see `rlx_mmap::FileBytes::release`): for a loader that copied them out, so that
+    /// loading a model does not hold the file and its copy at once. Reading the tensor again
+    /// still works (the pages fault back in). Nothing happens for a file that is not mapped.
+    ///
+    /// Errors: [`GgufError::TensorNotFound`], or bytes past the end of the file.
+    pub fn release_tensor_data(&self, name: &str) -> Result<()> {
+        let bytes = self.tensor_data(name)?;
+        self.storage.release(bytes);
+        Ok(())
+    }
+
     /// Tensor `name` converted to `f32` (dequantized for block types), in row-major order.
     ///
     /// Errors: [`GgufError::TensorNotFound`]; an element count that does not fit `usize`.

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use rlx_gguf::{GgmlType, GgufFile, GgufWriter, MetadataArray, MetadataValue, quants};
+use rlx_gguf::{GgmlType, GgufError, GgufFile, GgufWriter, MetadataArray, MetadataValue, quants};
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
@@ -310,4 +310,19 @@ fn rust_writer_fixture_is_current() {
     );
     let f = GgufFile::from_vec(committed).unwrap();
     assert_eq!(f.tensors().len(), 28);
+}
+
+/// Released tensor pages read back the same bytes (a loader copies a tensor out, releases
+/// it, and may read it again); an unknown name is an error.
+#[test]
+fn released_tensor_data_reads_back_unchanged() {
+    let f = GgufFile::open(fixture("python_writer.gguf")).unwrap();
+    let names: Vec<String> = f.tensors().iter().map(|t| t.name.clone()).collect();
+    assert!(!names.is_empty());
+    for n in &names {
+        let before = f.tensor_data(n).unwrap().to_vec();
+        f.release_tensor_data(n).unwrap();
+        assert_eq!(f.tensor_data(n).unwrap(), &before[..], "{n}");
+    }
+    assert!(matches!(f.release_tensor_data("no.such.tensor"), Err(GgufError::TensorNotFound { .. })));
 }

@@ -51,6 +51,29 @@ impl FileBytes<'static> {
     }
 }
 
+impl FileBytes<'_> {
+    /// Drop the pages holding `bytes` (a subslice of `self`) from this process's resident set:
+    /// for a reader that has copied them out and will not read them soon, so a loader's peak
+    /// memory is not the file plus its copy. On a map, `madvise(MADV_DONTNEED)` on the pages
+    /// that `bytes` touches (whole pages, so also the ends of its neighbours): the map is
+    /// read-only and of a file, so a later read faults the same bytes back in from the page
+    /// cache (`mmap(2)`, `madvise(2)`); nothing else changes. Owned or borrowed bytes, a slice
+    /// from elsewhere, or a non-Unix OS: nothing happens. Never fails (the advice is a hint).
+    pub fn release(&self, bytes: &[u8]) {
+        #[cfg(unix)]
+        if let FileBytes::Mmap(m) = self {
+            let (base, at) = (m.as_ptr() as usize, bytes.as_ptr() as usize);
+            if bytes.is_empty() || at < base || at + bytes.len() > base + m.len() {
+                return;
+            }
+            // SAFETY: DONTNEED on a read-only file map only drops resident pages; their
+            // contents read back unchanged from the file, which the map's caveat (see
+            // `open`) already requires to stay as it is. No reference sees other bytes.
+            let _ = unsafe { m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, at - base, bytes.len()) };
+        }
+    }
+}
+
 impl Deref for FileBytes<'_> {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
@@ -103,6 +126,11 @@ mod tests {
         assert_eq!(FileBytes::open(&dir).unwrap_err().kind(), std::io::ErrorKind::IsADirectory);
         assert_eq!(FileBytes::open(dir.join("absent")).unwrap_err().kind(), std::io::ErrorKind::NotFound);
         assert_eq!(format!("{b:?}"), "FileBytes::Mmap(5 bytes)");
+        // Released pages read back the same bytes; foreign and empty slices are ignored.
+        b.release(&b[1..3]);
+        b.release(&b"xy"[..]);
+        b.release(&b[..0]);
+        assert_eq!(&*b, b"GGUF\x03");
         std::fs::remove_dir_all(&dir).ok();
     }
 }

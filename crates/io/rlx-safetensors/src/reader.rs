@@ -324,6 +324,18 @@ impl<'a> SafetensorsFile<'a> {
         Ok(Cow::Owned(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()))
     }
 
+    /// Drop the memory-mapped pages of tensor `name`'s bytes from this process's resident set
+    /// (see `rlx_mmap::FileBytes::release`): for a loader that copied them out, so that
+    /// loading a model does not hold the file and its copy at once. Reading the tensor again
+    /// still works (the pages fault back in). Nothing happens for a file that is not mapped.
+    ///
+    /// Errors: [`SafetensorsError::TensorNotFound`], or bytes past the end of the file.
+    pub fn release_tensor_data(&self, name: &str) -> Result<()> {
+        let t = self.info(name)?;
+        self.storage.release(self.header.tensor_bytes(self.bytes(), t)?);
+        Ok(())
+    }
+
     /// Tensor `name` converted to `f32` in row-major order: F32 copied, F16 and BF16 widened
     /// exactly, F64 rounded to nearest, integers and BOOL converted as numpy's `astype(float32)`.
     ///

@@ -3,7 +3,7 @@
 
 use crate::{LlamaConfig, ModelError, Result};
 use rlx_gguf::{GgmlType, GgufFile, Layout};
-use rlx_ir::{DType, Tensor};
+use rlx_ir::{DType, Data, Tensor};
 use std::collections::BTreeMap;
 
 /// One weight tensor.
@@ -151,27 +151,18 @@ pub fn graph_weight_names(cfg: &LlamaConfig, w: &Weights) -> Vec<String> {
     out
 }
 
-/// The rows of `names` (all present and of one form) stacked into one weight; `None` when
-/// one is missing or they differ in form.
-fn join_rows(map: &BTreeMap<String, Weight>, names: &[String]) -> Result<Option<Weight>> {
+/// The rows of `names` (all present and of one form) stacked into one weight, taken out of
+/// `map`; `None`, with `map` unchanged, when one is missing or they differ in form. The first
+/// part's buffer grows to hold the others (a large one is remapped, not copied), so joining
+/// needs no second copy of the weights.
+fn join_rows(map: &mut BTreeMap<String, Weight>, names: &[String]) -> Result<Option<Weight>> {
     let Some(parts) = names.iter().map(|n| map.get(n)).collect::<Option<Vec<_>>>() else { return Ok(None) };
     let rows: usize = parts.iter().map(|w| w.shape()[0]).sum();
-    match parts[0] {
+    let (cols, packed) = match parts[0] {
         Weight::Dense(t0) => {
             let Some(&cols) = t0.shape().get(1) else { return Ok(None) };
             let same = |w: &&Weight| matches!(w, Weight::Dense(t) if t.shape().len() == 2 && t.shape()[1] == cols);
-            if !parts.iter().all(same) {
-                return Ok(None);
-            }
-            let mut v: Vec<f32> = Vec::with_capacity(rows * cols);
-            for w in &parts {
-                let t = w.tensor();
-                v.extend_from_slice(
-                    t.as_slice::<f32>().ok_or_else(|| bad(&names[0], "dense weight is not f32".into()))?,
-                );
-            }
-            let t = Tensor::from_vec(v, &[rows, cols]).map_err(|e| bad(&names[0], e.to_string()))?;
-            Ok(Some(Weight::Dense(t)))
+            (cols, if parts.iter().all(same) { None } else { return Ok(None) })
         }
         Weight::Packed { data: d0, scheme: s0, k: k0, layout: l0, .. } => {
             let bpr = d0.shape().get(1).copied().unwrap_or(0);
@@ -179,19 +170,39 @@ fn join_rows(map: &BTreeMap<String, Weight>, names: &[String]) -> Result<Option<
                 matches!(w, Weight::Packed { data, scheme, k, layout, .. }
                     if scheme == s0 && k == k0 && layout == l0 && data.shape().get(1).copied() == Some(bpr))
             };
-            if !parts.iter().all(same) {
-                return Ok(None);
-            }
-            let mut v: Vec<u8> = Vec::with_capacity(rows * bpr);
-            for (w, n) in parts.iter().zip(names) {
-                v.extend_from_slice(
-                    w.tensor().as_slice::<u8>().ok_or_else(|| bad(n, "packed weights are not U8".into()))?,
-                );
-            }
-            let data = Tensor::from_vec(v, &[rows, bpr]).map_err(|e| bad(&names[0], e.to_string()))?;
-            Ok(Some(Weight::Packed { data, scheme: s0.clone(), n: rows, k: *k0, layout: *l0 }))
+            (bpr, if parts.iter().all(same) { Some((s0.clone(), *k0, *l0)) } else { return Ok(None) })
         }
+    };
+    // A form's element type: dense f32 or packed U8 (anything else is a malformed weight).
+    let mixed = |n: &str| bad(n, "a joined weight's parts must be all dense f32 or all packed U8".into());
+    let mut data = None;
+    for n in names {
+        let t = match map.remove(n).expect("checked present") {
+            Weight::Dense(t) | Weight::Packed { data: t, .. } => t,
+        };
+        data = Some(match (data, t.into_data()) {
+            (None, d) => d,
+            (Some(Data::F32(mut a)), Data::F32(b)) => {
+                a.reserve_exact((rows * cols).saturating_sub(a.len()));
+                a.extend_from_slice(&b);
+                Data::F32(a)
+            }
+            (Some(Data::U8(mut a)), Data::U8(b)) => {
+                a.reserve_exact((rows * cols).saturating_sub(a.len()));
+                a.extend_from_slice(&b);
+                Data::U8(a)
+            }
+            _ => return Err(mixed(n)),
+        });
     }
+    let at = |e: rlx_ir::IrError| bad(&names[0], e.to_string());
+    Ok(Some(match (packed, data.expect("at least one part")) {
+        (None, Data::F32(v)) => Weight::Dense(Tensor::from_vec(v, &[rows, cols]).map_err(at)?),
+        (Some((scheme, k, layout)), Data::U8(v)) => {
+            Weight::Packed { data: Tensor::from_vec(v, &[rows, cols]).map_err(at)?, scheme, n: rows, k, layout }
+        }
+        _ => return Err(mixed(&names[0])),
+    }))
 }
 
 fn bad(name: &str, msg: String) -> ModelError {
@@ -200,7 +211,8 @@ fn bad(name: &str, msg: String) -> ModelError {
 
 impl Weights {
     /// Load every tensor `cfg` needs from a GGUF file: f32 tensors and all 1-D tensors as
-    /// dense f32, other 2-D tensors kept packed (copied once out of the map).
+    /// dense f32, other 2-D tensors kept packed (copied once out of the map, whose pages are
+    /// then released: [`GgufFile::release_tensor_data`]).
     ///
     /// Errors: a missing tensor, a shape other than the expected one, a tensor type that
     /// cannot be dequantized.
@@ -222,13 +234,16 @@ impl Weights {
                     .map_err(|e| bad(&name, e.to_string()))?;
                 Weight::Packed { data, scheme: info.ty.name().to_string(), n, k, layout: Layout::Blocks }
             };
+            // The copy is ours now: drop the file's pages, so the peak is not file + copy.
+            file.release_tensor_data(&name)?;
             map.insert(name, w);
         }
         Ok(Weights { map })
     }
 
     /// Load every tensor `cfg` needs from Hugging Face safetensors (names as [`hf_name`]),
-    /// converted to f32. A tied head may also be stored as `lm_head.weight`; it is not read.
+    /// converted to f32 (the file's pages released after each copy, as in [`Weights::from_gguf`]).
+    /// A tied head may also be stored as `lm_head.weight`; it is not read.
     ///
     /// Errors: a missing tensor or one of the wrong shape.
     pub fn from_safetensors(file: &rlx_safetensors::SafetensorsFile, cfg: &LlamaConfig) -> Result<Weights> {
@@ -240,6 +255,7 @@ impl Weights {
                 return Err(bad(&hf, format!("shape {:?}, expected {shape:?}", info.shape)));
             }
             map.insert(name, Weight::Dense(file.tensor_as(&hf, DType::F32)?));
+            file.release_tensor_data(&hf)?;
         }
         Ok(Weights { map })
     }
@@ -288,10 +304,7 @@ impl Weights {
         for i in 0..cfg.n_layer {
             for (fused, parts) in FUSED {
                 let names: Vec<String> = parts.iter().map(|p| format!("blk.{i}.{p}.weight")).collect();
-                let Some(w) = join_rows(&self.map, &names)? else { continue };
-                for n in &names {
-                    self.map.remove(n);
-                }
+                let Some(w) = join_rows(&mut self.map, &names)? else { continue };
                 self.map.insert(format!("blk.{i}.{fused}.weight"), w);
                 made += 1;
             }
