@@ -1075,9 +1075,8 @@ mod tests {
             -2.5,
         ];
         for scale in [1e-40f32, 1e-6, 1.0, 300.0, 1e30] {
-            // Blocks of random values, some with specials spliced in; `x · id` ties happen
-            // where a value is a half-step multiple of `amax / 127` (the 0.5 / -2.5 with
-            // amax 127 · 0.5 below).
+            // Blocks of random values, some with specials spliced in, some all zero, and some
+            // (every 7th) with exact ties `x · id = n + 1/2` (amax 63.5, so id = 2).
             let mut x: Vec<f32> = (0..32 * 24).map(|_| (next() as f32 / u32::MAX as f32 * 2.0 - 1.0) * scale).collect();
             for (b, blk) in x.chunks_exact_mut(32).enumerate().skip(1) {
                 let n = next() as usize;
