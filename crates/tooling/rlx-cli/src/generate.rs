@@ -451,9 +451,11 @@ fn stats_line(stats: &GenerationStats, stop: Stop, ctx: usize, bos_only: bool) -
         )
     };
     if stop == Stop::Context {
+        let last =
+            if n == 1 { "the one generated token".to_string() } else { format!("the last of the {n} generated") };
         line += &format!(
-            "\nnote: stopped at the context limit of {ctx} token{} ({} prompt + {} generated fill it; the newest \
-             token needs no slot); raise --ctx-size (up to the model's context) or shorten the prompt",
+            "\nnote: stopped at the context limit of {ctx} token{} ({} prompt + {} generated fill it; {last} was \
+             never fed back, so it needs no slot); raise --ctx-size (up to the model's context) or shorten the prompt",
             if ctx == 1 { "" } else { "s" },
             stats.prompt_tokens,
             n.saturating_sub(1)
