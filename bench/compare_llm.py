@@ -76,7 +76,11 @@ def main():
                          "fast_f16 (--fast --kv-type f16: llama.cpp's default numerics)")
     a = ap.parse_args()
     r = GGUFReader(a.model)
-    weight_bytes = sum(int(t.n_bytes) for t in r.tensors)
+    # A token reads every tensor but the embedding table, of which it gathers one row; with no
+    # `output.weight` the table is also the LM head (tied) and is read whole.
+    names = {t.name for t in r.tensors}
+    weight_bytes = sum(int(t.n_bytes) for t in r.tensors
+                       if t.name != "token_embd.weight" or "output.weight" not in names)
     print(f"model {os.path.basename(a.model)}: {weight_bytes / 1e6:.1f} MB of weights read per generated token")
     stream = build_c("stream", "bandwidth rows")
     print("load:", load())

