@@ -9,7 +9,7 @@
 //! so with enough copies (more bytes than the last-level cache) every run reads its weights
 //! from DRAM, as a model's decode step does; with 1 they stay in cache between runs
 //! (`exact` = the default options, `fast` = `CpuOptions::quantized_activations`, both with
-//! Q4_0 / Q4_1 / Q8_0 weights in `Layout::SplitRows`, as `rlx generate` holds them;
+//! Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 weights in `Layout::SplitRows`, as `rlx generate` holds them;
 //! `exact-blocks` / `fast-blocks` = the same on GGUF blocks). K = N = 4096 by default (the issue's
 //! shapes); a model's shapes by the last two arguments, e.g. `576 1536` for SmolLM2's FFN. One warm-up run, then at least MIN_REPS runs and 1 s per
 //! case. One line per case:
@@ -75,7 +75,7 @@ fn main() {
                 w
             })
             .collect();
-        // The same copies in `Layout::SplitRows` (modes `exact` and `fast` on Q4_0 / Q4_1 / Q8_0,
+        // The same copies in `Layout::SplitRows` (modes `exact` and `fast` on Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0,
         // as the model runner holds them).
         let split = modes.iter().any(|m| m == "fast" || m == "exact") && Layout::SplitRows.supports(ty);
         let ws_split: Vec<Tensor> = if split {

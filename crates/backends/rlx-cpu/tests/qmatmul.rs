@@ -512,7 +512,7 @@ fn run_layout(
     (kernel, out[0].as_slice::<f32>().unwrap().to_vec())
 }
 
-/// Weights in `Layout::SplitRows` (how the model runner holds Q4_0 / Q4_1 / Q8_0 in fast mode): fast
+/// Weights in `Layout::SplitRows` (how the model runner holds Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0): fast
 /// mode bit-identical with the same weights as blocks, on every path (decode with odd block
 /// counts and a short last row group, the VNNI tiles at M > 1, AMX at M >= 16, the
 /// non-VNNI levels); exact mode and the graph's own body (the interpreter) within f32
@@ -520,7 +520,7 @@ fn run_layout(
 #[test]
 fn split_rows_layout_matches_blocks() {
     let mut seed = 900;
-    for ty in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0] {
+    for ty in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0] {
         for simd in [SimdLevel::Native, SimdLevel::Avx512, SimdLevel::Baseline] {
             for threads in [1, 2] {
                 let fast =

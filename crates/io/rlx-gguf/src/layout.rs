@@ -2,13 +2,16 @@
 //!
 //! - [`Layout::Blocks`]: the GGUF layout, each row `K / block_size` consecutive blocks as the
 //!   file stores them (every scheme).
-//! - [`Layout::SplitRows`] (Q4_0, Q4_1, Q8_0): the same bytes per row, regrouped: first every
-//!   block's quant bytes (16, Q8_0 32; in block order, each as in its block), then the row's
-//!   f16 `d` of every block, then (Q4_1) its f16 `m` of every block. A row of `nb` Q4_0 blocks
-//!   is `[16 nb quant bytes][2 nb bytes of d]` (18 nb bytes, as in GGUF). A decode kernel then
-//!   reads four Q4 blocks' (two Q8_0 blocks') quants with one 64-byte load and 16 blocks'
-//!   scales with one 32-byte load, where the GGUF layout needs four 16-byte loads (two 32-byte
-//!   loads and a merge) and a gather (llama.cpp repacks its
+//! - [`Layout::SplitRows`] (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0): the same bytes per row, regrouped:
+//!   first every block's quant bytes (16, Q8_0 32; in block order, each as in its block), then
+//!   each 16-bit field of every block in turn: the row's f16 `d`s, (Q4_1, Q5_1) its f16 `m`s,
+//!   (Q5_0, Q5_1) the low 16 bits of every block's `qh`, then their high 16 bits. A row of `nb`
+//!   Q4_0 blocks is `[16 nb quant bytes][2 nb bytes of d]` (18 nb bytes, as in GGUF); of Q5_0
+//!   `[16 nb][2 nb of d][2 nb of qh bits 0–15][2 nb of qh bits 16–31]` (22 nb). A decode kernel
+//!   then reads four Q4 / Q5 blocks' (two Q8_0 blocks') quants with one 64-byte load, 16
+//!   blocks' scales with one 32-byte load and the fifth bits of four Q5 blocks' first (second)
+//!   16 elements as one 64-bit mask, where the GGUF layout needs four 16-byte loads (two 32-byte
+//!   loads and a merge), a gather and a shuffle (llama.cpp repacks its
 //!   CPU weights for the same reason, into interleaved-row layouts). The values are the
 //!   blocks' values: [`dequantize_rows`] of a split matrix equals `dequantize` of the blocks,
 //!   bit for bit.
@@ -26,8 +29,8 @@ pub enum Layout {
     /// GGUF blocks, as stored in the file.
     #[default]
     Blocks,
-    /// Per row: the quants of every block, then each f16 field of every block (Q4_0, Q4_1,
-    /// Q8_0).
+    /// Per row: the quants of every block, then each 16-bit field of every block (Q4_0, Q4_1,
+    /// Q5_0, Q5_1, Q8_0).
     SplitRows,
 }
 
@@ -57,12 +60,15 @@ impl Layout {
     }
 }
 
-/// For [`Layout::SplitRows`]: the f16 fields at the start of each block (Q4_0, Q8_0: `d`;
-/// Q4_1: `d`, `m`), or `None` for a type without that layout.
+/// For [`Layout::SplitRows`]: the 16-bit fields at the start of each block (Q4_0, Q8_0: `d`;
+/// Q4_1: `d`, `m`; Q5_0: `d` and the two halves of the little-endian `qh`; Q5_1: `d`, `m`, the
+/// halves of `qh`), or `None` for a type without that layout.
 fn split_fields(ty: GgmlType) -> Option<usize> {
     match ty {
         GgmlType::Q4_0 | GgmlType::Q8_0 => Some(1),
         GgmlType::Q4_1 => Some(2),
+        GgmlType::Q5_0 => Some(3),
+        GgmlType::Q5_1 => Some(4),
         _ => None,
     }
 }
@@ -201,7 +207,7 @@ mod tests {
 
     #[test]
     fn split_rows_dequantize_bit_identical_and_round_trip() {
-        for ty in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0] {
+        for ty in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0] {
             for k in [32, 64, 576, 4096 + 32] {
                 let n = 3;
                 let blocks = quantize(ty, &weights(n, k)).unwrap();
@@ -237,6 +243,13 @@ mod tests {
         block_row_to_split(GgmlType::Q8_0, &src, &mut dst).unwrap();
         let mut want: Vec<u8> = (2..34).chain(36..68).collect();
         want.extend([0, 1, 34, 35]);
+        assert_eq!(dst, want);
+        // Two Q5_0 blocks: d, qh (bits 0–15 then 16–31, little-endian), then 16 quant bytes.
+        let src: Vec<u8> = (0..44).collect();
+        let mut dst = vec![0u8; 44];
+        block_row_to_split(GgmlType::Q5_0, &src, &mut dst).unwrap();
+        let mut want: Vec<u8> = (6..22).chain(28..44).collect();
+        want.extend([0, 1, 22, 23, 2, 3, 24, 25, 4, 5, 26, 27]);
         assert_eq!(dst, want);
     }
 

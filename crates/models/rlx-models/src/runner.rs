@@ -124,7 +124,7 @@ impl LlamaModel {
             weights.get(&n).ok_or(ModelError::MissingTensor(n))?;
         }
         let ggml = opts.clone().with_env_overrides().quantized_activations;
-        // The CPU kernels of both modes read Q4_0 / Q4_1 / Q8_0 rows faster with their quants and
+        // The CPU kernels of both modes read Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 rows faster with their quants and
         // scales apart (same values, bit-identical results; see `Weights::to_split_rows`).
         weights.to_split_rows()?;
         // One product for Q, K, V and one for gate and up (bit-identical rows, fewer steps).
@@ -181,7 +181,7 @@ impl LlamaModel {
         &self.cfg
     }
 
-    /// The weights (Q4_0 / Q4_1 / Q8_0 rows in `rlx_gguf::Layout::SplitRows`, see
+    /// The weights (Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 rows in `rlx_gguf::Layout::SplitRows`, see
     /// [`Weights::to_split_rows`]; each layer's Q/K/V and gate/up joined, see
     /// [`Weights::fuse_projections`]).
     pub fn weights(&self) -> &Weights {

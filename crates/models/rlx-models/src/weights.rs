@@ -24,7 +24,7 @@ pub enum Weight {
         /// Columns (logical elements per row).
         k: usize,
         /// How each row's bytes are arranged: GGUF blocks as in the file, or
-        /// `Layout::SplitRows` (Q4_0 / Q4_1 / Q8_0 in fast mode).
+        /// `Layout::SplitRows` (Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 in fast mode).
         layout: Layout,
     },
 }
@@ -265,7 +265,7 @@ impl Weights {
         Weights { map }
     }
 
-    /// Rearrange every packed Q4_0 / Q4_1 / Q8_0 weight into `rlx_gguf::Layout::SplitRows` in
+    /// Rearrange every packed Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 weight into `rlx_gguf::Layout::SplitRows` in
     /// place (each row's quants, then its scales; the same bytes and values), which the CPU
     /// backend's fast-mode kernels read faster: 1 × 4096 × 4096 Q4_0 decode products ~8%
     /// faster from DRAM, ~20% from cache; SmolLM2's tied Q8_0 head (49152 × 576) ~13% faster

@@ -353,7 +353,7 @@ fn f16_cache_halves_memory_and_stays_close() {
     assert_eq!(m.new_cache(2).dtype(), KvCacheDtype::F16);
 }
 
-/// Both modes hold Q4_0 / Q4_1 / Q8_0 weights (the token embedding too) in split rows; fast
+/// Both modes hold Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 weights (the token embedding too) in split rows; fast
 /// mode's prompt logits stay within the activation quantization error of the exact mode's, as
 /// `packed_q8_0_weights_run_through_dequant_matmul`'s (a wrong row or scale order in the
 /// layout, the embedding gather or a kernel would be off by the weights' size). The kernels'

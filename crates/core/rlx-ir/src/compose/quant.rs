@@ -45,7 +45,7 @@ impl Graph {
 
     /// [`Graph::dequant_matmul`] with the weight bytes in the byte layout `layout`
     /// (`rlx_gguf::Layout`: `"blocks"`, the GGUF layout, adds no attribute; `"split_rows"`, each
-    /// row's Q4_0 / Q4_1 / Q8_0 quants then its scales, sets `"layout"`). The registered
+    /// row's Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 quants then its scales, sets `"layout"`). The registered
     /// `gguf_dequantize` op checks the name and that the layout holds `scheme`.
     pub fn dequant_matmul_layout(
         &mut self,

@@ -161,7 +161,7 @@ pub(super) fn layout_acts(ty: GgmlType, xq: &[u8], m: usize, k: usize, s: &mut A
 }
 
 /// Every product of the weight rows `w` (`n` rows of `row_bytes`, blocks of `ty`, or with
-/// `split` Q4_0 / Q4_1 / Q8_0 rows in `rlx_gguf::Layout::SplitRows`) with the
+/// `split` Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 rows in `rlx_gguf::Layout::SplitRows`) with the
 /// activations laid out in `s` (`m` rows of `k`), into `y` (`[m, n]`); the rows in chunks of
 /// `chunk` (a multiple of 16) across threads. With `amx` each 16 × 16 sub-block product is one
 /// `tdpbusd`, else sixteen rows of `vpdpbusd` ([`vnni_product`]): the same integers.
@@ -241,7 +241,7 @@ struct Acts<'a> {
     sx: &'a [f32],
 }
 
-/// Unpack the weight rows `w` (at most 16 rows of `row_bytes`; Q4_0 / Q4_1 / Q8_0 rows in
+/// Unpack the weight rows `w` (at most 16 rows of `row_bytes`; Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 rows in
 /// `rlx_gguf::Layout::SplitRows` when `split`) into `wq` (`[sub-block][16][sl]` bytes; the rows
 /// past the last zero) and their factors into `ab` (`[2][16][sub-block]`).
 ///
@@ -288,9 +288,10 @@ unsafe fn unpack_rows(ty: GgmlType, split: bool, w: &[u8], row_bytes: usize, k: 
                     (GgmlType::Q4_1, false) => unpack_legacy::<20, false>(row, r, wq, ar, br),
                     (GgmlType::Q4_0, true) => unpack_legacy::<18, true>(row, r, wq, ar, br),
                     (GgmlType::Q4_1, true) => unpack_legacy::<20, true>(row, r, wq, ar, br),
-                    // Split rows hold only Q4_0 / Q4_1 / Q8_0.
-                    (GgmlType::Q5_0, _) => unpack_legacy::<22, false>(row, r, wq, ar, br),
-                    (GgmlType::Q5_1, _) => unpack_legacy::<24, false>(row, r, wq, ar, br),
+                    (GgmlType::Q5_0, false) => unpack_legacy::<22, false>(row, r, wq, ar, br),
+                    (GgmlType::Q5_1, false) => unpack_legacy::<24, false>(row, r, wq, ar, br),
+                    (GgmlType::Q5_0, true) => unpack_legacy::<22, true>(row, r, wq, ar, br),
+                    (GgmlType::Q5_1, true) => unpack_legacy::<24, true>(row, r, wq, ar, br),
                     (_, false) => unpack_legacy::<34, false>(row, r, wq, ar, br),
                     (_, true) => unpack_legacy::<34, true>(row, r, wq, ar, br),
                 }
@@ -374,7 +375,8 @@ unsafe fn unpack_rows(ty: GgmlType, split: bool, w: &[u8], row_bytes: usize, k: 
 
 /// Row `r` of the legacy blocks `row` (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0: `TS` = 18, 20, 22, 24, 34
 /// bytes; with `SPLIT`, a row in `rlx_gguf::Layout::SplitRows`: block `i`'s quants at `16 i`
-/// (Q8_0 `32 i`), its `d` after all quants at `2 i`, Q4_1's `m` at `18 nb + 2 i`) into `wq`
+/// (Q8_0 `32 i`), its `d` after all quants at `2 i`, Q4_1's / Q5_1's `m` at `18 nb + 2 i`, Q5's
+/// `qh` halves in the next two arrays of `2 nb` bytes) into `wq`
 /// (`[block][16][32]`; Q5's fifth bits added as 16, Q8_0's signed values + 128), `d` into `a`,
 /// Q4_1's and Q5_1's `-m` into `b`.
 ///
@@ -407,11 +409,22 @@ unsafe fn unpack_legacy<const TS: usize, const SPLIT: bool>(
                 continue;
             }
             if SPLIT {
+                let has_m = TS == 20 || TS == 24;
                 *a.get_unchecked_mut(i) = f16_at(src.add(16 * nb + 2 * i));
-                *b.get_unchecked_mut(i) = if TS == 20 { -f16_at(src.add(18 * nb + 2 * i)) } else { 0.0 };
+                *b.get_unchecked_mut(i) = if has_m { -f16_at(src.add(18 * nb + 2 * i)) } else { 0.0 };
                 let v = _mm_loadu_si128(src.add(16 * i).cast());
-                _mm_storeu_si128(o.cast(), _mm_and_si128(v, m4));
-                _mm_storeu_si128(o.add(16).cast(), _mm_and_si128(_mm_srli_epi16::<4>(v), m4));
+                let (lo, hi) = (_mm_and_si128(v, m4), _mm_and_si128(_mm_srli_epi16::<4>(v), m4));
+                let (lo, hi) = if TS == 22 || TS == 24 {
+                    // `qh`'s low halves after the `d`s (and `m`s), then its high halves.
+                    let h = src.add(if has_m { 20 } else { 18 } * nb + 2 * i).cast::<u16>();
+                    let (l, u) = (h.read_unaligned(), h.add(nb).read_unaligned());
+                    let sixteen = _mm_set1_epi8(16);
+                    (_mm_mask_add_epi8(lo, l, lo, sixteen), _mm_mask_add_epi8(hi, u, hi, sixteen))
+                } else {
+                    (lo, hi)
+                };
+                _mm_storeu_si128(o.cast(), lo);
+                _mm_storeu_si128(o.add(16).cast(), hi);
                 continue;
             }
             *a.get_unchecked_mut(i) = f16_at(p);

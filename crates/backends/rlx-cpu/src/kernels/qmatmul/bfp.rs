@@ -265,9 +265,10 @@ mod avx512 {
             (GgmlType::Q8_0, true) => (rows_q8::<ROWS, true>, rows_q8::<1, true>),
             (GgmlType::Q4_0, false) => (rows::<ROWS, Q4_0, false>, rows::<1, Q4_0, false>),
             (GgmlType::Q4_0, true) => (rows::<ROWS, Q4_0, true>, rows::<1, Q4_0, true>),
-            // Split rows hold only Q4_0 / Q4_1 / Q8_0.
-            (GgmlType::Q5_0, _) => (rows::<ROWS, Q5_0, false>, rows::<1, Q5_0, false>),
-            (GgmlType::Q5_1, _) => (rows::<ROWS, Q5_1, false>, rows::<1, Q5_1, false>),
+            (GgmlType::Q5_0, false) => (rows::<ROWS, Q5_0, false>, rows::<1, Q5_0, false>),
+            (GgmlType::Q5_0, true) => (rows::<ROWS, Q5_0, true>, rows::<1, Q5_0, true>),
+            (GgmlType::Q5_1, false) => (rows::<ROWS, Q5_1, false>, rows::<1, Q5_1, false>),
+            (GgmlType::Q5_1, true) => (rows::<ROWS, Q5_1, true>, rows::<1, Q5_1, true>),
             (_, false) => (rows::<ROWS, Q4_1, false>, rows::<1, Q4_1, false>),
             (_, true) => (rows::<ROWS, Q4_1, true>, rows::<1, Q4_1, true>),
         };
@@ -304,6 +305,8 @@ mod avx512 {
         let (has_m, offset, five) = (K == Q4_1 || K == Q5_1, K == Q4_0 || K == Q5_0, K >= Q5_0);
         let row: usize = nb * tb;
         let ahead = Ahead::new(row);
+        // Split rows: the `qh` low halves after the `d`s (and `m`s), then the high halves.
+        let qh_at = 16 * nb + 2 * nb * (1 + usize::from(has_m));
         // Quant bytes of block `b` at `ts b + qo`.
         let (ts, qo): (usize, usize) = if SPLIT { (16, 0) } else { (tb, tb - 16) };
         let bit4 = _mm512_set1_epi8(16);
@@ -322,7 +325,8 @@ mod avx512 {
         let mut g0 = 0;
         // SAFETY (every pointer below): block `b < nb` of row `r` spans `ts` bytes from
         // `w[r] + ts b` (split: its quants 16 bytes from `w[r] + 16 b`, its f16 fields at
-        // `w[r] + 16 nb + 2 b` and `+ 18 nb + 2 b`), read under the group's lane mask or for
+        // `w[r] + 16 nb + 2 b` and `+ 18 nb + 2 b`, Q5's `qh` halves at `qh_at + 2 b` and `2 nb`
+        // on), read under the group's lane mask or for
         // blocks `< nb` only; the activation row is `act_bytes(32 nb)` bytes (`quantize`).
         unsafe {
             while g0 < nb {
@@ -390,7 +394,24 @@ mod avx512 {
                             if !SPLIT && nblk < 4 { _mm512_maskz_mov_epi32((1u16 << (4 * nblk)) - 1, q) } else { q };
                         let mut zlo = _mm512_and_si512(q, m4);
                         let mut zhi = _mm512_and_si512(_mm512_srli_epi16::<4>(q), m4);
-                        if five {
+                        if five && SPLIT {
+                            // Split rows hold the four blocks' `qh` low halves side by side at
+                            // `qh_at + 2 b`, their high halves `2 nb` on: the two byte masks
+                            // below, as loaded (blocks past the row's end: no bits).
+                            let h = w[r].add(qh_at + 2 * b);
+                            let (lo, hi) = if nblk == 4 {
+                                (h.cast::<u64>().read_unaligned(), h.add(2 * nb).cast::<u64>().read_unaligned())
+                            } else {
+                                let half = |at: usize| {
+                                    (0..nblk).fold(0u64, |a, j| {
+                                        a | u64::from(h.add(at + 2 * j).cast::<u16>().read_unaligned()) << (16 * j)
+                                    })
+                                };
+                                (half(0), half(2 * nb))
+                            };
+                            zlo = _mm512_mask_add_epi8(zlo, lo, zlo, bit4);
+                            zhi = _mm512_mask_add_epi8(zhi, hi, zhi, bit4);
+                        } else if five {
                             // Bit 4 of element `i` (`16 + i`) of block `j`: bit `i` (`16 + i`) of
                             // its `qh`, for byte `16 j + i` of the low (high) nibbles. The four
                             // `qh` in one register, their low halves then their high ones packed

@@ -4,7 +4,7 @@
 //! prefill; decode has its own kernels in `decode.rs`).
 //!
 //! Schemes with a decoder: [`has_decoder`]. Every decoder reads one weight row of `nb` blocks
-//! (Q4_0 / Q4_1 / Q8_0 also in `rlx_gguf::Layout::SplitRows`; Q5_0 / Q5_1 blocks only) and
+//! (Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 also in `rlx_gguf::Layout::SplitRows`) and
 //! calls `f(offset, w)` for each run of 16 consecutive weights `w` starting at element `offset`
 //! of the row.
 
@@ -53,8 +53,9 @@ mod avx512 {
 
     /// Call `f(offset, w)` for every run of 16 dequantized weights of the row at `row`
     /// (`nb` blocks of `ty`, which must satisfy [`super::has_decoder`]; with `split` a row in
-    /// `rlx_gguf::Layout::SplitRows`: a Q4_0 / Q4_1 / Q8_0 block's quants at `16 b` (`32 b`),
-    /// its `d` at `16 nb + 2 b` (`32 nb + 2 b`), Q4_1's `m` at `18 nb + 2 b`).
+    /// `rlx_gguf::Layout::SplitRows`: a Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 block's quants at `16 b`
+    /// (`32 b`), its `d` at `16 nb + 2 b` (`32 nb + 2 b`), Q4_1's and Q5_1's `m` at `18 nb + 2 b`,
+    /// the low and high halves of Q5's `qh` in the next two arrays of `2 nb` bytes).
     ///
     /// # Safety
     /// AVX-512F/BW/VL, AVX2, FMA and F16C must be available; `row` must point to `nb` whole
@@ -118,11 +119,21 @@ mod avx512 {
                     let (one, sixteen) = (ty == GgmlType::Q5_1, _mm512_set1_epi32(16));
                     let qo = if one { 8 } else { 6 };
                     for b in 0..nb {
-                        let p = row.add(b * ts);
-                        let d = _mm512_set1_ps(f16s(p));
-                        let m = if one { _mm512_set1_ps(f16s(p.add(2))) } else { _mm512_setzero_ps() };
-                        let qh = p.add(qo - 4).cast::<u32>().read_unaligned();
-                        let v = u8x16(p.add(qo));
+                        // Split: `d`, (Q5_1) `m`, `qh`'s low and high halves in arrays of
+                        // `2 nb` bytes after the quants.
+                        let (d, m, qh, q) = if split {
+                            let f = row.add(16 * nb + 2 * b);
+                            let h = f.add(if one { 4 * nb } else { 2 * nb });
+                            let qh = u32::from(h.cast::<u16>().read_unaligned())
+                                | u32::from(h.add(2 * nb).cast::<u16>().read_unaligned()) << 16;
+                            (f, f.add(2 * nb), qh, row.add(16 * b))
+                        } else {
+                            let p = row.add(b * ts);
+                            (p, p.add(2), p.add(qo - 4).cast::<u32>().read_unaligned(), p.add(qo))
+                        };
+                        let d = _mm512_set1_ps(f16s(d));
+                        let m = if one { _mm512_set1_ps(f16s(m)) } else { _mm512_setzero_ps() };
+                        let v = u8x16(q);
                         let (lo, hi) = (_mm512_and_si512(v, m15), _mm512_srli_epi32(v, 4));
                         let lo = _mm512_mask_or_epi32(lo, qh as u16, lo, sixteen);
                         let hi = _mm512_mask_or_epi32(hi, (qh >> 16) as u16, hi, sixteen);

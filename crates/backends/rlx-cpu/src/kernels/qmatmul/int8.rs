@@ -349,7 +349,7 @@ pub(super) fn tile(
     }
 }
 
-/// [`tile`] for Q4_0 / Q4_1 / Q8_0 weight rows held in `rlx_gguf::Layout::SplitRows`, bit-identical
+/// [`tile`] for Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 weight rows held in `rlx_gguf::Layout::SplitRows`, bit-identical
 /// with [`tile`] on the same rows as blocks. Planned only with VNNI (`simd_level` 2) on x86_64
 /// (`super::select`; other levels convert the rows back into blocks first).
 pub(super) fn tile_split(
@@ -367,6 +367,8 @@ pub(super) fn tile_split(
         match ty {
             GgmlType::Q4_0 => drive::<avx::Legacy<Q4_0, true>>(w, row_bytes, x, x_row, m, nb, put),
             GgmlType::Q4_1 => drive::<avx::Legacy<Q4_1, true>>(w, row_bytes, x, x_row, m, nb, put),
+            GgmlType::Q5_0 => drive::<avx::Legacy<Q5_0, true>>(w, row_bytes, x, x_row, m, nb, put),
+            GgmlType::Q5_1 => drive::<avx::Legacy<Q5_1, true>>(w, row_bytes, x, x_row, m, nb, put),
             _ => drive::<avx::Legacy<Q8_0, true>>(w, row_bytes, x, x_row, m, nb, put),
         }
     }
@@ -586,7 +588,8 @@ mod avx {
     /// `_q4_0_q8_0` / `_q5_0_q8_0` / `_q5_1_q8_1` / `_q8_0_q8_0`.
     ///
     /// With `SPLIT` the rows are in `rlx_gguf::Layout::SplitRows` (see [`rows_q4_decode`]; a
-    /// Q8_0 block's 32 quant bytes at `32 b`, its `d` at `32 nb + 2 b`): the same products,
+    /// Q8_0 block's 32 quant bytes at `32 b`, its `d` at `32 nb + 2 b`; Q5's `qh` as two arrays
+    /// of 16-bit halves after the `d`s and Q5_1's `m`s): the same products,
     /// bit-identical. One activation row goes to [`rows_q4_decode`] / [`rows_q8_decode`], but
     /// for Q5_0 / Q5_1, which run this body with `C = 1`.
     ///
@@ -638,8 +641,10 @@ mod avx {
         let mut sc = [[[0f32; GROUP]; C]; R];
         let mut mw = [[0f32; GROUP]; R];
         let mut sx = [[0f32; GROUP]; C];
-        let ahead =
-            super::super::decode::Ahead::new(if SPLIT { nb * (ts + 2 + 2 * usize::from(K == Q4_1)) } else { nb * ts });
+        // Split rows' `qh` halves (Q5): the low ones after the `d`s (and `m`s), then the high.
+        let qh_at = 16 * nb + 2 * nb * (1 + usize::from(has_m));
+        let row_len = nb * [18, 20, 34, 22, 24][K as usize];
+        let ahead = super::super::decode::Ahead::new(row_len);
         let mut g0 = 0;
         // SAFETY (every pointer below): block `b < nb` of row `r` spans `ts` bytes from
         // `w[r] + b ts` (split: its quants; its `d` at `w[r] + ts nb + 2 b` and Q4_1's `m` at
@@ -657,13 +662,17 @@ mod avx {
                 for r in 0..R {
                     if C == 1 {
                         super::super::decode::prefetch_ahead(w[r], ahead, g0 * ts, (g0 + gn) * ts);
+                        if SPLIT && g0 == 0 {
+                            // A split row's 16-bit fields, after all its quants.
+                            super::super::decode::prefetch_ahead(w[r], ahead, ts * nb, row_len);
+                        }
                     }
                     // `d` of the group's blocks, and Q4_1's `m` (a split Q4_0 row has no `m`
                     // array: nothing is read past its `d`s).
                     let (dw, m) = if SPLIT {
                         let f = w[r].add(ts * nb + 2 * g0);
                         let dw = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes, f.cast()));
-                        let m = if K == Q4_1 {
+                        let m = if has_m {
                             _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes, f.add(2 * nb).cast()))
                         } else {
                             _mm512_setzero_ps()
@@ -707,9 +716,15 @@ mod avx {
                             let v = _mm_loadu_si128(p.cast());
                             let u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(v), v), m4);
                             if five {
-                                // Bit `j` of `qh` (the 4 bytes before the quants): bit 4 of
-                                // element `j`, byte `j` of `u`.
-                                let qh = p.sub(4).cast::<u32>().read_unaligned();
+                                // Bit `j` of `qh` (the 4 bytes before the quants; split: its
+                                // halves at `qh_at + 2 b` and `2 nb` on): bit 4 of element `j`,
+                                // byte `j` of `u`.
+                                let qh = if SPLIT {
+                                    let h = w[r].add(qh_at + 2 * b).cast::<u16>();
+                                    u32::from(h.read_unaligned()) | u32::from(h.add(nb).read_unaligned()) << 16
+                                } else {
+                                    p.sub(4).cast::<u32>().read_unaligned()
+                                };
                                 _mm256_mask_add_epi8(u, qh, u, sixteen)
                             } else {
                                 u

@@ -38,7 +38,7 @@
 //!   ms, Q4_0 22.7 → 8.3–9.8, Q6_K 17.6–22.9 → 13.3–17.2); other schemes run exact.
 //!   Results differ from the f32 reference by the activation quantization error.
 //!
-//! Weights in `rlx_gguf::Layout::SplitRows` (Q4_0 / Q4_1 / Q8_0, attribute `"layout"`; what the model
+//! Weights in `rlx_gguf::Layout::SplitRows` (Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0, attribute `"layout"`; what the model
 //! runner uses in both modes) run on the same paths with the same results: the VNNI, AMX and
 //! block floating point kernels and the exact mode's tile decoder read them natively
 //! ([`int8::tile_split`], [`bfp`], [`exact`]); the fast mode without VNNI and the exact
