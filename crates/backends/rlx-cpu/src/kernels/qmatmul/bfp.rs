@@ -469,7 +469,9 @@ mod avx512 {
                 let (gn, lanes) = group(nb, g0);
                 let xs = _mm512_maskz_loadu_ps(lanes, scales.add(4 * g0).cast());
                 for r in 0..R {
-                    prefetch_ahead(w[r], ahead, g0 * ts, (g0 + gn) * ts);
+                    if !SPLIT {
+                        prefetch_ahead(w[r], ahead, g0 * ts, (g0 + gn) * ts);
+                    }
                     let d = if SPLIT {
                         let s0 = 32 * nb + 2 * g0;
                         prefetch_ahead(w[r], ahead, s0, s0 + 2 * gn);
@@ -488,6 +490,10 @@ mod avx512 {
                     let c = _mm512_loadu_si512(corr.add(b / 2 * CORR_BYTES).cast());
                     let sidx = _mm512_add_epi32(pair, _mm512_set1_epi32(i as i32));
                     for r in 0..R {
+                        if SPLIT {
+                            // In step with the reads: one line per row and pair.
+                            prefetch_ahead(w[r], ahead, b * ts, (b + 2).min(g0 + gn) * ts);
+                        }
                         let p = w[r].add(b * ts + qo);
                         // A missing second block: zero bytes, flipped to 128, against zero digits.
                         let q = if !two {

@@ -962,7 +962,9 @@ mod avx {
             while g0 < nb {
                 let (gn, lanes, xd) = group_at(x, nb, g0);
                 for r in 0..R {
-                    super::super::decode::prefetch_ahead(w[r], ahead, g0 * ts, (g0 + gn) * ts);
+                    if !SPLIT {
+                        super::super::decode::prefetch_ahead(w[r], ahead, g0 * ts, (g0 + gn) * ts);
+                    }
                     let d = if SPLIT {
                         let s0 = 32 * nb + 2 * g0;
                         super::super::decode::prefetch_ahead(w[r], ahead, s0, s0 + 2 * gn);
@@ -986,6 +988,10 @@ mod avx {
                         _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, xv));
                     let sidx = _mm512_add_epi32(pair, _mm512_set1_epi32(i as i32));
                     for r in 0..R {
+                        if SPLIT {
+                            // In step with the reads (see `bfp::rows_q8`).
+                            super::super::decode::prefetch_ahead(w[r], ahead, b * ts, (b + 2).min(g0 + gn) * ts);
+                        }
                         let p = w[r].add(b * ts + qo);
                         let q = if !two {
                             _mm512_zextsi256_si512(_mm256_loadu_si256(p.cast()))
