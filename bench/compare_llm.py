@@ -67,10 +67,14 @@ def run_llama(bench, model, cpus, threads):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", default=default_model())
-    ap.add_argument("--rlx", default=os.path.join(ROOT, "target", "release", "rlx"))
-    ap.add_argument("--llama-bench", default="/work/llama-build/bin/llama-bench")
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--model", default=default_model(),
+                    help="GGUF file both run (default: SmolLM2-135M Q4_1 from tools/fetch.sh smollm2)")
+    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
+    ap.add_argument("--rlx", default=os.path.join(target, "release", "rlx"),
+                    help="the rlx binary (default: $CARGO_TARGET_DIR or target/, release/rlx)")
+    ap.add_argument("--llama-bench", default="/work/llama-build/bin/llama-bench",
+                    help="llama.cpp's llama-bench (default: where tools/build-llama.sh puts it)")
+    ap.add_argument("--reps", type=int, default=3, help="rounds per configuration (default 3)")
     ap.add_argument("--modes", default="exact,fast,fast_f16",
                     help="RLX numerics to run: exact (default mode), fast (--fast: Q8 activations, as llama.cpp), "
                          "fast_f16 (--fast --kv-type f16: llama.cpp's default numerics)")

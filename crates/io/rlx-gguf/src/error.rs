@@ -46,12 +46,15 @@ pub enum GgufError {
     },
     /// A count (tensors, KV pairs, array elements, string bytes) cannot fit in the rest of the file.
     #[error(
-        "{what} {count} at offset {offset} is impossible: the remaining {remaining} bytes hold at most {max} \
-         (a truncated or corrupt file)"
+        "{what} of {count} {unit} at offset {offset} is impossible: the {remaining} bytes after it hold at most \
+         {max} (a truncated or corrupt file)"
     )]
     CountTooLarge {
         /// Which count.
         what: &'static str,
+        /// What it counts: `"items"` (tensors, KV pairs, array elements) or `"bytes"` (a
+        /// string's length).
+        unit: &'static str,
         /// The value read.
         count: u64,
         /// Where it was read.

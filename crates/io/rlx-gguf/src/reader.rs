@@ -141,18 +141,23 @@ impl<'a> Cursor<'a> {
     /// Read a count of items each taking at least `min_size` bytes, and check that that many
     /// items can fit in what remains.
     fn bounded_count(&mut self, what: &'static str, min_size: u64) -> Result<u64> {
+        self.bounded(what, "items", min_size)
+    }
+
+    /// [`Self::bounded_count`] of `unit`s (a string's length counts bytes).
+    fn bounded(&mut self, what: &'static str, unit: &'static str, min_size: u64) -> Result<u64> {
         let offset = self.pos as u64;
         let count = self.count(what)?;
         let remaining = self.remaining();
         let max = remaining / min_size.max(1);
         if count > max {
-            return Err(GgufError::CountTooLarge { what, count, offset, remaining, max });
+            return Err(GgufError::CountTooLarge { what, unit, count, offset, remaining, max });
         }
         Ok(count)
     }
 
     fn string(&mut self, what: &'static str) -> Result<String> {
-        let len = self.bounded_count(what, 1)?;
+        let len = self.bounded(what, "bytes", 1)?;
         let start = self.pos as u64;
         let bytes = self.take(len, what)?;
         match std::str::from_utf8(bytes) {
