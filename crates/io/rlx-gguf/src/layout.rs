@@ -73,6 +73,13 @@ fn split_fields(ty: GgmlType) -> Option<usize> {
     }
 }
 
+/// In a [`Layout::SplitRows`] row of `nb` Q5_0 (`has_m` false) or Q5_1 (`has_m` true) blocks,
+/// the byte offset of the array of the blocks' `qh` low 16-bit halves (block `b`'s at `+ 2 b`);
+/// the high halves follow `2 nb` bytes on. For the kernels that read split rows natively.
+pub const fn split_qh_offset(nb: usize, has_m: bool) -> usize {
+    16 * nb + 2 * nb * (1 + has_m as usize)
+}
+
 /// Blocks per row of `row_len` bytes of `ty` in [`Layout::SplitRows`], checked.
 fn split_blocks(ty: GgmlType, row_len: usize) -> Result<(usize, usize)> {
     let fields = split_fields(ty).ok_or(GgufError::Unsupported { op: "the split_rows layout", ty })?;
@@ -251,6 +258,13 @@ mod tests {
         let mut want: Vec<u8> = (6..22).chain(28..44).collect();
         want.extend([0, 1, 22, 23, 2, 3, 24, 25, 4, 5, 26, 27]);
         assert_eq!(dst, want);
+        // The kernels' offset of the `qh` halves is where the regrouping puts them.
+        for (ty, has_m) in [(GgmlType::Q5_0, false), (GgmlType::Q5_1, true)] {
+            let (nb, fields) = (7, split_fields(ty).unwrap());
+            let lo: Vec<usize> = parts(ty.type_size(), fields, nb, 3).map(|(_, at, _)| at).collect();
+            assert_eq!(lo[fields - 2], split_qh_offset(nb, has_m) + 2 * 3, "{ty}");
+            assert_eq!(lo[fields - 1], split_qh_offset(nb, has_m) + 2 * nb + 2 * 3, "{ty}");
+        }
     }
 
     #[test]

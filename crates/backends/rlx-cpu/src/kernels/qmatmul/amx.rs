@@ -416,7 +416,7 @@ unsafe fn unpack_legacy<const TS: usize, const SPLIT: bool>(
                 let (lo, hi) = (_mm_and_si128(v, m4), _mm_and_si128(_mm_srli_epi16::<4>(v), m4));
                 let (lo, hi) = if TS == 22 || TS == 24 {
                     // `qh`'s low halves after the `d`s (and `m`s), then its high halves.
-                    let h = src.add(if has_m { 20 } else { 18 } * nb + 2 * i).cast::<u16>();
+                    let h = src.add(rlx_gguf::layout::split_qh_offset(nb, has_m) + 2 * i).cast::<u16>();
                     let (l, u) = (h.read_unaligned(), h.add(nb).read_unaligned());
                     let sixteen = _mm_set1_epi8(16);
                     (_mm_mask_add_epi8(lo, l, lo, sixteen), _mm_mask_add_epi8(hi, u, hi, sixteen))

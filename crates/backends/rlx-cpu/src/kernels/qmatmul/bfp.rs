@@ -306,7 +306,7 @@ mod avx512 {
         let row: usize = nb * tb;
         let ahead = Ahead::new(row);
         // Split rows: the `qh` low halves after the `d`s (and `m`s), then the high halves.
-        let qh_at = 16 * nb + 2 * nb * (1 + usize::from(has_m));
+        let qh_at = rlx_gguf::layout::split_qh_offset(nb, has_m);
         // Quant bytes of block `b` at `ts b + qo`.
         let (ts, qo): (usize, usize) = if SPLIT { (16, 0) } else { (tb, tb - 16) };
         let bit4 = _mm512_set1_epi8(16);

@@ -123,7 +123,7 @@ mod avx512 {
                         // `2 nb` bytes after the quants.
                         let (d, m, qh, q) = if split {
                             let f = row.add(16 * nb + 2 * b);
-                            let h = f.add(if one { 4 * nb } else { 2 * nb });
+                            let h = row.add(rlx_gguf::layout::split_qh_offset(nb, one) + 2 * b);
                             let qh = u32::from(h.cast::<u16>().read_unaligned())
                                 | u32::from(h.add(2 * nb).cast::<u16>().read_unaligned()) << 16;
                             (f, f.add(2 * nb), qh, row.add(16 * b))

@@ -642,7 +642,7 @@ mod avx {
         let mut mw = [[0f32; GROUP]; R];
         let mut sx = [[0f32; GROUP]; C];
         // Split rows' `qh` halves (Q5): the low ones after the `d`s (and `m`s), then the high.
-        let qh_at = 16 * nb + 2 * nb * (1 + usize::from(has_m));
+        let qh_at = rlx_gguf::layout::split_qh_offset(nb, has_m);
         let row_len = nb * [18, 20, 34, 22, 24][K as usize];
         let ahead = super::super::decode::Ahead::new(row_len);
         let mut g0 = 0;
