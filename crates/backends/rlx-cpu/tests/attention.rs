@@ -190,3 +190,69 @@ fn encoder_shape_with_padding_bias() {
     let c = Case { b: 2, h: 12, hk: 12, sq: 128, sk: 128, d: 32, dv: 32 };
     run_case(c, M::Bias(&['b', '1', '1', 'k']), 7);
 }
+
+/// `attention_with_kvcache` [B, S, H, D] over a cache [B, Hk, C, D] (f32 or f16) with per-sequence
+/// lengths: the native kernel (reads only the visible columns) against the interpreter's
+/// evaluation of the decomposition (scores over the whole capacity, masked), 1 and 2 threads;
+/// lengths 0, partial and full capacity, one and several new tokens, grouped heads.
+#[test]
+fn attention_with_kvcache_matches_decomposition() {
+    // (b, s, h, hk, c, d, dv, lens)
+    let cases: [(usize, usize, usize, usize, usize, usize, usize, &[i32]); 5] = [
+        (1, 1, 9, 3, 16, 64, 64, &[5]),
+        (3, 1, 4, 2, 32, 16, 8, &[0, 17, 32]),
+        (2, 3, 6, 2, 8, 20, 12, &[8, 3]),
+        (1, 1, 14, 2, 256, 64, 64, &[200]),
+        (2, 2, 2, 2, 4, 4, 4, &[0, 0]),
+    ];
+    for (n, &(b, s, h, hk, c, d, dv, lens)) in cases.iter().enumerate() {
+        for cache in [DType::F32, DType::F16] {
+            let what = format!("case {n} {cache:?}");
+            let mut g = Graph::new("kv");
+            let f32s = |d: &[usize]| Shape::new(d, DType::F32);
+            let q = g.input("q", f32s(&[b, s, h, d]));
+            let k = g.input("k", f32s(&[b, s, hk, d]));
+            let v = g.input("v", f32s(&[b, s, hk, dv]));
+            let kc = g.input("kc", Shape::new(&[b, hk, c, d], cache));
+            let vc = g.input("vc", Shape::new(&[b, hk, c, dv], cache));
+            let l = g.input("l", Shape::new(&[b], DType::I32));
+            let y = g.attention_with_kvcache(q, k, v, kc, vc, l, None);
+            g.set_outputs(vec![y]);
+            assert!(g.error().is_none(), "{what}: {:?}", g.error());
+            let seed = 40 + 10 * n as u64;
+            let feeds = [
+                ("q", rand_tensor(&[b, s, h, d], DType::F32, seed, -1.0, 1.0)),
+                ("k", rand_tensor(&[b, s, hk, d], DType::F32, seed + 1, -1.0, 1.0)),
+                ("v", rand_tensor(&[b, s, hk, dv], DType::F32, seed + 2, -1.0, 1.0)),
+                ("kc", rand_tensor(&[b, hk, c, d], cache, seed + 3, -1.0, 1.0)),
+                ("vc", rand_tensor(&[b, hk, c, dv], cache, seed + 4, -1.0, 1.0)),
+                ("l", Tensor::from_vec(lens.to_vec(), &[b]).unwrap()),
+            ];
+            for threads in [Some(1), Some(2)] {
+                let kernels = check_graph(&g, &feeds, threads, TOL, &what);
+                assert!(kernels.iter().any(|k| k.starts_with("attention_kvcache")), "{what}: kernels {kernels:?}");
+            }
+        }
+    }
+}
+
+/// A cache length past the capacity (or negative) is an error naming the sequence, not a read
+/// past the cache.
+#[test]
+fn attention_with_kvcache_rejects_lengths_past_the_cache() {
+    let mut g = Graph::new("kv");
+    let q = g.input("q", Shape::new(&[2, 1, 2, 4], DType::F32));
+    let k = g.input("k", Shape::new(&[2, 1, 1, 4], DType::F32));
+    let kc = g.input("kc", Shape::new(&[2, 1, 8, 4], DType::F32));
+    let l = g.input("l", Shape::new(&[2], DType::I32));
+    let y = g.attention_with_kvcache(q, k, k, kc, kc, l, None);
+    g.set_outputs(vec![y]);
+    let mut exe = rlx_cpu::CpuExecutable::compile(&g, &Default::default()).unwrap();
+    let (qt, kt, kct) =
+        (Tensor::zeros(&[2, 1, 2, 4], DType::F32), Tensor::zeros(&[2, 1, 1, 4], DType::F32), Tensor::zeros(&[2, 1, 8, 4], DType::F32));
+    for (bad, want) in [(9, "cache_len[1] = 9 is outside 0..=8"), (-1, "cache_len[1] = -1")] {
+        let lt = Tensor::from_vec(vec![3i32, bad], &[2]).unwrap();
+        let e = exe.run(&[&qt, &kt, &kct, &lt], &[]).unwrap_err().to_string();
+        assert!(e.contains(want), "{e}");
+    }
+}

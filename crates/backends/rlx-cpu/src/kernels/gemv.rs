@@ -297,6 +297,81 @@ pub fn run<M: MatElem>(g: &Gemv, p: &DotPlan, a: &[f32], b: &[M], c: &mut [f32])
     }
 }
 
+/// `y[i·ys + j] = Σ_k w[j·ws + k] · v[i·vst + k]` for `i < m`, `j < n`, `k < kk`: `m` vectors
+/// against the `n` matrix rows, each row read once for all of them (on AVX-512
+/// `avx512::dot_multi`; every element the same bits as the one-vector [`dot_rows`]), on the
+/// calling thread. For kernels that walk their own (batch, head) tasks (`attention_with_kvcache`).
+///
+/// Panics when an operand is shorter than the strides say.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn dot_many<M: MatElem>(
+    w: &[M],
+    ws: usize,
+    n: usize,
+    v: &[f32],
+    vst: usize,
+    m: usize,
+    kk: usize,
+    y: &mut [f32],
+    ys: usize,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    assert!(
+        (n - 1) * ws + kk <= w.len() && (m - 1) * vst + kk <= v.len() && (m - 1) * ys + n <= y.len(),
+        "dot_many operand too short"
+    );
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512() {
+        // SAFETY: AVX-512F present; the operands hold what the strides address (asserted);
+        // `y` is a distinct slice.
+        return unsafe { avx512::dot_multi(w.as_ptr(), ws, n, v.as_ptr(), vst, m, kk, y.as_mut_ptr(), ys) };
+    }
+    for i in 0..m {
+        dot_rows(w, ws, &v[i * vst..][..kk], &mut y[i * ys..][..n]);
+    }
+}
+
+/// `y[i·ys + j] = Σ_k v[i·vst + k·vs] · w[k·ws + j]` for `i < m`, `j < n`, `k < kk` (`y` is
+/// overwritten; zeros when `kk == 0`): `m` vectors against one matrix, each row read once for
+/// all of them (`avx512::axpy_multi` on AVX-512, the same bits as [`axpy`] per vector), on the
+/// calling thread.
+///
+/// Panics when an operand is shorter than the strides say.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn axpy_many<M: MatElem>(
+    w: &[M],
+    ws: usize,
+    n: usize,
+    v: &[f32],
+    vst: usize,
+    vs: usize,
+    m: usize,
+    kk: usize,
+    y: &mut [f32],
+    ys: usize,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    assert!((m - 1) * ys + n <= y.len(), "axpy_many result too short");
+    if kk == 0 {
+        (0..m).for_each(|i| y[i * ys..][..n].fill(0.0));
+        return;
+    }
+    assert!((kk - 1) * ws + n <= w.len() && (m - 1) * vst + (kk - 1) * vs < v.len(), "axpy_many operand too short");
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512() {
+        // SAFETY: AVX-512F present; the operands hold what the strides address (asserted);
+        // `y` is a distinct slice.
+        return unsafe { avx512::axpy_multi(w.as_ptr(), ws, n, v.as_ptr(), vst, vs, m, kk, y.as_mut_ptr(), ys) };
+    }
+    for i in 0..m {
+        axpy(w, ws, &v[i * vst..], vs, kk, &mut y[i * ys..][..n]);
+    }
+}
+
 /// Split `y`'s columns across threads for large matrices.
 fn axpy_par<M: MatElem>(w: &[M], ws: usize, v: &[f32], vs: usize, k: usize, y: &mut [f32]) {
     let n = y.len();

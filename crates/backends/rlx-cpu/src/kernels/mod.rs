@@ -7,6 +7,7 @@
 //! gives the reference's results within float rounding (see each module's docs).
 
 pub mod attention;
+pub mod attention_kvcache;
 #[cfg(target_arch = "x86_64")]
 mod attention_avx512;
 pub mod composite;
@@ -36,9 +37,18 @@ pub mod window;
 use rlx_ir::{DType, Graph, IrError, NodeId, Op, Tensor};
 
 /// Composites with a native kernel here (others are inlined before compile): those of
-/// [`composite::NATIVE`], [`qmatmul::NAME`], [`attention::NAME`] and [`rope::NAME`].
-pub const NATIVE_COMPOSITES: &[&str] =
-    &["softmax", "log_softmax", "layer_norm", "rms_norm", qmatmul::NAME, attention::NAME, rope::NAME];
+/// [`composite::NATIVE`], [`qmatmul::NAME`], [`attention::NAME`], [`attention_kvcache::NAME`]
+/// and [`rope::NAME`].
+pub const NATIVE_COMPOSITES: &[&str] = &[
+    "softmax",
+    "log_softmax",
+    "layer_norm",
+    "rms_norm",
+    qmatmul::NAME,
+    attention::NAME,
+    attention_kvcache::NAME,
+    rope::NAME,
+];
 
 /// The kernel chosen for one node.
 #[derive(Clone, Debug)]
@@ -70,6 +80,8 @@ pub enum Kernel {
     Epilogue(Box<epilogue::EpilogueKernel>),
     /// `scaled_dot_product_attention` as flash-style tiles.
     Attention(Box<attention::AttentionKernel>),
+    /// `attention_with_kvcache` over the visible cache columns.
+    KvAttention(Box<attention_kvcache::KvCacheAttention>),
     /// `rope` in one pass.
     Rope(rope::RopeKernel),
     /// A composite without a native kernel for these operands: evaluate its body.
@@ -93,6 +105,7 @@ impl Kernel {
             Kernel::Fused(k) => k.name(),
             Kernel::Epilogue(k) => k.name(),
             Kernel::Attention(k) => k.name(),
+            Kernel::KvAttention(k) => k.name(),
             Kernel::Rope(k) => k.name(),
             Kernel::CompositeBody => "composite_body",
         }
@@ -139,6 +152,10 @@ pub fn select(g: &Graph, id: NodeId, opts: &crate::CpuOptions) -> Kernel {
         }
         if c.name == attention::NAME {
             return attention::select(c, &ins, &outs).map_or(Kernel::CompositeBody, |k| Kernel::Attention(Box::new(k)));
+        }
+        if c.name == attention_kvcache::NAME {
+            return attention_kvcache::select(c, &ins, &outs)
+                .map_or(Kernel::CompositeBody, |k| Kernel::KvAttention(Box::new(k)));
         }
         if c.name == rope::NAME {
             return rope::select(c, &ins, &outs).map_or(Kernel::CompositeBody, Kernel::Rope);
@@ -225,6 +242,7 @@ pub fn run(k: &mut Kernel, op: &Op, ins: &[&Tensor], outs: &mut [Tensor]) -> Res
         Kernel::Fused(k) => fused::run(k, ins, outs),
         Kernel::Epilogue(k) => epilogue::run(k, ins, outs),
         Kernel::Attention(k) => attention::run(k, ins, &mut outs[0]),
+        Kernel::KvAttention(k) => attention_kvcache::run(k, ins, &mut outs[0]),
         Kernel::Rope(k) => rope::run(k, ins, &mut outs[0]),
         Kernel::CompositeBody => match op {
             Op::Composite(c) => composite::run_body(c, ins, outs),

@@ -1,5 +1,5 @@
-//! Attention composites: rotary position embedding (`rope`) and
-//! `scaled_dot_product_attention`.
+//! Attention composites: rotary position embedding (`rope`), `scaled_dot_product_attention`
+//! and `attention_with_kvcache` (a decoder step over a KV cache).
 //!
 //! Semantics:
 //! - `rope` is the Llama / Hugging Face "rotate-half" convention (`apply_rotary_pos_emb`):
@@ -343,6 +343,116 @@ impl Graph {
             vec![swap(g, o)]
         })[0]
     }
+
+    /// Attention of a block of new tokens over a KV cache plus themselves, FlashAttention's
+    /// `flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens, causal=True)` except
+    /// that the cache is only read (the caller appends `k`, `v` to it afterwards):
+    /// `q` `[B, S, H, D]`, the new keys / values `k` `[B, S, Hk, D]`, `v` `[B, S, Hk, Dv]`,
+    /// `k_cache` `[B, Hk, C, D]`, `v_cache` `[B, Hk, C, Dv]` (q's dtype, or f16 widened to it),
+    /// `cache_len` integer `[B]`; result `[B, S, H, Dv]` in q's dtype. Query `i` of sequence
+    /// `b` attends the cache columns `j < cache_len[b]` and the new keys `j ≤ i` (causal,
+    /// aligned at the end of the cache), query head `h` reading key / value head `h / (H /
+    /// Hk)`; scores `q·k · scale` (`scale` defaults to `1/√D`), softmax over the visible keys.
+    /// Composite `"attention_with_kvcache"`, attrs `{"scale": Float}`, operands
+    /// `[q, k, v, k_cache, v_cache, cache_len]`. The decomposition scores the cache and the new
+    /// block separately (the cache is never copied), masks columns past `cache_len[b]`; a
+    /// native kernel reads only the visible columns. A `cache_len[b]` above `C` is an error at
+    /// run time in native kernels; the decomposition then sees the first `C` columns.
+    /// Errors: ranks other than 4, mismatched B / D / Dv / Hk / C, heads that do not divide,
+    /// a cache neither q's dtype nor f16, `cache_len` not integer `[B]`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention_with_kvcache(
+        &mut self,
+        q: NodeId,
+        k: NodeId,
+        v: NodeId,
+        k_cache: NodeId,
+        v_cache: NodeId,
+        cache_len: NodeId,
+        scale: Option<f64>,
+    ) -> NodeId {
+        const NAME: &str = "attention_with_kvcache";
+        let ops = [q, k, v, k_cache, v_cache, cache_len];
+        let Some(t) = self.compose_types(NAME, &ops) else { return self.placeholder() };
+        let bad = |g: &mut Graph, m: String| g.compose_fail(NAME, m);
+        let dims: Option<Vec<Vec<usize>>> = t[..5].iter().map(|s| s.static_dims().filter(|d| d.len() == 4)).collect();
+        let Some(dims) = dims else {
+            return bad(self, format!("q, k, v, k_cache, v_cache must be static rank 4, got {}, {}, {}, {}, {}", t[0], t[1], t[2], t[3], t[4]));
+        };
+        let (qd, kd, vd, kcd, vcd) = (&dims[0], &dims[1], &dims[2], &dims[3], &dims[4]);
+        let (b, s, h, d) = (qd[0], qd[1], qd[2], qd[3]);
+        let (hk, dv, c) = (kd[2], vd[3], kcd[2]);
+        let fits = kd[..] == [b, s, hk, d] && vd[..] == [b, s, hk, dv] && kcd[..] == [b, hk, c, d] && vcd[..] == [b, hk, c, dv];
+        if !fits {
+            return bad(
+                self,
+                format!(
+                    "q {}, k {}, v {}, k_cache {}, v_cache {} do not fit [B,S,H,D], [B,S,Hk,D], [B,S,Hk,Dv], [B,Hk,C,D], [B,Hk,C,Dv]",
+                    t[0], t[1], t[2], t[3], t[4]
+                ),
+            );
+        }
+        if let Err(m) = need_float(NAME, "q", &t[0]) {
+            return bad(self, m);
+        }
+        let dt = t[0].dtype;
+        if t[1].dtype != dt || t[2].dtype != dt {
+            return bad(self, format!("k {} and v {} must have q's dtype {dt}", t[1], t[2]));
+        }
+        if t[3].dtype != t[4].dtype || (t[3].dtype != dt && t[3].dtype != DType::F16) {
+            return bad(self, format!("k_cache {} and v_cache {} must both be {dt} or both f16", t[3], t[4]));
+        }
+        if t[5].rank() != 1 || !t[5].dtype.is_int() || t[5].static_dims().is_some_and(|l| l[0] != b) {
+            return bad(self, format!("cache_len must be integer [{b}], got {}", t[5]));
+        }
+        if hk == 0 || h % hk != 0 {
+            return bad(self, format!("q has {h} heads, k/v {hk}: q's heads must be a multiple of k's"));
+        }
+        let rep = h / hk;
+        let scale = scale.unwrap_or(1.0 / (d as f64).sqrt());
+        let a = attrs([("scale", Attr::Float(scale))]);
+        self.composite_with(NAME, a, &ops, |g, a| {
+            let (kc, vc) = if g.shape(a[3]).dtype == dt { (a[3], a[4]) } else { (g.convert(a[3], dt), g.convert(a[4], dt)) };
+            let k_new = g.transpose(a[1], &[0, 2, 1, 3]); // [B, Hk, S, D]
+            let v_new = g.transpose(a[2], &[0, 2, 1, 3]);
+            // q [B, S, H, D] -> [B, Hk, rep, S, D] -> [B, Hk, rep·S, D]: a group's query heads
+            // share its keys.
+            let q5 = g.reshape(a[0], vec![b, s, hk, rep, d]);
+            let q5 = g.transpose(q5, &[0, 2, 3, 1, 4]);
+            let qg = g.reshape(q5, vec![b, hk, rep * s, d]);
+            let sc_c = g.dot_general(qg, kc, batched(3, 3)); // [B, Hk, rep·S, C]
+            let sc_n = g.dot_general(qg, k_new, batched(3, 3)); // [B, Hk, rep·S, S]
+            let sc = g.concatenate(&[sc_c, sc_n], 3);
+            let sc = g.reshape(sc, vec![b, hk, rep, s, c + s]);
+            let k_scale = g.scalar_like(scale, sc);
+            let sc = g.mul(sc, k_scale);
+            // Column j is visible to query i of sequence r when j < cache_len[r] (a cache
+            // column, j < C) or C ≤ j ≤ C + i (a new key up to the query's own).
+            let col = g.iota(Shape::new(&[1, 1, 1, 1, c + s], DType::I64), 4);
+            let row = g.iota(Shape::new(&[1, 1, 1, s, 1], DType::I64), 3);
+            let lens = g.convert(a[5], DType::I64);
+            let lens = g.reshape(lens, vec![b, 1, 1, 1, 1]);
+            let cap = g.scalar_like(c as f64, col);
+            let in_cache = g.compare(CompareOp::Lt, col, lens);
+            let past_cache = g.compare(CompareOp::Ge, col, cap);
+            let first = g.binary(crate::ops::BinaryOp::Or, in_cache, past_cache);
+            let last = g.add(row, cap);
+            let causal = g.compare(CompareOp::Le, col, last);
+            let ok = g.binary(crate::ops::BinaryOp::And, first, causal);
+            let ninf = g.scalar_like(f64::NEG_INFINITY, sc);
+            let sc = g.select(ok, sc, ninf);
+            let pr = g.softmax(sc, -1);
+            let pr = g.reshape(pr, vec![b, hk, rep * s, c + s]);
+            let p_c = g.slice(pr, &[0, 0, 0, 0], &[b, hk, rep * s, c], &[]);
+            let p_n = g.slice(pr, &[0, 0, 0, c], &[b, hk, rep * s, c + s], &[]);
+            let o_c = g.dot_general(p_c, vc, batched(3, 2)); // [B, Hk, rep·S, Dv]
+            let o_n = g.dot_general(p_n, v_new, batched(3, 2));
+            let o = g.add(o_c, o_n);
+            let o = g.reshape(o, vec![b, hk, rep, s, dv]);
+            let o = g.transpose(o, &[0, 3, 1, 2, 4]); // [B, S, Hk, rep, Dv]
+            vec![g.reshape(o, vec![b, s, h, dv])]
+        })[0]
+    }
 }
 
 #[cfg(test)]
@@ -621,5 +731,109 @@ mod tests {
         let k = g.input("k", Shape::new(&[1, 2, 2, 2], DType::F32));
         g.scaled_dot_product_attention(q, k, k, MaskKind::Causal, None);
         assert!(g.error().unwrap().to_string().contains("q has 3 heads, k/v 2"));
+    }
+
+    /// `attention_with_kvcache` against attention written out in f64 loops over the visible
+    /// keys (cache columns below each sequence's length, then the new keys up to the query's
+    /// own), with GQA, sequences of different cache lengths (0, partial, full) and an f16
+    /// cache; bad operands are named.
+    #[test]
+    fn attention_with_kvcache_matches_loops() {
+        let (b, s, h, hk, c, d, dv) = (3, 2, 4, 2, 5, 3, 2);
+        let rep = h / hk;
+        let lens = [0usize, 3, 5];
+        let qv = wavy(b * s * h * d, 0.1);
+        let kv = wavy(b * s * hk * d, 0.7);
+        let vv = wavy(b * s * hk * dv, 1.3);
+        let kcv = wavy(b * hk * c * d, 2.1);
+        let vcv = wavy(b * hk * c * dv, 2.9);
+        let scale = 0.8;
+        let reference = |kcv: &[f64], vcv: &[f64]| {
+            let mut want = vec![0.0; b * s * h * dv];
+            for r in 0..b {
+                for i in 0..s {
+                    for hh in 0..h {
+                        let g = hh / rep;
+                        let qr = &qv[((r * s + i) * h + hh) * d..][..d];
+                        // (key, value) rows visible to this query.
+                        let mut keys: Vec<(&[f64], &[f64])> = (0..lens[r])
+                            .map(|j| (&kcv[((r * hk + g) * c + j) * d..][..d], &vcv[((r * hk + g) * c + j) * dv..][..dv]))
+                            .collect();
+                        keys.extend(
+                            (0..=i)
+                                .map(|j| (&kv[((r * s + j) * hk + g) * d..][..d], &vv[((r * s + j) * hk + g) * dv..][..dv])),
+                        );
+                        let sc: Vec<f64> = keys
+                            .iter()
+                            .map(|(kr, _)| kr.iter().zip(qr).map(|(a, b)| a * b).sum::<f64>() * scale)
+                            .collect();
+                        let m = sc.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                        let e: Vec<f64> = sc.iter().map(|x| (x - m).exp()).collect();
+                        let z: f64 = e.iter().sum();
+                        for dd in 0..dv {
+                            want[((r * s + i) * h + hh) * dv + dd] =
+                                keys.iter().zip(&e).map(|((_, vr), p)| vr[dd] * p / z).sum();
+                        }
+                    }
+                }
+            }
+            want
+        };
+        for cache in [DType::F64, DType::F16] {
+            let mut g = Graph::new("t");
+            let q = g.input("q", Shape::new(&[b, s, h, d], DType::F64));
+            let k = g.input("k", Shape::new(&[b, s, hk, d], DType::F64));
+            let v = g.input("v", Shape::new(&[b, s, hk, dv], DType::F64));
+            let kc = g.input("kc", Shape::new(&[b, hk, c, d], cache));
+            let vc = g.input("vc", Shape::new(&[b, hk, c, dv], cache));
+            let l = g.input("l", Shape::new(&[b], DType::I32));
+            let o = g.attention_with_kvcache(q, k, v, kc, vc, l, Some(scale));
+            assert_eq!(g.shape(o), &Shape::new(&[b, s, h, dv], DType::F64));
+            g.set_outputs(vec![o]);
+            // An f16 cache holds the values rounded to f16; the reference reads the same.
+            let round = |x: &[f64]| -> Vec<f64> {
+                if cache == DType::F16 { x.iter().map(|&v| crate::half::f16::from_f64(v).to_f64()).collect() } else { x.to_vec() }
+            };
+            let (kcr, vcr) = (round(&kcv), round(&vcv));
+            let cached = |x: &[f64], dims: &[usize]| {
+                if cache == DType::F16 {
+                    Tensor::from_vec(x.iter().map(|&v| crate::half::f16::from_f64(v)).collect::<Vec<_>>(), dims).unwrap()
+                } else {
+                    t64(x, dims)
+                }
+            };
+            let (kc16, vc16) = (cached(&kcv, &[b, hk, c, d]), cached(&vcv, &[b, hk, c, dv]));
+            let f = feeds(&[
+                ("q", t64(&qv, &[b, s, h, d])),
+                ("k", t64(&kv, &[b, s, hk, d])),
+                ("v", t64(&vv, &[b, s, hk, dv])),
+                ("kc", kc16),
+                ("vc", vc16),
+                ("l", Tensor::from_vec(lens.iter().map(|&x| x as i32).collect::<Vec<_>>(), &[b]).unwrap()),
+            ]);
+            let out = run_both(&g, &f);
+            close(&out[0], &reference(&kcr, &vcr), 1e-13);
+        }
+        let mut g = Graph::new("t");
+        let q = g.input("q", Shape::new(&[1, 1, 3, 4], DType::F32));
+        let k = g.input("k", Shape::new(&[1, 1, 2, 4], DType::F32));
+        let kc = g.input("kc", Shape::new(&[1, 2, 8, 4], DType::F32));
+        let l = g.input("l", Shape::new(&[1], DType::I32));
+        g.attention_with_kvcache(q, k, k, kc, kc, l, None);
+        assert!(g.error().unwrap().to_string().contains("multiple of k's"), "{:?}", g.error());
+        let mut g = Graph::new("t");
+        let q = g.input("q", Shape::new(&[1, 1, 2, 4], DType::F32));
+        let k = g.input("k", Shape::new(&[1, 1, 2, 4], DType::F32));
+        let kc = g.input("kc", Shape::new(&[1, 2, 8, 4], DType::F32));
+        let lf = g.input("l", Shape::new(&[1], DType::F32));
+        g.attention_with_kvcache(q, k, k, kc, kc, lf, None);
+        assert!(g.error().unwrap().to_string().contains("cache_len must be integer"), "{:?}", g.error());
+        let mut g = Graph::new("t");
+        let q = g.input("q", Shape::new(&[1, 1, 2, 4], DType::F32));
+        let k = g.input("k", Shape::new(&[1, 1, 2, 4], DType::F32));
+        let kc = g.input("kc", Shape::new(&[1, 2, 8, 5], DType::F32));
+        let l = g.input("l", Shape::new(&[1], DType::I32));
+        g.attention_with_kvcache(q, k, k, kc, kc, l, None);
+        assert!(g.error().unwrap().to_string().contains("do not fit"), "{:?}", g.error());
     }
 }

@@ -566,9 +566,20 @@ thread_local! {
 /// `y` holds `m · n` floats and `j + nt <= n`; no other thread writes those columns meanwhile;
 /// `src` holds `(nt - 1) · ld + m` floats.
 unsafe fn write_columns(yp: OutPtr<f32>, n: usize, j: usize, src: &[f32], ld: usize, nt: usize, m: usize) {
+    let vector = sgemm::available();
     for r0 in (0..nt).step_by(16) {
         let r1 = (r0 + 16).min(nt);
-        for i in 0..m {
+        // Whole 16 × 16 blocks by register transposes; the rest (edges) element by element.
+        let mut i0 = 0;
+        if vector && r1 - r0 == 16 {
+            while i0 + 16 <= m {
+                // SAFETY: rows r0..r0 + 16 of `src` hold columns i0..i0 + 16 (i0 + 16 <= m);
+                // rows i0..i0 + 16 of `y` hold columns j + r0..j + r0 + 16 (< n).
+                unsafe { sgemm::transpose16(src.as_ptr().add(r0 * ld + i0), ld, yp.get().add(i0 * n + j + r0), n) };
+                i0 += 16;
+            }
+        }
+        for i in i0..m {
             for r in r0..r1 {
                 // SAFETY: i < m, j + r < n (the caller's contract).
                 unsafe { *yp.get().add(i * n + j + r) = src[r * ld + i] };
