@@ -140,6 +140,7 @@ fn all_primitives() -> Vec<String> {
         "cross_entropy",
         "rope",
         "scaled_dot_product_attention",
+        "attention_with_kvcache",
     ]
     .iter()
     .map(|s| s.to_string())

@@ -277,6 +277,34 @@ def attention(reg):
         reg.add(f"sdpa_{name}", "scaled_dot_product_attention", ins, [rnd(y, dt)], args=a,
                 ref="formula: PyTorch F.scaled_dot_product_attention (math backend), float64")
 
+    def kvcache64(q, k, v, kc, vc, lens, scale):
+        # flash_attn_with_kvcache(causal=True): query i of sequence b sees the cache columns
+        # j < lens[b], then the new keys j <= i; query head h reads KV head h // (H // Hk).
+        B, S, H, _ = q.shape
+        Hk, C, Dv = k.shape[2], kc.shape[2], v.shape[3]
+        out = np.zeros((B, S, H, Dv))
+        for b in range(B):
+            for i in range(S):
+                for h in range(H):
+                    g = h // (H // Hk)
+                    keys = np.concatenate([kc[b, g, :lens[b]], k[b, :i + 1, g]])
+                    vals = np.concatenate([vc[b, g, :lens[b]], v[b, :i + 1, g]])
+                    out[b, i, h] = softmax64(keys @ q[b, i, h] * scale, -1) @ vals
+        return out
+
+    # (name, B, S, H, Hk, C, D, Dv, cache dtype, lens)
+    for name, B, S, H, Hk, C, D, Dv, cdt, lens in (
+            ("decode_gqa_f32", 2, 1, 4, 2, 6, 8, 8, "f32", [0, 4]),
+            ("block_full_f32", 1, 3, 3, 1, 5, 4, 6, "f32", [5]),
+            ("decode_f16_cache", 1, 1, 2, 2, 4, 8, 8, "f16", [3])):
+        rng = rng_for(f"kvcache_{name}")
+        q, k, v = random(rng, "f32", (B, S, H, D)), random(rng, "f32", (B, S, Hk, D)), random(rng, "f32", (B, S, Hk, Dv))
+        kc, vc = random(rng, cdt, (B, Hk, C, D)), random(rng, cdt, (B, Hk, C, Dv))
+        ln = arr(lens, "i32")
+        y = kvcache64(f64(q), f64(k), f64(v), f64(kc), f64(vc), lens, 1.0 / np.sqrt(D))
+        reg.add(f"kvcache_{name}", "attention_with_kvcache", [q, k, v, kc, vc, ln], [rnd(y, "f32")],
+                ref="formula: flash_attn_with_kvcache(causal=True) written out per query, float64")
+
 
 def build(reg):
     softmaxes(reg)

@@ -197,15 +197,16 @@ fn encoder_shape_with_padding_bias() {
 /// lengths 0, partial and full capacity, one and several new tokens, grouped heads.
 #[test]
 fn attention_with_kvcache_matches_decomposition() {
-    // (b, s, h, hk, c, d, dv, lens)
-    let cases: [(usize, usize, usize, usize, usize, usize, usize, &[i32]); 5] = [
-        (1, 1, 9, 3, 16, 64, 64, &[5]),
-        (3, 1, 4, 2, 32, 16, 8, &[0, 17, 32]),
-        (2, 3, 6, 2, 8, 20, 12, &[8, 3]),
-        (1, 1, 14, 2, 256, 64, 64, &[200]),
-        (2, 2, 2, 2, 4, 4, 4, &[0, 0]),
+    // (b, s, h, hk, c, d, dv), lens
+    type KvCase = ((usize, usize, usize, usize, usize, usize, usize), &'static [i32]);
+    let cases: [KvCase; 5] = [
+        ((1, 1, 9, 3, 16, 64, 64), &[5]),
+        ((3, 1, 4, 2, 32, 16, 8), &[0, 17, 32]),
+        ((2, 3, 6, 2, 8, 20, 12), &[8, 3]),
+        ((1, 1, 14, 2, 256, 64, 64), &[200]),
+        ((2, 2, 2, 2, 4, 4, 4), &[0, 0]),
     ];
-    for (n, &(b, s, h, hk, c, d, dv, lens)) in cases.iter().enumerate() {
+    for (n, &((b, s, h, hk, c, d, dv), lens)) in cases.iter().enumerate() {
         for cache in [DType::F32, DType::F16] {
             let what = format!("case {n} {cache:?}");
             let mut g = Graph::new("kv");
@@ -248,8 +249,11 @@ fn attention_with_kvcache_rejects_lengths_past_the_cache() {
     let y = g.attention_with_kvcache(q, k, k, kc, kc, l, None);
     g.set_outputs(vec![y]);
     let mut exe = rlx_cpu::CpuExecutable::compile(&g, &Default::default()).unwrap();
-    let (qt, kt, kct) =
-        (Tensor::zeros(&[2, 1, 2, 4], DType::F32), Tensor::zeros(&[2, 1, 1, 4], DType::F32), Tensor::zeros(&[2, 1, 8, 4], DType::F32));
+    let (qt, kt, kct) = (
+        Tensor::zeros(&[2, 1, 2, 4], DType::F32),
+        Tensor::zeros(&[2, 1, 1, 4], DType::F32),
+        Tensor::zeros(&[2, 1, 8, 4], DType::F32),
+    );
     for (bad, want) in [(9, "cache_len[1] = 9 is outside 0..=8"), (-1, "cache_len[1] = -1")] {
         let lt = Tensor::from_vec(vec![3i32, bad], &[2]).unwrap();
         let e = exe.run(&[&qt, &kt, &kct, &lt], &[]).unwrap_err().to_string();

@@ -7,7 +7,8 @@
 //!   sequence's positions `len_r .. len_r + S`, in the model's RoPE pairing); `mask` f32
 //!   `[B, S, C + S]` (0 where query `i` of sequence `r` may attend: cache columns `j < len_r`,
 //!   new columns `j ≤ i`; `-inf` elsewhere); `last` i32 `[B]` (flat row `r·S + i` of each
-//!   sequence's last new token, whose logits are returned);
+//!   sequence's last new token, whose logits are returned); `cache_len` i32 `[B]` (the tokens
+//!   each sequence holds in the cache, `len_r`);
 //! - `cache.{l}.k`, `cache.{l}.v` f32 or f16 `[B, Hk, C, D]` per layer (f16 is converted to f32
 //!   inside attention, except by fast mode's attention op, which reads it as f16);
 //! - the weights, GGUF names in [`crate::weights::graph_weight_names`] order ([`crate::weights::expected`]'s,
@@ -35,7 +36,7 @@ use rlx_ir::ops::DotGeneral;
 use rlx_ir::{Attr, Attrs, DType, Graph, NodeId, Shape};
 
 /// Names of the non-weight inputs, in order.
-pub const STEP_INPUTS: [&str; 5] = ["tokens", "rope_cos", "rope_sin", "mask", "last"];
+pub const STEP_INPUTS: [&str; 6] = ["tokens", "rope_cos", "rope_sin", "mask", "last", "cache_len"];
 
 /// Build the step graph for batch `b`, `s` new tokens, cache capacity `c` and cache element
 /// type `kv`.
@@ -68,6 +69,7 @@ pub fn step_graph(
     let sin = g.input("rope_sin", Shape::new(&[b * s, d], DType::F32));
     let mask = g.input("mask", Shape::new(&[b, s, c + s], DType::F32));
     let last = g.input("last", Shape::new(&[b], DType::I32));
+    let cache_len = g.input("cache_len", Shape::new(&[b], DType::I32));
     let mut caches = Vec::with_capacity(cfg.n_layer);
     for l in 0..cfg.n_layer {
         let k = g.input(&format!("cache.{l}.k"), Shape::new(&[b, hk, c, d], kv.dtype()));
@@ -196,10 +198,19 @@ pub fn step_graph(
             x = ffn(&mut g, x, l);
             continue;
         }
-        let (kc, vc) = (g.convert(kc, DType::F32), g.convert(vc, DType::F32));
         let k_new = g.transpose(k, &[0, 2, 1, 3]); // [B, Hk, S, D]
         let v_new = g.transpose(v, &[0, 2, 1, 3]);
         kv_out.extend([k_new, v_new]);
+        if s == 1 {
+            // A decode step: one op that reads only each sequence's filled cache columns.
+            let o = g.attention_with_kvcache(q, k, v, kc, vc, cache_len, Some(scale));
+            let o = g.reshape(o, vec![b, s, cfg.n_head * d]);
+            let o = linear(&mut g, o, wget(&p("attn_output.weight")));
+            x = g.add(x, o);
+            x = ffn(&mut g, x, l);
+            continue;
+        }
+        let (kc, vc) = (g.convert(kc, DType::F32), g.convert(vc, DType::F32));
         // q [B, S, H, D] -> [B, Hk, rep, S, D] -> [B, Hk, rep·S, D].
         let q5 = g.reshape(q, vec![b, s, hk, rep, d]);
         let q5 = g.transpose(q5, &[0, 2, 3, 1, 4]);

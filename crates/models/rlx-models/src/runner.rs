@@ -112,7 +112,7 @@ type Bucket = (usize, usize, usize, KvCacheDtype);
 struct StepGraph {
     graph: CompiledGraph,
     /// The [`STEP_INPUTS`], shaped for the bucket, refilled in place every step.
-    inputs: [Tensor; 5],
+    inputs: [Tensor; 6],
     /// `logits`, then `k_new`, `v_new` per layer, from the last run.
     outputs: Vec<Tensor>,
 }
@@ -318,6 +318,7 @@ impl LlamaModel {
                 Tensor::zeros(&[b * s, d], rlx_ir::DType::F32),
                 Tensor::zeros(&[b, s, c + s], rlx_ir::DType::F32),
                 Tensor::zeros(&[b], rlx_ir::DType::I32),
+                Tensor::zeros(&[b], rlx_ir::DType::I32),
             ];
             self.graphs.insert(key, StepGraph { graph, inputs, outputs: vec![] });
         }
@@ -404,13 +405,14 @@ impl LlamaModel {
         let key = (b, s, c, cache.dtype());
         self.compiled(key)?;
         let StepGraph { graph, inputs, outputs } = self.graphs.get_mut(&key).expect("compiled above");
-        let [ids, cos, sin, mask, last] = &mut *inputs;
+        let [ids, cos, sin, mask, last, lens] = &mut *inputs;
         let (cos, sin, mask) = (f32s(cos), f32s(sin), f32s(mask));
-        let (ids, last) = (i32s(ids), i32s(last));
+        let (ids, last, lens) = (i32s(ids), i32s(last), i32s(lens));
         ids.fill(0);
         mask.fill(f32::NEG_INFINITY);
         for (r, toks) in chunk.iter().enumerate() {
             let past = cache.lens[r];
+            lens[r] = past as i32;
             for (i, &t) in toks.iter().enumerate() {
                 ids[r * s + i] = t as i32;
             }

@@ -457,6 +457,7 @@ fn joined_projections_are_bit_identical() {
                         ("rope_sin".into(), Tensor::from_vec(sin, &[s, D]).unwrap()),
                         ("mask".into(), Tensor::from_vec(mask, &[1, s, c + s]).unwrap()),
                         ("last".into(), Tensor::from_vec(vec![s as i32 - 1], &[1]).unwrap()),
+                        ("cache_len".into(), Tensor::from_vec(vec![3i32], &[1]).unwrap()),
                     ];
                     for l in 0..L {
                         for kv in ["k", "v"] {

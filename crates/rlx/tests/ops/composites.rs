@@ -79,5 +79,8 @@ pub fn records() -> Vec<Rec> {
             let scale = a.has("scale").then(|| a.f64("scale"));
             vec![g.scaled_dot_product_attention(x[0], x[1], x[2], mask, scale)]
         }),
+        Rec::new("attention_with_kvcache", Tol::Approximate, |g, x, _| {
+            vec![g.attention_with_kvcache(x[0], x[1], x[2], x[3], x[4], x[5], None)]
+        }),
     ]
 }

@@ -112,7 +112,7 @@ thread_local! {
 pub fn run(k: &KvCacheAttention, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrError> {
     let err = |msg: String| IrError::Eval { op: NAME.into(), msg };
     let plan = || err("operands differ from the plan".into());
-    fn f32s<'a>(t: &'a Tensor, plan: impl Fn() -> IrError) -> Result<&'a [f32], IrError> {
+    fn f32s(t: &Tensor, plan: impl Fn() -> IrError) -> Result<&[f32], IrError> {
         t.as_slice::<f32>().ok_or_else(plan)
     }
     let (q, kn, vn) = (f32s(ins[0], plan)?, f32s(ins[1], plan)?, f32s(ins[2], plan)?);

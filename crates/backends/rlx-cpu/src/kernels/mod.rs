@@ -7,9 +7,9 @@
 //! gives the reference's results within float rounding (see each module's docs).
 
 pub mod attention;
-pub mod attention_kvcache;
 #[cfg(target_arch = "x86_64")]
 mod attention_avx512;
+pub mod attention_kvcache;
 pub mod composite;
 pub mod conv;
 pub mod dot;

@@ -377,12 +377,21 @@ impl Graph {
         let bad = |g: &mut Graph, m: String| g.compose_fail(NAME, m);
         let dims: Option<Vec<Vec<usize>>> = t[..5].iter().map(|s| s.static_dims().filter(|d| d.len() == 4)).collect();
         let Some(dims) = dims else {
-            return bad(self, format!("q, k, v, k_cache, v_cache must be static rank 4, got {}, {}, {}, {}, {}", t[0], t[1], t[2], t[3], t[4]));
+            return bad(
+                self,
+                format!(
+                    "q, k, v, k_cache, v_cache must be static rank 4, got {}, {}, {}, {}, {}",
+                    t[0], t[1], t[2], t[3], t[4]
+                ),
+            );
         };
         let (qd, kd, vd, kcd, vcd) = (&dims[0], &dims[1], &dims[2], &dims[3], &dims[4]);
         let (b, s, h, d) = (qd[0], qd[1], qd[2], qd[3]);
         let (hk, dv, c) = (kd[2], vd[3], kcd[2]);
-        let fits = kd[..] == [b, s, hk, d] && vd[..] == [b, s, hk, dv] && kcd[..] == [b, hk, c, d] && vcd[..] == [b, hk, c, dv];
+        let fits = kd[..] == [b, s, hk, d]
+            && vd[..] == [b, s, hk, dv]
+            && kcd[..] == [b, hk, c, d]
+            && vcd[..] == [b, hk, c, dv];
         if !fits {
             return bad(
                 self,
@@ -412,7 +421,8 @@ impl Graph {
         let scale = scale.unwrap_or(1.0 / (d as f64).sqrt());
         let a = attrs([("scale", Attr::Float(scale))]);
         self.composite_with(NAME, a, &ops, |g, a| {
-            let (kc, vc) = if g.shape(a[3]).dtype == dt { (a[3], a[4]) } else { (g.convert(a[3], dt), g.convert(a[4], dt)) };
+            let (kc, vc) =
+                if g.shape(a[3]).dtype == dt { (a[3], a[4]) } else { (g.convert(a[3], dt), g.convert(a[4], dt)) };
             let k_new = g.transpose(a[1], &[0, 2, 1, 3]); // [B, Hk, S, D]
             let v_new = g.transpose(a[2], &[0, 2, 1, 3]);
             // q [B, S, H, D] -> [B, Hk, rep, S, D] -> [B, Hk, rep·S, D]: a group's query heads
@@ -757,12 +767,13 @@ mod tests {
                         let qr = &qv[((r * s + i) * h + hh) * d..][..d];
                         // (key, value) rows visible to this query.
                         let mut keys: Vec<(&[f64], &[f64])> = (0..lens[r])
-                            .map(|j| (&kcv[((r * hk + g) * c + j) * d..][..d], &vcv[((r * hk + g) * c + j) * dv..][..dv]))
+                            .map(|j| {
+                                (&kcv[((r * hk + g) * c + j) * d..][..d], &vcv[((r * hk + g) * c + j) * dv..][..dv])
+                            })
                             .collect();
-                        keys.extend(
-                            (0..=i)
-                                .map(|j| (&kv[((r * s + j) * hk + g) * d..][..d], &vv[((r * s + j) * hk + g) * dv..][..dv])),
-                        );
+                        keys.extend((0..=i).map(|j| {
+                            (&kv[((r * s + j) * hk + g) * d..][..d], &vv[((r * s + j) * hk + g) * dv..][..dv])
+                        }));
                         let sc: Vec<f64> = keys
                             .iter()
                             .map(|(kr, _)| kr.iter().zip(qr).map(|(a, b)| a * b).sum::<f64>() * scale)
@@ -792,12 +803,17 @@ mod tests {
             g.set_outputs(vec![o]);
             // An f16 cache holds the values rounded to f16; the reference reads the same.
             let round = |x: &[f64]| -> Vec<f64> {
-                if cache == DType::F16 { x.iter().map(|&v| crate::half::f16::from_f64(v).to_f64()).collect() } else { x.to_vec() }
+                if cache == DType::F16 {
+                    x.iter().map(|&v| crate::half::f16::from_f64(v).to_f64()).collect()
+                } else {
+                    x.to_vec()
+                }
             };
             let (kcr, vcr) = (round(&kcv), round(&vcv));
             let cached = |x: &[f64], dims: &[usize]| {
                 if cache == DType::F16 {
-                    Tensor::from_vec(x.iter().map(|&v| crate::half::f16::from_f64(v)).collect::<Vec<_>>(), dims).unwrap()
+                    Tensor::from_vec(x.iter().map(|&v| crate::half::f16::from_f64(v)).collect::<Vec<_>>(), dims)
+                        .unwrap()
                 } else {
                     t64(x, dims)
                 }
