@@ -194,17 +194,21 @@ fn encoder_shape_with_padding_bias() {
 /// `attention_with_kvcache` [B, S, H, D] over a cache [B, Hk, C, D] (f32 or f16) with per-sequence
 /// lengths: the native kernel (reads only the visible columns) against the interpreter's
 /// evaluation of the decomposition (scores over the whole capacity, masked), 1 and 2 threads;
-/// lengths 0, partial and full capacity, one and several new tokens, grouped heads.
+/// lengths 0, partial and full capacity, one and several chunks of 256 cache columns, one and
+/// several new tokens, grouped heads.
 #[test]
 fn attention_with_kvcache_matches_decomposition() {
     // (b, s, h, hk, c, d, dv), lens
     type KvCase = ((usize, usize, usize, usize, usize, usize, usize), &'static [i32]);
-    let cases: [KvCase; 5] = [
+    let cases: [KvCase; 7] = [
         ((1, 1, 9, 3, 16, 64, 64), &[5]),
         ((3, 1, 4, 2, 32, 16, 8), &[0, 17, 32]),
         ((2, 3, 6, 2, 8, 20, 12), &[8, 3]),
         ((1, 1, 14, 2, 256, 64, 64), &[200]),
         ((2, 2, 2, 2, 4, 4, 4), &[0, 0]),
+        // Several 256-column chunks of the first pass, one exactly full.
+        ((2, 1, 6, 2, 1024, 32, 32), &[700, 256]),
+        ((1, 2, 4, 1, 600, 16, 8), &[513]),
     ];
     for (n, &((b, s, h, hk, c, d, dv), lens)) in cases.iter().enumerate() {
         for cache in [DType::F32, DType::F16] {

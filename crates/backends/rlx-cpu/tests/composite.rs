@@ -167,7 +167,16 @@ fn layer_norm_variants() {
 fn native_list() {
     assert_eq!(
         rlx_cpu::native_composites(),
-        &["softmax", "log_softmax", "layer_norm", "rms_norm", "dequant_matmul", "scaled_dot_product_attention", "rope"]
+        &[
+            "softmax",
+            "log_softmax",
+            "layer_norm",
+            "rms_norm",
+            "dequant_matmul",
+            "scaled_dot_product_attention",
+            "attention_with_kvcache",
+            "rope"
+        ]
     );
     assert!(matches!(Kernel::CompositeBody, Kernel::CompositeBody));
 }

@@ -481,7 +481,7 @@ fn gemm_pv(
 
 /// NaN-propagating maximum of a row ([`super::math_avx512::max_slice`] on AVX-512 CPUs).
 #[inline(always)]
-fn row_max(x: &[f32]) -> f32 {
+pub(super) fn row_max(x: &[f32]) -> f32 {
     #[cfg(target_arch = "x86_64")]
     if has_avx512() {
         // SAFETY: AVX-512 checked.
@@ -493,7 +493,7 @@ fn row_max(x: &[f32]) -> f32 {
 /// `x = exp(x - m)` in place; returns the sum (16 partial sums, so the loop vectorizes; with
 /// FMAs on AVX-512 CPUs, [`super::math_avx512::exp_sum_slice`]).
 #[inline(always)]
-fn exp_sum(x: &mut [f32], m: f32) -> f32 {
+pub(super) fn exp_sum(x: &mut [f32], m: f32) -> f32 {
     #[cfg(target_arch = "x86_64")]
     if has_avx512() {
         // SAFETY: AVX-512 checked.

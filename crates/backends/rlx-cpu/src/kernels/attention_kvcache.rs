@@ -7,26 +7,31 @@
 //! registers as they are read), `cache_len` i32 / i64 `[B]`; attr `scale`. Query `i` of
 //! sequence `b` sees the cache columns `j < cache_len[b]` and the new keys `j ≤ i`.
 //!
-//! One task per (sequence, KV head), on the executor's team: for each new token, the scores of
-//! the group's `H / Hk` query heads against the visible keys ([`gemv::dot_many`]: each key row
-//! read once for all of them), `· scale`, the softmax of each row over its visible prefix
-//! ([`composite::softmax_into`]), then `p · V_cache` and `p · V_new`
-//! ([`gemv::axpy_many`]) added. The decomposition computes the same scores and products over
-//! the whole capacity `C` with masked (zero-weight) columns; a capacity is a power of two, so
-//! it read up to twice the filled columns (bench/RESULTS.md, session 31). The products give
-//! the decomposition's bits (the skipped columns add exact zeros); the softmax's sum runs over
-//! fewer (zero) terms in another lane order, so results agree to f32 rounding.
+//! Two passes on the executor's team (FlashDecoding's split of the keys, so that a few KV heads
+//! still spread over the threads):
+//! 1. one task per chunk of [`CHUNK`] filled cache columns of a (sequence, KV head): for each new
+//!    token, the scores of the group's `H / Hk` query heads (`q·k · scale`, [`gemv::dot_many`]:
+//!    each key row read once for all of them), the chunk's max `m_c`, `p = exp(score - m_c)`, its
+//!    sum `l_c` and `o_c = p · V_chunk` ([`gemv::axpy_many`]);
+//! 2. one task per (sequence, KV head): the scores against the new keys `j ≤ i`, the row max `m`
+//!    over them and every `m_c`, then `o = (p_new · V_new + Σ exp(m_c - m) o_c) / (l_new + Σ
+//!    exp(m_c - m) l_c)`.
+//!
+//! The decomposition scores and weights the whole capacity `C` (a power of two, up to twice the
+//! filled columns) under a mask, through five ops; here only the filled columns are read, once.
+//! Chunks are a fixed number of columns, so results do not depend on the thread count; they
+//! agree with the decomposition to f32 rounding (the softmax normalized after the products, the
+//! exponentials rescaled once per chunk).
 //!
 //! A `cache_len` outside `0..=C` is an error (the decomposition would read only `C` columns).
 //!
 //! [`gemv::dot_many`]: super::gemv::dot_many
 //! [`gemv::axpy_many`]: super::gemv::axpy_many
-//! [`composite::softmax_into`]: super::composite::softmax_into
 
-use super::composite::softmax_into;
+use super::attention::{exp_sum, row_max};
 use super::gemv::{MatElem, axpy_many, dot_many};
 use super::scratch::grown;
-use super::simd::threads;
+use super::simd::{exp_f32, threads};
 use super::spin::{self, SyncPtr};
 use rlx_ir::half::f16;
 use rlx_ir::ops::Composite;
@@ -37,8 +42,12 @@ use std::cell::RefCell;
 pub const NAME: &str = "attention_with_kvcache";
 
 /// Multiply-adds of one run (scores and products over every cache column) from which the
-/// (sequence, KV head) tasks run in parallel.
+/// tasks run in parallel.
 const PAR_WORK: usize = 1 << 15;
+/// Filled cache columns per task of the first pass: a fixed size (not a share of the threads),
+/// so results do not depend on the thread count; a 256-column f32 chunk of K (64 KiB at D =
+/// 64) is read once for the group's query heads.
+const CHUNK: usize = 256;
 
 /// A planned `attention_with_kvcache`.
 #[derive(Clone, Debug, PartialEq)]
@@ -102,8 +111,10 @@ pub fn select(c: &Composite, ins: &[(Vec<usize>, DType)], outs: &[(Vec<usize>, D
 }
 
 thread_local! {
-    /// Scores, probabilities and the new keys' share of the output, per thread.
+    /// Scores and the new keys' share of the output, per thread.
     static WORK: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    /// The chunks' partial sums of one run, on the thread that runs the kernel.
+    static PARTIALS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Run `k` on `ins` (`[q, k, v, k_cache, v_cache, cache_len]`) into `out`.
@@ -166,44 +177,96 @@ struct Ops<'a> {
     lens: &'a [usize],
 }
 
+/// Where task `t` of the cache-chunk pass works: `(sequence, KV head, first column, columns)`,
+/// or `None` past the last chunk. Chunks are [`CHUNK`] columns of each (sequence, KV head)'s
+/// filled cache, in (sequence, head) order.
+fn chunk_of(k: &KvCacheAttention, lens: &[usize], mut t: usize) -> Option<(usize, usize, usize, usize)> {
+    for (bi, &len) in lens.iter().enumerate() {
+        let per = len.div_ceil(CHUNK);
+        if t < per * k.hk {
+            let (g, ch) = (t / per, t % per);
+            let j0 = ch * CHUNK;
+            return Some((bi, g, j0, CHUNK.min(len - j0)));
+        }
+        t -= per * k.hk;
+    }
+    None
+}
+
 fn run_typed<M: MatElem>(k: &KvCacheAttention, x: &Ops, kc: &[M], vc: &[M], o: &mut [f32]) {
     let (b, s, h, hk, c, d, dv) = (k.b, k.s, k.h, k.hk, k.c, k.d, k.dv);
     let rep = h / hk;
-    let op = SyncPtr(o.as_mut_ptr());
-    let task = |t: usize| {
-        let (bi, g) = (t / hk, t % hk);
-        let len = x.lens[bi];
-        let ldw = len + s;
-        // This group's cache rows, and its first new key / value row (rows `hk·d` apart).
-        let (kcg, vcg) = (&kc[(bi * hk + g) * c * d..][..c * d], &vc[(bi * hk + g) * c * dv..][..c * dv]);
-        let (kng, vng) = (&x.kn[(bi * s * hk + g) * d..], &x.vn[(bi * s * hk + g) * dv..]);
-        WORK.with_borrow_mut(|work| {
-            let (w, rest) = grown(work, 2 * rep * ldw + rep * dv).split_at_mut(rep * ldw);
-            let (p, on) = rest.split_at_mut(rep * ldw);
-            for i in 0..s {
-                // The group's query heads of token i: `rep` rows `d` apart.
-                let qi = &x.q[((bi * s + i) * h + g * rep) * d..][..rep * d];
-                let vis = len + i + 1;
-                dot_many(kcg, d, len, qi, d, rep, d, w, ldw);
-                dot_many(kng, hk * d, i + 1, qi, d, rep, d, &mut w[len..], ldw);
-                for r in 0..rep {
-                    let row = &mut w[r * ldw..][..vis];
-                    row.iter_mut().for_each(|e| *e *= k.scale);
-                    softmax_into(row, &mut p[r * ldw..][..vis]);
+    // Per (chunk, token, query head): the chunk's score max `m`, its sum `l = Σ exp(score - m)`
+    // and `Σ exp(score - m) · v` (`dv` floats).
+    let slot = dv + 2;
+    let chunks: usize = x.lens.iter().map(|l| l.div_ceil(CHUNK)).sum::<usize>() * hk;
+    let par = threads() > 1 && b * h * s * (c + s) * (d + dv) >= PAR_WORK;
+    let run =
+        |n: usize, f: &(dyn Fn(usize) + Sync)| if par && n > 1 { spin::for_each(n, f) } else { (0..n).for_each(f) };
+    PARTIALS.with_borrow_mut(|parts| {
+        let pp = SyncPtr(grown(parts, chunks * s * rep * slot).as_mut_ptr());
+        // Pass 1: every chunk of filled cache columns, all tokens and query heads of its group.
+        run(chunks, &|t| {
+            let Some((bi, g, j0, n)) = chunk_of(k, x.lens, t) else { return };
+            let kcg = &kc[((bi * hk + g) * c + j0) * d..][..n * d];
+            let vcg = &vc[((bi * hk + g) * c + j0) * dv..][..n * dv];
+            WORK.with_borrow_mut(|work| {
+                let w = grown(work, rep * n);
+                for i in 0..s {
+                    // The group's query heads of token i: `rep` rows `d` apart.
+                    let qi = &x.q[((bi * s + i) * h + g * rep) * d..][..rep * d];
+                    // SAFETY: task t alone writes its chunk's slots.
+                    let part = unsafe { pp.slice((t * s + i) * rep * slot, rep * slot) };
+                    dot_many(kcg, d, n, qi, d, rep, d, w, n);
+                    for r in 0..rep {
+                        let row = &mut w[r * n..][..n];
+                        row.iter_mut().for_each(|e| *e *= k.scale);
+                        let m = row_max(row);
+                        part[r * slot] = m;
+                        part[r * slot + 1] = exp_sum(row, m);
+                    }
+                    axpy_many(vcg, dv, dv, w, n, 1, rep, n, &mut part[2..], slot);
                 }
-                // SAFETY: task (bi, g) alone writes the `rep` heads of group g of token i.
-                let oi = unsafe { op.slice(((bi * s + i) * h + g * rep) * dv, rep * dv) };
-                axpy_many(vcg, dv, dv, p, ldw, 1, rep, len, oi, dv);
-                axpy_many(vng, hk * dv, dv, &p[len..], ldw, 1, rep, i + 1, on, dv);
-                oi.iter_mut().zip(on.iter()).for_each(|(a, &n)| *a += n);
-            }
+            });
         });
-    };
-    let tasks = b * hk;
-    let work = b * h * s * (c + s) * (d + dv);
-    if tasks > 1 && threads() > 1 && work >= PAR_WORK {
-        spin::for_each(tasks, task);
-    } else {
-        (0..tasks).for_each(task);
-    }
+        let parts = &*parts;
+        let op = SyncPtr(o.as_mut_ptr());
+        // Pass 2, per (sequence, KV head): the new keys, then the chunks merged (FlashDecoding's
+        // split-KV reduction: each chunk's sums rescaled by `exp(m_chunk - m)`).
+        run(b * hk, &|t| {
+            let (bi, g) = (t / hk, t % hk);
+            // This sequence's chunks of head g: tasks `c0 .. c0 + per` of pass 1.
+            let before: usize = x.lens[..bi].iter().map(|l| l.div_ceil(CHUNK)).sum::<usize>() * hk;
+            let per = x.lens[bi].div_ceil(CHUNK);
+            let c0 = before + g * per;
+            let (kng, vng) = (&x.kn[(bi * s * hk + g) * d..], &x.vn[(bi * s * hk + g) * dv..]);
+            WORK.with_borrow_mut(|work| {
+                let (w, on) = grown(work, rep * s + rep * dv).split_at_mut(rep * s);
+                for i in 0..s {
+                    let qi = &x.q[((bi * s + i) * h + g * rep) * d..][..rep * d];
+                    dot_many(kng, hk * d, i + 1, qi, d, rep, d, w, s);
+                    // SAFETY: task (bi, g) alone writes the `rep` heads of group g of token i.
+                    let oi = unsafe { op.slice(((bi * s + i) * h + g * rep) * dv, rep * dv) };
+                    for r in 0..rep {
+                        let row = &mut w[r * s..][..=i];
+                        row.iter_mut().for_each(|e| *e *= k.scale);
+                        let chunk = |ch: usize| &parts[((c0 + ch) * s + i) * rep * slot + r * slot..][..slot];
+                        let m = (0..per).fold(row_max(row), |m, ch| m.max(chunk(ch)[0]));
+                        let mut l = exp_sum(row, m);
+                        axpy_many(vng, hk * dv, dv, row, 1, 1, 1, i + 1, &mut on[..dv], dv);
+                        let or = &mut oi[r * dv..][..dv];
+                        or.copy_from_slice(&on[..dv]);
+                        for ch in 0..per {
+                            let pc = chunk(ch);
+                            let f = exp_f32(pc[0] - m);
+                            l += f * pc[1];
+                            or.iter_mut().zip(&pc[2..]).for_each(|(a, &v)| *a += f * v);
+                        }
+                        let inv = 1.0 / l;
+                        or.iter_mut().for_each(|a| *a *= inv);
+                    }
+                }
+            });
+        });
+    });
 }

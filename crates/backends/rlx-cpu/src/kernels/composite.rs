@@ -224,21 +224,6 @@ pub fn run(k: &NormKernel, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrEr
     Ok(())
 }
 
-/// Softmax of the row `x` into `y` (same length), as the `softmax` kernel computes a row (AVX-512
-/// where present); for kernels that normalize rows of their own (`attention_with_kvcache`).
-pub(crate) fn softmax_into(x: &[f32], y: &mut [f32]) {
-    assert_eq!(x.len(), y.len(), "softmax_into lengths");
-    #[cfg(target_arch = "x86_64")]
-    if has_avx512() {
-        // SAFETY: AVX-512 is present (checked).
-        return unsafe { super::norm_avx512::softmax_row(x, y, false, false, &[]) };
-    }
-    dispatch(
-        #[inline(always)]
-        || softmax_row(x, y),
-    )
-}
-
 #[inline(always)]
 fn softmax_row(x: &[f32], y: &mut [f32]) {
     let m = max_row(x);
