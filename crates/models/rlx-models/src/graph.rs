@@ -6,7 +6,8 @@
 //! - `tokens` i32 `[B, S]`; `rope_cos`, `rope_sin` f32 `[B·S, D]` (host-computed for each
 //!   sequence's positions `len_r .. len_r + S`, in the model's RoPE pairing); `mask` f32
 //!   `[B, S, C + S]` (0 where query `i` of sequence `r` may attend: cache columns `j < len_r`,
-//!   new columns `j ≤ i`; `-inf` elsewhere); `last` i32 `[B]` (flat row `r·S + i` of each
+//!   new columns `j ≤ i`; `-inf` elsewhere; read by fast mode's decode attention only);
+//!   `last` i32 `[B]` (flat row `r·S + i` of each
 //!   sequence's last new token, whose logits are returned); `cache_len` i32 `[B]` (the tokens
 //!   each sequence holds in the cache, `len_r`);
 //! - `cache.{l}.k`, `cache.{l}.v` f32 or f16 `[B, Hk, C, D]` per layer (f16 is converted to f32
@@ -18,15 +19,17 @@
 //! `[B, Hk, S, D]` per layer (after RoPE), which the host appends to the cache.
 //!
 //! Sequences of different lengths share the bucket: RoPE runs on `[B·S, H, D]` (the batch
-//! folded into the position dim, so every row gets its own position), and the per-sequence mask
-//! hides cache columns past each sequence's length and the padding of shorter new blocks.
+//! folded into the position dim, so every row gets its own position), and attention sees each
+//! sequence's cache columns below its `cache_len` (the padding of a shorter new block sits after
+//! its real tokens, so causality hides it from them).
 //!
-//! Attention never copies the cache: the query heads of one KV group are folded into the row
-//! dim (`[B, Hk, rep·S, D]`), scores against the cache (`[.., C]`) and against the new block
-//! (`[.., S]`) are concatenated (small: `rep·S × (C+S)` per group), masked, soft-maxed, split,
-//! and multiplied with `V_cache` and `V_new` separately. Alternative considered: one
-//! `scaled_dot_product_attention` over `concat(cache, new)`, which copies the whole cache
-//! every step and repeats K/V `rep` times for GQA.
+//! Attention is `attention_with_kvcache` (`rlx_ir`; the cache is never copied): in decode steps
+//! the composite, whose CPU kernel reads only the filled cache columns; in prefill blocks its
+//! decomposition in primitives (the query heads of a KV group folded into the row dim, scores
+//! against the cache and against the new block concatenated, masked, soft-maxed, split and
+//! multiplied with `V_cache` and `V_new`), whose products are matrix products. Alternative
+//! considered: one `scaled_dot_product_attention` over `concat(cache, new)`, which copies the
+//! whole cache every step and repeats K/V `rep` times for GQA.
 
 use crate::weights::{FUSED, Weight, Weights, expected, graph_weight_names};
 use crate::{KvCacheDtype, LlamaConfig, ModelError, Result};
@@ -58,7 +61,7 @@ pub fn step_graph(
     (b, s, c, kv): (usize, usize, usize, KvCacheDtype),
     ggml: bool,
 ) -> Result<Graph> {
-    let (e, d, hk, rep) = (cfg.d_model, cfg.head_dim, cfg.n_kv_head, cfg.group());
+    let (e, d, hk) = (cfg.d_model, cfg.head_dim, cfg.n_kv_head);
     // `dequant_matmul` and the packed embedding use the `gguf_dequantize` custom op.
     rlx_gguf::register_ops();
     crate::ggml_numerics::register();
@@ -76,9 +79,6 @@ pub fn step_graph(
         let v = g.input(&format!("cache.{l}.v"), Shape::new(&[b, hk, c, d], kv.dtype()));
         caches.push((k, v));
     }
-    // [B, S, C+S] -> [B, 1, 1, S, C+S]: broadcast over KV heads and the heads of a group.
-    let mask_in = mask;
-    let mask = g.reshape(mask, vec![b, 1, 1, s, c + s]);
     let mut ws = std::collections::HashMap::new();
     for name in graph_weight_names(cfg, w) {
         let wt = w.get(&name).ok_or_else(|| ModelError::MissingTensor(name.clone()))?;
@@ -158,13 +158,6 @@ pub fn step_graph(
     let mut x = g.reshape(x, vec![b, s, e]);
     let mut kv_out = Vec::with_capacity(2 * cfg.n_layer);
     let scale = 1.0 / (d as f64).sqrt();
-    let batched = |lc: usize, rc: usize| DotGeneral {
-        lhs_contracting: vec![lc],
-        rhs_contracting: vec![rc],
-        lhs_batch: vec![0, 1],
-        rhs_batch: vec![0, 1],
-        preferred_element_type: None,
-    };
     for (l, &(kc, vc)) in caches.iter().enumerate() {
         let p = |n: &str| format!("blk.{l}.{n}");
         let h = norm(&mut g, x, wget(&p("attn_norm.weight")).0);
@@ -191,7 +184,7 @@ pub fn step_graph(
             // attention over f16 K/V), an f32 one its f32 attention.
             // ggml's scale: 1.0f / sqrtf(D), two f32 roundings.
             let a = crate::ggml_numerics::attrs(1.0 / (d as f32).sqrt(), cfg.rope_style);
-            let r = g.custom(crate::ggml_numerics::GGML_ATTENTION, a, &[q, k, v, cos, sin, kc, vc, mask_in]);
+            let r = g.custom(crate::ggml_numerics::GGML_ATTENTION, a, &[q, k, v, cos, sin, kc, vc, mask]);
             kv_out.extend([r[1], r[2]]);
             let o = linear(&mut g, r[0], wget(&p("attn_output.weight")));
             x = g.add(x, o);
@@ -201,36 +194,14 @@ pub fn step_graph(
         let k_new = g.transpose(k, &[0, 2, 1, 3]); // [B, Hk, S, D]
         let v_new = g.transpose(v, &[0, 2, 1, 3]);
         kv_out.extend([k_new, v_new]);
-        if s == 1 {
-            // A decode step: one op that reads only each sequence's filled cache columns.
-            let o = g.attention_with_kvcache(q, k, v, kc, vc, cache_len, Some(scale));
-            let o = g.reshape(o, vec![b, s, cfg.n_head * d]);
-            let o = linear(&mut g, o, wget(&p("attn_output.weight")));
-            x = g.add(x, o);
-            x = ffn(&mut g, x, l);
-            continue;
-        }
-        let (kc, vc) = (g.convert(kc, DType::F32), g.convert(vc, DType::F32));
-        // q [B, S, H, D] -> [B, Hk, rep, S, D] -> [B, Hk, rep·S, D].
-        let q5 = g.reshape(q, vec![b, s, hk, rep, d]);
-        let q5 = g.transpose(q5, &[0, 2, 3, 1, 4]);
-        let qg = g.reshape(q5, vec![b, hk, rep * s, d]);
-        let sc_c = g.dot_general(qg, kc, batched(3, 3)); // [B, Hk, rep·S, C]
-        let sc_n = g.dot_general(qg, k_new, batched(3, 3)); // [B, Hk, rep·S, S]
-        let sc = g.concatenate(&[sc_c, sc_n], 3);
-        let sc = g.reshape(sc, vec![b, hk, rep, s, c + s]);
-        let k_scale = g.scalar_like(scale, sc);
-        let sc = g.mul(sc, k_scale);
-        let sc = g.add(sc, mask);
-        let pr = g.softmax(sc, -1);
-        let pr = g.reshape(pr, vec![b, hk, rep * s, c + s]);
-        let p_c = g.slice(pr, &[0, 0, 0, 0], &[b, hk, rep * s, c], &[]);
-        let p_n = g.slice(pr, &[0, 0, 0, c], &[b, hk, rep * s, c + s], &[]);
-        let o_c = g.dot_general(p_c, vc, batched(3, 2)); // [B, Hk, rep·S, D]
-        let o_n = g.dot_general(p_n, v_new, batched(3, 2));
-        let o = g.add(o_c, o_n);
-        let o = g.reshape(o, vec![b, hk, rep, s, d]);
-        let o = g.transpose(o, &[0, 3, 1, 2, 4]); // [B, S, Hk, rep, D]
+        // Decode steps attend with one op that reads only each sequence's filled cache
+        // columns; prefill blocks spell the same attention out in primitives (their score
+        // products are matrix products).
+        let o = if s == 1 {
+            g.attention_with_kvcache(q, k, v, kc, vc, cache_len, Some(scale))
+        } else {
+            g.attention_with_kvcache_primitives(q, k, v, kc, vc, cache_len, Some(scale))
+        };
         let o = g.reshape(o, vec![b, s, cfg.n_head * d]);
         let o = linear(&mut g, o, wget(&p("attn_output.weight")));
         x = g.add(x, o);

@@ -371,10 +371,43 @@ impl Graph {
         cache_len: NodeId,
         scale: Option<f64>,
     ) -> NodeId {
-        const NAME: &str = "attention_with_kvcache";
         let ops = [q, k, v, k_cache, v_cache, cache_len];
-        let Some(t) = self.compose_types(NAME, &ops) else { return self.placeholder() };
-        let bad = |g: &mut Graph, m: String| g.compose_fail(NAME, m);
+        let Some(dims) = self.kvcache_dims(&ops, scale) else { return self.placeholder() };
+        let a = attrs([("scale", Attr::Float(dims.scale))]);
+        self.composite_with(KVCACHE, a, &ops, |g, a| vec![kvcache_body(g, a, &dims)])[0]
+    }
+
+    /// [`Graph::attention_with_kvcache`]'s decomposition emitted in place, without the composite
+    /// around it (its softmax stays the `softmax` composite), for
+    /// graphs whose backend should not run the native kernel: a prefill block of many tokens,
+    /// whose score products are matrix products. Same operands, semantics and errors.
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention_with_kvcache_primitives(
+        &mut self,
+        q: NodeId,
+        k: NodeId,
+        v: NodeId,
+        k_cache: NodeId,
+        v_cache: NodeId,
+        cache_len: NodeId,
+        scale: Option<f64>,
+    ) -> NodeId {
+        let ops = [q, k, v, k_cache, v_cache, cache_len];
+        match self.kvcache_dims(&ops, scale) {
+            Some(dims) => kvcache_body(self, &ops, &dims),
+            None => self.placeholder(),
+        }
+    }
+
+    /// The checked dims of an `attention_with_kvcache` on `ops`, or `None` after recording the
+    /// error.
+    fn kvcache_dims(&mut self, ops: &[NodeId; 6], scale: Option<f64>) -> Option<KvDims> {
+        const NAME: &str = KVCACHE;
+        let t = self.compose_types(NAME, ops)?;
+        let bad = |g: &mut Graph, m: String| {
+            g.compose_error(NAME, m);
+            None
+        };
         let dims: Option<Vec<Vec<usize>>> = t[..5].iter().map(|s| s.static_dims().filter(|d| d.len() == 4)).collect();
         let Some(dims) = dims else {
             return bad(
@@ -418,51 +451,71 @@ impl Graph {
             return bad(self, format!("q has {h} heads, k/v {hk}: q's heads must be a multiple of k's"));
         }
         let rep = h / hk;
-        let scale = scale.unwrap_or(1.0 / (d as f64).sqrt());
-        let a = attrs([("scale", Attr::Float(scale))]);
-        self.composite_with(NAME, a, &ops, |g, a| {
-            let (kc, vc) =
-                if g.shape(a[3]).dtype == dt { (a[3], a[4]) } else { (g.convert(a[3], dt), g.convert(a[4], dt)) };
-            let k_new = g.transpose(a[1], &[0, 2, 1, 3]); // [B, Hk, S, D]
-            let v_new = g.transpose(a[2], &[0, 2, 1, 3]);
-            // q [B, S, H, D] -> [B, Hk, rep, S, D] -> [B, Hk, rep·S, D]: a group's query heads
-            // share its keys.
-            let q5 = g.reshape(a[0], vec![b, s, hk, rep, d]);
-            let q5 = g.transpose(q5, &[0, 2, 3, 1, 4]);
-            let qg = g.reshape(q5, vec![b, hk, rep * s, d]);
-            let sc_c = g.dot_general(qg, kc, batched(3, 3)); // [B, Hk, rep·S, C]
-            let sc_n = g.dot_general(qg, k_new, batched(3, 3)); // [B, Hk, rep·S, S]
-            let sc = g.concatenate(&[sc_c, sc_n], 3);
-            let sc = g.reshape(sc, vec![b, hk, rep, s, c + s]);
-            let k_scale = g.scalar_like(scale, sc);
-            let sc = g.mul(sc, k_scale);
-            // Column j is visible to query i of sequence r when j < cache_len[r] (a cache
-            // column, j < C) or C ≤ j ≤ C + i (a new key up to the query's own).
-            let col = g.iota(Shape::new(&[1, 1, 1, 1, c + s], DType::I64), 4);
-            let row = g.iota(Shape::new(&[1, 1, 1, s, 1], DType::I64), 3);
-            let lens = g.convert(a[5], DType::I64);
-            let lens = g.reshape(lens, vec![b, 1, 1, 1, 1]);
-            let cap = g.scalar_like(c as f64, col);
-            let in_cache = g.compare(CompareOp::Lt, col, lens);
-            let past_cache = g.compare(CompareOp::Ge, col, cap);
-            let first = g.binary(crate::ops::BinaryOp::Or, in_cache, past_cache);
-            let last = g.add(row, cap);
-            let causal = g.compare(CompareOp::Le, col, last);
-            let ok = g.binary(crate::ops::BinaryOp::And, first, causal);
-            let ninf = g.scalar_like(f64::NEG_INFINITY, sc);
-            let sc = g.select(ok, sc, ninf);
-            let pr = g.softmax(sc, -1);
-            let pr = g.reshape(pr, vec![b, hk, rep * s, c + s]);
-            let p_c = g.slice(pr, &[0, 0, 0, 0], &[b, hk, rep * s, c], &[]);
-            let p_n = g.slice(pr, &[0, 0, 0, c], &[b, hk, rep * s, c + s], &[]);
-            let o_c = g.dot_general(p_c, vc, batched(3, 2)); // [B, Hk, rep·S, Dv]
-            let o_n = g.dot_general(p_n, v_new, batched(3, 2));
-            let o = g.add(o_c, o_n);
-            let o = g.reshape(o, vec![b, hk, rep, s, dv]);
-            let o = g.transpose(o, &[0, 3, 1, 2, 4]); // [B, S, Hk, rep, Dv]
-            vec![g.reshape(o, vec![b, s, h, dv])]
-        })[0]
+        Some(KvDims { b, s, h, hk, c, d, dv, rep, dt, scale: scale.unwrap_or(1.0 / (d as f64).sqrt()) })
     }
+}
+
+/// Composite name of [`Graph::attention_with_kvcache`].
+const KVCACHE: &str = "attention_with_kvcache";
+
+/// Checked dims of an `attention_with_kvcache`.
+struct KvDims {
+    b: usize,
+    s: usize,
+    h: usize,
+    hk: usize,
+    c: usize,
+    d: usize,
+    dv: usize,
+    rep: usize,
+    dt: DType,
+    scale: f64,
+}
+
+/// The decomposition of `attention_with_kvcache` on `a` (`[q, k, v, k_cache, v_cache,
+/// cache_len]` in `g`): the group's query heads scored against the cache and the new block
+/// separately (the cache is never copied), masked, one softmax, two products added.
+fn kvcache_body(g: &mut Graph, a: &[NodeId], x: &KvDims) -> NodeId {
+    let &KvDims { b, s, h, hk, c, d, dv, rep, dt, scale } = x;
+    let (kc, vc) = if g.shape(a[3]).dtype == dt { (a[3], a[4]) } else { (g.convert(a[3], dt), g.convert(a[4], dt)) };
+    let k_new = g.transpose(a[1], &[0, 2, 1, 3]); // [B, Hk, S, D]
+    let v_new = g.transpose(a[2], &[0, 2, 1, 3]);
+    // q [B, S, H, D] -> [B, Hk, rep, S, D] -> [B, Hk, rep·S, D]: a group's query heads
+    // share its keys.
+    let q5 = g.reshape(a[0], vec![b, s, hk, rep, d]);
+    let q5 = g.transpose(q5, &[0, 2, 3, 1, 4]);
+    let qg = g.reshape(q5, vec![b, hk, rep * s, d]);
+    let sc_c = g.dot_general(qg, kc, batched(3, 3)); // [B, Hk, rep·S, C]
+    let sc_n = g.dot_general(qg, k_new, batched(3, 3)); // [B, Hk, rep·S, S]
+    let sc = g.concatenate(&[sc_c, sc_n], 3);
+    let sc = g.reshape(sc, vec![b, hk, rep, s, c + s]);
+    let k_scale = g.scalar_like(scale, sc);
+    let sc = g.mul(sc, k_scale);
+    // Column j is visible to query i of sequence r when j < cache_len[r] (a cache
+    // column, j < C) or C ≤ j ≤ C + i (a new key up to the query's own).
+    let col = g.iota(Shape::new(&[1, 1, 1, 1, c + s], DType::I64), 4);
+    let row = g.iota(Shape::new(&[1, 1, 1, s, 1], DType::I64), 3);
+    let lens = g.convert(a[5], DType::I64);
+    let lens = g.reshape(lens, vec![b, 1, 1, 1, 1]);
+    let cap = g.scalar_like(c as f64, col);
+    let in_cache = g.compare(CompareOp::Lt, col, lens);
+    let past_cache = g.compare(CompareOp::Ge, col, cap);
+    let first = g.binary(crate::ops::BinaryOp::Or, in_cache, past_cache);
+    let last = g.add(row, cap);
+    let causal = g.compare(CompareOp::Le, col, last);
+    let ok = g.binary(crate::ops::BinaryOp::And, first, causal);
+    let ninf = g.scalar_like(f64::NEG_INFINITY, sc);
+    let sc = g.select(ok, sc, ninf);
+    let pr = g.softmax(sc, -1);
+    let pr = g.reshape(pr, vec![b, hk, rep * s, c + s]);
+    let p_c = g.slice(pr, &[0, 0, 0, 0], &[b, hk, rep * s, c], &[]);
+    let p_n = g.slice(pr, &[0, 0, 0, c], &[b, hk, rep * s, c + s], &[]);
+    let o_c = g.dot_general(p_c, vc, batched(3, 2)); // [B, Hk, rep·S, Dv]
+    let o_n = g.dot_general(p_n, v_new, batched(3, 2));
+    let o = g.add(o_c, o_n);
+    let o = g.reshape(o, vec![b, hk, rep, s, dv]);
+    let o = g.transpose(o, &[0, 3, 1, 2, 4]); // [B, S, Hk, rep, Dv]
+    g.reshape(o, vec![b, s, h, dv])
 }
 
 #[cfg(test)]
@@ -829,27 +882,36 @@ mod tests {
             ]);
             let out = run_both(&g, &f);
             close(&out[0], &reference(&kcr, &vcr), 1e-13);
+            // The same decomposition emitted as primitives (its softmax stays a composite): the
+            // same values.
+            let mut gp = Graph::new("t");
+            let ins: Vec<NodeId> =
+                g.inputs().iter().map(|&i| gp.input(g.source_name(i).unwrap(), g.shape(i).clone())).collect();
+            let op = gp.attention_with_kvcache_primitives(ins[0], ins[1], ins[2], ins[3], ins[4], ins[5], Some(scale));
+            gp.set_outputs(vec![op]);
+            assert!(gp.nodes().iter().all(|n| !matches!(&n.op, crate::Op::Composite(c) if c.name == KVCACHE)));
+            let outp = crate::interp::evaluate(&gp, &f).unwrap();
+            assert_eq!(outp[0].to_le_bytes(), out[0].to_le_bytes(), "primitives and composite differ");
         }
-        let mut g = Graph::new("t");
-        let q = g.input("q", Shape::new(&[1, 1, 3, 4], DType::F32));
-        let k = g.input("k", Shape::new(&[1, 1, 2, 4], DType::F32));
-        let kc = g.input("kc", Shape::new(&[1, 2, 8, 4], DType::F32));
-        let l = g.input("l", Shape::new(&[1], DType::I32));
-        g.attention_with_kvcache(q, k, k, kc, kc, l, None);
-        assert!(g.error().unwrap().to_string().contains("multiple of k's"), "{:?}", g.error());
-        let mut g = Graph::new("t");
-        let q = g.input("q", Shape::new(&[1, 1, 2, 4], DType::F32));
-        let k = g.input("k", Shape::new(&[1, 1, 2, 4], DType::F32));
-        let kc = g.input("kc", Shape::new(&[1, 2, 8, 4], DType::F32));
-        let lf = g.input("l", Shape::new(&[1], DType::F32));
-        g.attention_with_kvcache(q, k, k, kc, kc, lf, None);
-        assert!(g.error().unwrap().to_string().contains("cache_len must be integer"), "{:?}", g.error());
-        let mut g = Graph::new("t");
-        let q = g.input("q", Shape::new(&[1, 1, 2, 4], DType::F32));
-        let k = g.input("k", Shape::new(&[1, 1, 2, 4], DType::F32));
-        let kc = g.input("kc", Shape::new(&[1, 2, 8, 5], DType::F32));
-        let l = g.input("l", Shape::new(&[1], DType::I32));
-        g.attention_with_kvcache(q, k, k, kc, kc, l, None);
-        assert!(g.error().unwrap().to_string().contains("do not fit"), "{:?}", g.error());
+        // Bad operands, named by both builders: (query heads, length dtype, cache head dim).
+        for (h, lt, dc, want) in [
+            (3, DType::I32, 4, "multiple of k's"),
+            (2, DType::F32, 4, "cache_len must be integer"),
+            (2, DType::I32, 5, "do not fit"),
+        ] {
+            for primitives in [false, true] {
+                let mut g = Graph::new("t");
+                let q = g.input("q", Shape::new(&[1, 1, h, 4], DType::F32));
+                let k = g.input("k", Shape::new(&[1, 1, 2, 4], DType::F32));
+                let kc = g.input("kc", Shape::new(&[1, 2, 8, dc], DType::F32));
+                let l = g.input("l", Shape::new(&[1], lt));
+                if primitives {
+                    g.attention_with_kvcache_primitives(q, k, k, kc, kc, l, None);
+                } else {
+                    g.attention_with_kvcache(q, k, k, kc, kc, l, None);
+                }
+                assert!(g.error().unwrap().to_string().contains(want), "{:?}", g.error());
+            }
+        }
     }
 }
