@@ -109,3 +109,32 @@ fn warm_run_into_copies_pass_through_outputs_without_allocating() {
     assert_eq!(allocs() - before, 0, "allocations in a warm run_into");
     assert_eq!(outs, want);
 }
+
+/// A warm decode step of `attention_with_kvcache` (lengths read in place, per-thread scores,
+/// the chunks' partial sums in a per-thread buffer) allocates nothing in `run_into`.
+#[test]
+fn warm_kvcache_attention_allocates_nothing() {
+    let (b, h, hk, c, d) = (2, 6, 2, 1024, 32);
+    let mut g = Graph::new("kv");
+    let q = g.input("q", Shape::new(&[b, 1, h, d], DType::F32));
+    let k = g.input("k", Shape::new(&[b, 1, hk, d], DType::F32));
+    let kc = g.input("kc", Shape::new(&[b, hk, c, d], DType::F32));
+    let l = g.input("l", Shape::new(&[b], DType::I32));
+    let y = g.attention_with_kvcache(q, k, k, kc, kc, l, None);
+    g.set_outputs(vec![y]);
+    let mut exe = CpuExecutable::compile(&g, &CpuOptions { threads: Some(1), ..Default::default() }).unwrap();
+    assert!(exe.steps().iter().any(|s| s.kernel.starts_with("attention_kvcache")), "{:?}", exe.steps());
+    let t = |dims: &[usize]| {
+        Tensor::from_vec((0..dims.iter().product::<usize>()).map(|i| (i % 11) as f32 * 0.05).collect(), dims).unwrap()
+    };
+    let (qt, kt, kct) = (t(&[b, 1, h, d]), t(&[b, 1, hk, d]), t(&[b, hk, c, d]));
+    // Several 256-column chunks in one sequence, one in the other.
+    let lt = Tensor::from_vec(vec![700i32, 100], &[b]).unwrap();
+    let mut outs = vec![];
+    exe.run_into(&[&qt, &kt, &kct, &lt], &[], &mut outs).unwrap();
+    exe.run_into(&[&qt, &kt, &kct, &lt], &[], &mut outs).unwrap();
+    let before = allocs();
+    exe.run_into(&[&qt, &kt, &kct, &lt], &[], &mut outs).unwrap();
+    assert_eq!(allocs() - before, 0, "allocations in a warm run_into");
+    assert!(outs[0].as_slice::<f32>().unwrap().iter().all(|v| v.is_finite()));
+}

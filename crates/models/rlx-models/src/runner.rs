@@ -409,7 +409,11 @@ impl LlamaModel {
         let (cos, sin, mask) = (f32s(cos), f32s(sin), f32s(mask));
         let (ids, last, lens) = (i32s(ids), i32s(last), i32s(lens));
         ids.fill(0);
-        mask.fill(f32::NEG_INFINITY);
+        // The mask is read only by fast mode's decode attention (exact mode's attention takes
+        // `cache_len`).
+        if self.ggml {
+            mask.fill(f32::NEG_INFINITY);
+        }
         for (r, toks) in chunk.iter().enumerate() {
             let past = cache.lens[r];
             lens[r] = past as i32;
@@ -427,7 +431,7 @@ impl LlamaModel {
             } else {
                 rope_rows(&self.cfg, past, cr, sr);
             }
-            for i in 0..s {
+            for i in (0..s).filter(|_| self.ggml) {
                 let row = &mut mask[(r * s + i) * (c + s)..][..c + s];
                 row[..past].fill(0.0);
                 row[c..=c + i].fill(0.0);

@@ -111,7 +111,7 @@ pub fn select(c: &Composite, ins: &[(Vec<usize>, DType)], outs: &[(Vec<usize>, D
 }
 
 thread_local! {
-    /// Scores and the new keys' share of the output, per thread.
+    /// Scores, per thread.
     static WORK: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     /// The chunks' partial sums of one run, on the thread that runs the kernel.
     static PARTIALS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
@@ -127,32 +127,28 @@ pub fn run(k: &KvCacheAttention, ins: &[&Tensor], out: &mut Tensor) -> Result<()
         t.as_slice::<f32>().ok_or_else(plan)
     }
     let (q, kn, vn) = (f32s(ins[0], plan)?, f32s(ins[1], plan)?, f32s(ins[2], plan)?);
-    let lens: Vec<i64> = match (ins[5].as_slice::<i32>(), ins[5].as_slice::<i64>()) {
-        (Some(l), _) => l.iter().map(|&x| i64::from(x)).collect(),
-        (_, Some(l)) => l.to_vec(),
+    let lens = match (ins[5].as_slice::<i32>(), ins[5].as_slice::<i64>()) {
+        (Some(l), _) => Lens::I32(l),
+        (_, Some(l)) => Lens::I64(l),
         _ => return Err(plan()),
     };
-    let lens: Vec<usize> = lens
-        .iter()
-        .enumerate()
-        .map(|(r, &l)| {
-            usize::try_from(l)
-                .ok()
-                .filter(|&l| l <= k.c)
-                .ok_or_else(|| err(format!("cache_len[{r}] = {l} is outside 0..={} (the cache capacity)", k.c)))
-        })
-        .collect::<Result<_, _>>()?;
+    for r in 0..lens.count() {
+        let l = lens.raw(r);
+        if usize::try_from(l).map_or(true, |l| l > k.c) {
+            return Err(err(format!("cache_len[{r}] = {l} is outside 0..={} (the cache capacity)", k.c)));
+        }
+    }
     let o = out.as_mut_slice::<f32>().ok_or_else(plan)?;
     let (b, s, h, hk, c, d, dv) = (k.b, k.s, k.h, k.hk, k.c, k.d, k.dv);
     if q.len() != b * s * h * d
         || kn.len() != b * s * hk * d
         || vn.len() != b * s * hk * dv
-        || lens.len() != b
+        || lens.count() != b
         || o.len() != b * s * h * dv
     {
         return Err(plan());
     }
-    let ops = Ops { q, kn, vn, lens: &lens };
+    let ops = Ops { q, kn, vn, lens };
     if k.cache_f16 {
         let (kc, vc) = (ins[3].as_slice::<f16>().ok_or_else(plan)?, ins[4].as_slice::<f16>().ok_or_else(plan)?);
         if kc.len() != b * hk * c * d || vc.len() != b * hk * c * dv {
@@ -169,19 +165,53 @@ pub fn run(k: &KvCacheAttention, ins: &[&Tensor], out: &mut Tensor) -> Result<()
     Ok(())
 }
 
-/// The f32 operands and the checked lengths.
+/// The f32 operands and the lengths (checked to lie in `0..=C`).
 struct Ops<'a> {
     q: &'a [f32],
     kn: &'a [f32],
     vn: &'a [f32],
-    lens: &'a [usize],
+    lens: Lens<'a>,
+}
+
+/// `cache_len` as given, read in place (a run allocates nothing).
+#[derive(Clone, Copy)]
+enum Lens<'a> {
+    I32(&'a [i32]),
+    I64(&'a [i64]),
+}
+
+impl Lens<'_> {
+    fn count(self) -> usize {
+        match self {
+            Lens::I32(l) => l.len(),
+            Lens::I64(l) => l.len(),
+        }
+    }
+
+    fn raw(self, r: usize) -> i64 {
+        match self {
+            Lens::I32(l) => i64::from(l[r]),
+            Lens::I64(l) => l[r],
+        }
+    }
+
+    /// Length `r`, once checked.
+    fn at(self, r: usize) -> usize {
+        self.raw(r) as usize
+    }
+
+    /// Pass-1 chunks of the sequences before `r` (each chunk is one per KV head).
+    fn chunks_before(self, r: usize) -> usize {
+        (0..r).map(|i| self.at(i).div_ceil(CHUNK)).sum()
+    }
 }
 
 /// Where task `t` of the cache-chunk pass works: `(sequence, KV head, first column, columns)`,
 /// or `None` past the last chunk. Chunks are [`CHUNK`] columns of each (sequence, KV head)'s
 /// filled cache, in (sequence, head) order.
-fn chunk_of(k: &KvCacheAttention, lens: &[usize], mut t: usize) -> Option<(usize, usize, usize, usize)> {
-    for (bi, &len) in lens.iter().enumerate() {
+fn chunk_of(k: &KvCacheAttention, lens: Lens, mut t: usize) -> Option<(usize, usize, usize, usize)> {
+    for bi in 0..lens.count() {
+        let len = lens.at(bi);
         let per = len.div_ceil(CHUNK);
         if t < per * k.hk {
             let (g, ch) = (t / per, t % per);
@@ -199,8 +229,10 @@ fn run_typed<M: MatElem>(k: &KvCacheAttention, x: &Ops, kc: &[M], vc: &[M], o: &
     // Per (chunk, token, query head): the chunk's score max `m`, its sum `l = Σ exp(score - m)`
     // and `Σ exp(score - m) · v` (`dv` floats).
     let slot = dv + 2;
-    let chunks: usize = x.lens.iter().map(|l| l.div_ceil(CHUNK)).sum::<usize>() * hk;
-    let par = threads() > 1 && b * h * s * (c + s) * (d + dv) >= PAR_WORK;
+    let chunks = x.lens.chunks_before(b) * hk;
+    // Multiply-adds of the run: every filled column and new key, for every query row.
+    let filled: usize = (0..b).map(|r| x.lens.at(r) + s).sum();
+    let par = threads() > 1 && h * s * filled * (d + dv) >= PAR_WORK;
     let run =
         |n: usize, f: &(dyn Fn(usize) + Sync)| if par && n > 1 { spin::for_each(n, f) } else { (0..n).for_each(f) };
     PARTIALS.with_borrow_mut(|parts| {
@@ -236,12 +268,11 @@ fn run_typed<M: MatElem>(k: &KvCacheAttention, x: &Ops, kc: &[M], vc: &[M], o: &
         run(b * hk, &|t| {
             let (bi, g) = (t / hk, t % hk);
             // This sequence's chunks of head g: tasks `c0 .. c0 + per` of pass 1.
-            let before: usize = x.lens[..bi].iter().map(|l| l.div_ceil(CHUNK)).sum::<usize>() * hk;
-            let per = x.lens[bi].div_ceil(CHUNK);
-            let c0 = before + g * per;
+            let per = x.lens.at(bi).div_ceil(CHUNK);
+            let c0 = x.lens.chunks_before(bi) * hk + g * per;
             let (kng, vng) = (&x.kn[(bi * s * hk + g) * d..], &x.vn[(bi * s * hk + g) * dv..]);
             WORK.with_borrow_mut(|work| {
-                let (w, on) = grown(work, rep * s + rep * dv).split_at_mut(rep * s);
+                let w = grown(work, rep * s);
                 for i in 0..s {
                     let qi = &x.q[((bi * s + i) * h + g * rep) * d..][..rep * d];
                     dot_many(kng, hk * d, i + 1, qi, d, rep, d, w, s);
@@ -253,9 +284,8 @@ fn run_typed<M: MatElem>(k: &KvCacheAttention, x: &Ops, kc: &[M], vc: &[M], o: &
                         let chunk = |ch: usize| &parts[((c0 + ch) * s + i) * rep * slot + r * slot..][..slot];
                         let m = (0..per).fold(row_max(row), |m, ch| m.max(chunk(ch)[0]));
                         let mut l = exp_sum(row, m);
-                        axpy_many(vng, hk * dv, dv, row, 1, 1, 1, i + 1, &mut on[..dv], dv);
                         let or = &mut oi[r * dv..][..dv];
-                        or.copy_from_slice(&on[..dv]);
+                        axpy_many(vng, hk * dv, dv, row, 1, 1, 1, i + 1, or, dv);
                         for ch in 0..per {
                             let pc = chunk(ch);
                             let f = exp_f32(pc[0] - m);
