@@ -587,11 +587,10 @@ mod avx {
     /// the arithmetic, in order, of llama.cpp's AVX2/VNNI `ggml_vec_dot_q4_1_q8_1` /
     /// `_q4_0_q8_0` / `_q5_0_q8_0` / `_q5_1_q8_1` / `_q8_0_q8_0`.
     ///
-    /// With `SPLIT` the rows are in `rlx_gguf::Layout::SplitRows` (see [`rows_q4_decode`]; a
+    /// With `SPLIT` the rows are in `rlx_gguf::Layout::SplitRows` (see [`rows_q4_q5_decode`]; a
     /// Q8_0 block's 32 quant bytes at `32 b`, its `d` at `32 nb + 2 b`; Q5's `qh` as two arrays
     /// of 16-bit halves after the `d`s and Q5_1's `m`s): the same products,
-    /// bit-identical. One activation row goes to [`rows_q4_decode`] / [`rows_q8_decode`], but
-    /// for Q5_0 / Q5_1, which run this body with `C = 1`.
+    /// bit-identical. One activation row goes to [`rows_q4_q5_decode`] / [`rows_q8_decode`].
     ///
     /// # Safety
     /// AVX-512F/BW/VL + VNNI, AVX2, FMA, F16C; every `w[r]` points to `nb` blocks (split rows
@@ -604,13 +603,13 @@ mod avx {
     ) -> [[f32; C]; R] {
         // Q4_1 and Q5_1 add `m_w · s_x` per block; Q5_0 / Q5_1 have fifth bits.
         let (has_m, five) = (K == Q4_1 || K == Q5_1, K == Q5_0 || K == Q5_1);
-        if C == 1 && !five {
+        if C == 1 {
             // SAFETY: the caller's contract, with one activation row.
             let o = unsafe {
                 if K == Q8_0 {
                     rows_q8_decode::<R, SPLIT>(w, x[0], nb)
                 } else {
-                    rows_q4_decode::<R, K, SPLIT>(w, x[0], nb)
+                    rows_q4_q5_decode::<R, K, SPLIT>(w, x[0], nb)
                 }
             };
             return std::array::from_fn(|r| std::array::from_fn(|_| o[r]));
@@ -746,7 +745,7 @@ mod avx {
         std::array::from_fn(|r| std::array::from_fn(|c| hsum256(acc[r][c]) + summs[r][c]))
     }
 
-    /// [`rows_legacy`] for Q4_0 / Q4_1 weights (`K`) and one activation row (decode), four
+    /// [`rows_legacy`] for Q4_0 / Q4_1 / Q5_0 / Q5_1 weights (`K`) and one activation row (decode), four
     /// blocks per two 512-bit `vpdpbusd`s where a group of 16 blocks has four left: 128-bit lane
     /// `j` holds block `b + j`'s 16 packed bytes (one load and three masked broadcast loads), its
     /// low nibbles (`& 15`) go against the four activation blocks' first halves and its high
@@ -780,27 +779,74 @@ mod avx {
     /// groups of 4 rows): from DRAM Q4_0 0.85 → 0.78–0.81 ms, Q4_1 0.93–0.96 → 0.90–0.92; from
     /// L3 Q4_0 0.47–0.49 → 0.37–0.40, Q4_1 0.50–0.52 → 0.43–0.44 (blocks → split rows).
     ///
+    /// Q5_0 / Q5_1 add their fifth bits as a masked `+ 16` on the nibble bytes: a quad's low
+    /// nibbles (elements `0..16` of each block) take the four blocks' low `qh` halves as one
+    /// 64-bit byte mask, its high nibbles the high halves (split rows: two 8-byte loads, the
+    /// halves lie in two arrays; blocks: assembled from the four `qh` words), and the offset is
+    /// `-16 Σx`. Before, Q5 decode ran [`rows_legacy`]'s one block per 256-bit step with a
+    /// scalar `qh` read per block and row: Qwen2.5-0.5B's 896 × 4864 Q5_0 product from cache
+    /// computed at 17.3 GB/s (`qmatmul_bench 1 20 Q5_0 1 fast 1 896 4864`), below this core's
+    /// DRAM read rate; now 25.3 (Q5_1 26.0), and from DRAM (`… 40 896 4864`, AMD EPYC Zen 4, two
+    /// interleaved rounds) 12.2–13.8 → 14.2–15.4 GB/s.
+    ///
     /// # Safety
     /// As [`rows_legacy`] with `C = 1`; with `SPLIT` every `w[r]` points to a split row of `nb`
     /// blocks.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-    unsafe fn rows_q4_decode<const R: usize, const K: u8, const SPLIT: bool>(
+    unsafe fn rows_q4_q5_decode<const R: usize, const K: u8, const SPLIT: bool>(
         w: [*const u8; R],
         x: *const u8,
         nb: usize,
     ) -> [f32; R] {
-        let row: usize = nb * if K == Q4_1 { 20 } else { 18 };
+        // Q4_1 and Q5_1 add `m_w · s_x` per block; Q5_0 / Q5_1 have fifth bits.
+        let (has_m, five) = (K == Q4_1 || K == Q5_1, K == Q5_0 || K == Q5_1);
+        let row: usize = nb * [18, 20, 34, 22, 24][K as usize];
         let ahead = super::super::decode::Ahead::new(row);
-        // Quant bytes of block `b` at `ts b + qo`.
-        let (ts, qo): (usize, usize) = if SPLIT {
-            (16, 0)
-        } else if K == Q4_1 {
-            (20, 4)
-        } else {
-            (18, 2)
+        // Quant bytes of block `b` at `ts b + qo` (blocks: after `d`, `m` and `qh`).
+        let (ts, qo): (usize, usize) = match K {
+            _ if SPLIT => (16, 0),
+            Q4_1 => (20, 4),
+            Q5_0 => (22, 6),
+            Q5_1 => (24, 8),
+            _ => (18, 2),
+        };
+        // Split rows' `qh` low halves (Q5), the high ones `2 nb` bytes on.
+        let qh_at = rlx_gguf::layout::split_qh_offset(nb, has_m);
+        // The 64-bit byte masks of the fifth bits of blocks `b .. b + n` (n = 4: a quad's low
+        // nibbles, high nibbles; n = 2 or 1: the pair's `[lo_b, hi_b, lo_b+1, hi_b+1]`).
+        let qh = |r: usize, b: usize| -> u32 {
+            // SAFETY: block `b` of row `r` exists (callers); blocks: `qh` is the 4 bytes
+            // before the quants; split: its halves at `qh_at + 2 b` and `2 nb` on.
+            unsafe {
+                if SPLIT {
+                    let h = w[r].add(qh_at + 2 * b).cast::<u16>();
+                    u32::from(h.read_unaligned()) | u32::from(h.add(nb).read_unaligned()) << 16
+                } else {
+                    w[r].add(b * ts + qo - 4).cast::<u32>().read_unaligned()
+                }
+            }
+        };
+        let quad_masks = |r: usize, b: usize| -> (u64, u64) {
+            if SPLIT {
+                // SAFETY: blocks `b .. b + 4` of row `r` exist (caller).
+                unsafe {
+                    let h = w[r].add(qh_at + 2 * b);
+                    (h.cast::<u64>().read_unaligned(), h.add(2 * nb).cast::<u64>().read_unaligned())
+                }
+            } else {
+                let (mut lo, mut hi) = (0u64, 0u64);
+                for j in 0..4 {
+                    let q = qh(r, b + j);
+                    lo |= u64::from(q & 0xffff) << (16 * j);
+                    hi |= u64::from(q >> 16) << (16 * j);
+                }
+                (lo, hi)
+            }
         };
         let m4 = _mm512_set1_epi8(0x0f);
-        let eight = _mm512_set1_epi8(8);
+        let sixteen = _mm512_set1_epi8(16);
+        // The offset subtracted from the unsigned weight bytes (Q4_0 8, Q5_0 16).
+        let off = _mm512_set1_epi8(if five { 16 } else { 8 });
         let heads = Heads::new(ts);
         // The 16-bit words of the second and fourth 128-bit lanes: the high nibbles.
         const HI: __mmask32 = 0xff00_ff00;
@@ -824,9 +870,9 @@ mod avx {
                     if SPLIT {
                         let s0 = 16 * nb + 2 * g0;
                         // Q4_0's `d`s in step with the groups; Q4_1's `d`s and `m`s (adjacent)
-                        // all at the row's first group: 1 × 4096 × 4096 from DRAM, five
-                        // interleaved rounds, Q4_1 0.85–0.86 → 0.81–0.83 ms (Q4_0 that way 2–3%
-                        // slower, so it keeps the steps).
+                        // and Q5's fields all at the row's first group: 1 × 4096 × 4096 from
+                        // DRAM, five interleaved rounds, Q4_1 0.85–0.86 → 0.81–0.83 ms (Q4_0
+                        // that way 2–3% slower, so it keeps the steps).
                         if K == Q4_0 {
                             super::super::decode::prefetch_ahead(w[r], ahead, s0, s0 + 2 * gn);
                         } else if g0 == 0 {
@@ -834,7 +880,7 @@ mod avx {
                         }
                         let d = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes, w[r].add(s0).cast()));
                         _mm512_storeu_ps(sc[r].as_mut_ptr(), _mm512_mul_ps(d, xd));
-                        if K == Q4_1 {
+                        if has_m {
                             let m = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes, w[r].add(s0 + 2 * nb).cast()));
                             macc[r] = _mm512_fmadd_ps(m, sx, macc[r]);
                         }
@@ -842,7 +888,7 @@ mod avx {
                     }
                     let h = heads.at(w[r].add(g0 * ts), lanes);
                     _mm512_storeu_ps(sc[r].as_mut_ptr(), _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)), xd));
-                    if K == Q4_1 {
+                    if has_m {
                         let m = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(h)));
                         macc[r] = _mm512_fmadd_ps(m, sx, macc[r]);
                     }
@@ -857,11 +903,10 @@ mod avx {
                     let a1 = _mm512_loadu_si512(x.add(QK * (b + 2)).cast());
                     let xlo = _mm512_permutex2var_epi64(a0, _mm512_setr_epi64(0, 1, 4, 5, 8, 9, 12, 13), a1);
                     let xhi = _mm512_permutex2var_epi64(a0, _mm512_setr_epi64(2, 3, 6, 7, 10, 11, 14, 15), a1);
-                    let init = if K == Q4_1 {
+                    let init = if has_m {
                         _mm512_setzero_si512()
                     } else {
-                        let e =
-                            _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, xlo), eight, xhi);
+                        let e = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), off, xlo), off, xhi);
                         _mm512_sub_epi32(_mm512_setzero_si512(), e)
                     };
                     let sidx = _mm512_add_epi32(quad, _mm512_set1_epi32(i as i32));
@@ -875,8 +920,13 @@ mod avx {
                             let q = _mm512_mask_broadcast_i32x4(q, 0x0f00, _mm_loadu_si128(p.add(2 * ts).cast()));
                             _mm512_mask_broadcast_i32x4(q, 0xf000, _mm_loadu_si128(p.add(3 * ts).cast()))
                         };
-                        let zlo = _mm512_and_si512(q, m4);
-                        let zhi = _mm512_and_si512(_mm512_srli_epi16::<4>(q), m4);
+                        let mut zlo = _mm512_and_si512(q, m4);
+                        let mut zhi = _mm512_and_si512(_mm512_srli_epi16::<4>(q), m4);
+                        if five {
+                            let (lo, hi) = quad_masks(r, b);
+                            zlo = _mm512_mask_add_epi8(zlo, lo, zlo, sixteen);
+                            zhi = _mm512_mask_add_epi8(zhi, hi, zhi, sixteen);
+                        }
                         let dot = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(init, zlo, xlo), zhi, xhi);
                         let s = _mm512_permutexvar_ps(sidx, _mm512_loadu_ps(sc[r].as_ptr()));
                         acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), s, acc[r]);
@@ -893,10 +943,10 @@ mod avx {
                     } else {
                         _mm512_zextsi256_si512(_mm256_loadu_si256(x.add(QK * b).cast()))
                     };
-                    let init = if K == Q4_1 {
+                    let init = if has_m {
                         _mm512_setzero_si512()
                     } else {
-                        _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, xv))
+                        _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), off, xv))
                     };
                     for r in 0..R {
                         let p = w[r].add(b * ts + qo);
@@ -909,7 +959,12 @@ mod avx {
                             let q = _mm512_maskz_broadcast_i32x4(0x00ff, _mm_loadu_si128(p.cast()));
                             (q, _mm512_set1_ps(sc[r][i]))
                         };
-                        let z = _mm512_and_si512(_mm512_mask_srli_epi16::<4>(q, HI, q), m4);
+                        let mut z = _mm512_and_si512(_mm512_mask_srli_epi16::<4>(q, HI, q), m4);
+                        if five {
+                            // `[lo_b, hi_b, lo_b+1, hi_b+1]`: the two `qh` words as they lie.
+                            let h = u64::from(qh(r, b)) | if two { u64::from(qh(r, b + 1)) << 32 } else { 0 };
+                            z = _mm512_mask_add_epi8(z, h, z, sixteen);
+                        }
                         let dot = _mm512_dpbusd_epi32(init, z, xv);
                         acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), s, acc[r]);
                     }
