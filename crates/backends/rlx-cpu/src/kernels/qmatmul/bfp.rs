@@ -173,13 +173,13 @@ mod avx512 {
             if pairs {
                 let flip = _mm512_set1_epi8(if ty == GgmlType::Q8_0 { -128 } else { 32 });
                 for pr in 0..2 * nq {
-                    let d = chain_dot(o.add(pr * QUAD_BYTES / 2), 64, flip);
+                    let d = chain_dot(o.add(pr * QUAD_BYTES / 2), 64, flip, zero);
                     _mm512_storeu_si512(o.add(corr + pr * CORR_BYTES).cast(), _mm512_sub_epi32(zero, d));
                 }
             } else if matches!(ty, GgmlType::Q4_0 | GgmlType::Q5_0) {
                 let off = _mm512_set1_epi8(if ty == GgmlType::Q4_0 { 8 } else { 16 });
                 for q in 0..nq {
-                    let d = quad_dot(o.add(q * QUAD_BYTES), off, off);
+                    let d = quad_dot(o.add(q * QUAD_BYTES), off, off, zero);
                     _mm512_storeu_si512(o.add(corr + q * CORR_BYTES).cast(), _mm512_sub_epi32(zero, d));
                 }
             }
@@ -187,15 +187,15 @@ mod avx512 {
         true
     }
 
-    /// `Σ q n` per lane of one quad: the unsigned nibbles `zlo` / `zhi` (block `j`'s low / high
-    /// nibbles in 128-bit lane `j`) against the quad's digit planes at `xq` (two interleaved
-    /// [`chain_dot`]s summed in one chain).
+    /// `init + Σ q n` per lane of one quad: the unsigned nibbles `zlo` / `zhi` (block `j`'s low /
+    /// high nibbles in 128-bit lane `j`) against the quad's digit planes at `xq` (two interleaved
+    /// [`chain_dot`]s summed in one chain; `init` starts the `l` chain, as there).
     ///
     /// # Safety
     /// AVX-512F + VNNI; `xq` points to a quad's `QUAD_BYTES`.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
     #[inline]
-    unsafe fn quad_dot(xq: *const u8, zlo: __m512i, zhi: __m512i) -> __m512i {
+    unsafe fn quad_dot(xq: *const u8, zlo: __m512i, zhi: __m512i, init: __m512i) -> __m512i {
         // SAFETY: six 64-byte loads inside the quad (caller).
         let x = |t: usize| unsafe { _mm512_loadu_si512(xq.add(64 * t).cast()) };
         // Three independent chains of two, shifted and summed at the end (the same i32 result,
@@ -203,25 +203,26 @@ mod avx512 {
         let z = _mm512_setzero_si512();
         let h = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(z, zlo, x(0)), zhi, x(1));
         let m = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(z, zlo, x(2)), zhi, x(3));
-        let l = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(z, zlo, x(4)), zhi, x(5));
+        let l = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(init, zlo, x(4)), zhi, x(5));
         _mm512_add_epi32(_mm512_add_epi32(_mm512_slli_epi32::<16>(h), _mm512_slli_epi32::<8>(m)), l)
     }
 
-    /// `Σ q n` per lane of the unsigned bytes `z` against the digit planes `h, m, l` at `x`,
-    /// `x + step`, `x + 2 step` (a Q8_0 pair's planes: `step` 64; a Q4_K quad's low-nibble
-    /// sub-blocks from its first register, the high ones from its second: `step` 128).
+    /// `init + Σ q n` per lane of the unsigned bytes `z` against the digit planes `h, m, l` at
+    /// `x`, `x + step`, `x + 2 step` (a Q8_0 pair's planes: `step` 64; a Q4_K quad's low-nibble
+    /// sub-blocks from its first register, the high ones from its second: `step` 128). `init`
+    /// (a correction) starts the `l` chain instead of being added after it: one add fewer.
     ///
     /// # Safety
     /// AVX-512F + VNNI; the three 64-byte planes are readable.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
     #[inline]
-    unsafe fn chain_dot(x: *const u8, step: usize, z: __m512i) -> __m512i {
+    unsafe fn chain_dot(x: *const u8, step: usize, z: __m512i, init: __m512i) -> __m512i {
         // SAFETY: three 64-byte loads (caller).
         let x = |p: usize| unsafe { _mm512_loadu_si512(x.add(step * p).cast()) };
         // Independent chains, shifted and summed at the end (the same wrapping i32 result).
         let zero = _mm512_setzero_si512();
         let (h, m) = (_mm512_dpbusd_epi32(zero, z, x(0)), _mm512_dpbusd_epi32(zero, z, x(1)));
-        let l = _mm512_dpbusd_epi32(zero, z, x(2));
+        let l = _mm512_dpbusd_epi32(init, z, x(2));
         _mm512_add_epi32(_mm512_add_epi32(_mm512_slli_epi32::<16>(h), _mm512_slli_epi32::<8>(m)), l)
     }
 
@@ -309,7 +310,9 @@ mod avx512 {
         let qh_at = rlx_gguf::layout::split_qh_offset(nb, has_m);
         // Quant bytes of block `b` at `ts b + qo`.
         let (ts, qo): (usize, usize) = if SPLIT { (16, 0) } else { (tb, tb - 16) };
-        let bit4 = _mm512_set1_epi8(16);
+        // Opaque to the optimizer: knowing the constant, LLVM turns each masked `+ 16` on the
+        // nibble bytes into an OR and a masked byte move (two µops instead of one `vpaddb{k}`).
+        let bit4 = std::hint::black_box(_mm512_set1_epi8(16));
         // Bytes of four `qh` words: their low 16-bit halves, then their high ones.
         let halves = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
         let nq = nb.div_ceil(4);
@@ -429,7 +432,7 @@ mod avx512 {
                             zlo = _mm512_mask_add_epi8(zlo, lo, zlo, bit4);
                             zhi = _mm512_mask_add_epi8(zhi, hi, zhi, bit4);
                         }
-                        let dot = _mm512_add_epi32(quad_dot(xq, zlo, zhi), init);
+                        let dot = quad_dot(xq, zlo, zhi, init);
                         let s = _mm512_permutexvar_ps(sidx, sc[r]);
                         acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), s, acc[r]);
                     }
@@ -504,7 +507,7 @@ mod avx512 {
                             let lo = _mm512_castsi256_si512(_mm256_loadu_si256(p.cast()));
                             _mm512_mask_broadcast_i64x4(lo, 0xf0, _mm256_loadu_si256(p.add(ts).cast()))
                         };
-                        let dot = _mm512_add_epi32(chain_dot(xp, 64, _mm512_xor_si512(q, flip)), c);
+                        let dot = chain_dot(xp, 64, _mm512_xor_si512(q, flip), c);
                         let s = _mm512_permutexvar_ps(sidx, sc[r]);
                         acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), s, acc[r]);
                     }
@@ -531,7 +534,8 @@ mod avx512 {
     unsafe fn rows_q4k<const R: usize, const FIVE: bool>(w: [*const u8; R], xa: *const u8, nb: usize) -> [f32; R] {
         let (ts, qo): (usize, usize) = if FIVE { (176, 48) } else { (144, 16) };
         let ahead = Ahead::new(ts * nb / 8);
-        let sixteen = _mm512_set1_epi8(16);
+        // Opaque to the optimizer (see `rows`): one `vpaddb{k}` per fifth-bit add.
+        let sixteen = std::hint::black_box(_mm512_set1_epi8(16));
         // Q5_K: the fifth bit of each nibble byte of a 64-byte load (the low nibbles: sub-blocks
         // 4g in bytes 0..32, 4g + 2 in 32..64; the high: 4g + 1, 4g + 3).
         let bit =
@@ -578,8 +582,8 @@ mod avx512 {
                             zlo = _mm512_mask_add_epi8(zlo, _mm512_test_epi8_mask(qh, bits[g][0]), zlo, sixteen);
                             zhi = _mm512_mask_add_epi8(zhi, _mm512_test_epi8_mask(qh, bits[g][1]), zhi, sixteen);
                         }
-                        let lo = _mm512_cvtepi32_ps(chain_dot(xq, 128, zlo));
-                        let hi = _mm512_cvtepi32_ps(chain_dot(xq.add(64), 128, zhi));
+                        let lo = _mm512_cvtepi32_ps(chain_dot(xq, 128, zlo, _mm512_setzero_si512()));
+                        let hi = _mm512_cvtepi32_ps(chain_dot(xq.add(64), 128, zhi, _mm512_setzero_si512()));
                         acc[r] = _mm512_fmadd_ps(lo, _mm512_permutexvar_ps(sel[g][0], s16), acc[r]);
                         acc[r] = _mm512_fmadd_ps(hi, _mm512_permutexvar_ps(sel[g][1], s16), acc[r]);
                     }
@@ -675,7 +679,7 @@ mod avx512 {
                         for t in 0..2 {
                             let g = 2 * h + t;
                             let xq = xa.add((4 * b + g) * (QUAD_BYTES / 2));
-                            let dot = _mm512_add_epi32(chain_dot(xq, 64, z[t]), c[g]);
+                            let dot = chain_dot(xq, 64, z[t], c[g]);
                             acc[r] =
                                 _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_permutexvar_ps(sel[g], s16), acc[r]);
                         }

@@ -844,7 +844,8 @@ mod avx {
             }
         };
         let m4 = _mm512_set1_epi8(0x0f);
-        let sixteen = _mm512_set1_epi8(16);
+        // Opaque to the optimizer (see `bfp::rows`): one `vpaddb{k}` per fifth-bit add.
+        let sixteen = std::hint::black_box(_mm512_set1_epi8(16));
         // The offset subtracted from the unsigned weight bytes (Q4_0 8, Q5_0 16).
         let off = _mm512_set1_epi8(if five { 16 } else { 8 });
         let heads = Heads::new(ts);
