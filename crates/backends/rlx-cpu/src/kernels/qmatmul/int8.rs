@@ -812,8 +812,9 @@ mod avx {
         };
         // Split rows' `qh` low halves (Q5), the high ones `2 nb` bytes on.
         let qh_at = rlx_gguf::layout::split_qh_offset(nb, has_m);
-        // The 64-bit byte masks of the fifth bits of blocks `b .. b + n` (n = 4: a quad's low
-        // nibbles, high nibbles; n = 2 or 1: the pair's `[lo_b, hi_b, lo_b+1, hi_b+1]`).
+        // Q5's fifth bits: `qh(r, b)` is block `b`'s 32-bit `qh` word (bit `i` for element `i`),
+        // `quad_masks(r, b)` the 64-bit byte masks of blocks `b .. b + 4`'s low and high nibbles
+        // (the pair path below builds `[lo_b, hi_b, lo_b+1, hi_b+1]` from two `qh` words).
         let qh = |r: usize, b: usize| -> u32 {
             // SAFETY: block `b` of row `r` exists (callers); blocks: `qh` is the 4 bytes
             // before the quants; split: its halves at `qh_at + 2 b` and `2 nb` on.
