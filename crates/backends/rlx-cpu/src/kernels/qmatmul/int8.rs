@@ -642,8 +642,6 @@ mod avx {
         let mut sx = [[0f32; GROUP]; C];
         // Split rows' `qh` halves (Q5): the low ones after the `d`s (and `m`s), then the high.
         let qh_at = rlx_gguf::layout::split_qh_offset(nb, has_m);
-        let row_len = nb * [18, 20, 34, 22, 24][K as usize];
-        let ahead = super::super::decode::Ahead::new(row_len);
         let mut g0 = 0;
         // SAFETY (every pointer below): block `b < nb` of row `r` spans `ts` bytes from
         // `w[r] + b ts` (split: its quants; its `d` at `w[r] + ts nb + 2 b` and Q4_1's `m` at
@@ -659,13 +657,6 @@ mod avx {
                     }
                 }
                 for r in 0..R {
-                    if C == 1 {
-                        super::super::decode::prefetch_ahead(w[r], ahead, g0 * ts, (g0 + gn) * ts);
-                        if SPLIT && g0 == 0 {
-                            // A split row's 16-bit fields, after all its quants.
-                            super::super::decode::prefetch_ahead(w[r], ahead, ts * nb, row_len);
-                        }
-                    }
                     // `d` of the group's blocks, and Q4_1's `m` (a split Q4_0 row has no `m`
                     // array: nothing is read past its `d`s).
                     let (dw, m) = if SPLIT {
