@@ -526,12 +526,12 @@ fn direct_a(a: Operand, first: *const f32, kc: usize) -> bool {
 /// `k = 4096`: 4160 (rows 4 lines apart in L1's sets instead of all in the same ones).
 pub fn in_place_stride(k: usize) -> usize {
     let base = k.next_multiple_of(16);
-    let kcs = [k.min(KC), k % KC];
     (0..=64)
         .map(|i| base + 16 * i)
         .find(|&rs| {
             let a = Operand { ptr: std::ptr::null(), rs, cs: 1 };
-            kcs.iter().filter(|&&kc| kc > 0).all(|&kc| direct_a(a, std::ptr::null(), kc))
+            // The blocks the product runs, at their offsets within a 64-byte-aligned row.
+            k_blocks(k).all(|(k0, kc)| direct_a(a, std::ptr::null::<f32>().wrapping_add(k0), kc))
         })
         .unwrap_or(base)
 }
@@ -768,14 +768,20 @@ mod tests {
     #[test]
     fn in_place_stride_is_read_in_place() {
         assert!(!direct_a(Operand { ptr: std::ptr::null(), rs: 4096, cs: 1 }, std::ptr::null(), KC));
-        for k in [100, 576, 1536, 4096, 11008] {
+        for k in [100, 576, 896, 1536, 4096, 4864, 11008] {
             let rs = in_place_stride(k);
             assert!(rs >= k && rs.is_multiple_of(16) && rs < k + 1024, "k {k}: {rs}");
             let a = Operand { ptr: std::ptr::null(), rs, cs: 1 };
-            assert!(direct_a(a, std::ptr::null(), k.min(KC)) && (k % KC == 0 || direct_a(a, std::ptr::null(), k % KC)));
+            // Each block as the product runs it: its length, from its column in the row.
+            for (k0, kc) in k_blocks(k) {
+                assert!(direct_a(a, std::ptr::null::<f32>().wrapping_add(k0), kc), "k {k}: block at {k0}");
+            }
         }
         assert_eq!(in_place_stride(576), 576);
         assert_ne!(in_place_stride(4096), 4096);
+        // 896 runs blocks of 299 / 299 / 298 columns, which rows of 896 floats fit in no set
+        // bound (the check once used blocks of 384 and 128, which do).
+        assert_ne!(in_place_stride(896), 896);
     }
 
     /// `A` read in place (`direct_a`: a tile of whole contiguous rows) and `A` packed (stride
