@@ -142,6 +142,21 @@ fn exact_mode_many_tiles() {
     }
 }
 
+/// The `tile` path dots the activation rows past its last whole panel of 32 (up to 8 of them)
+/// with the tile's rows instead of running a narrow panel: row counts on both sides of that
+/// rule (33, 37, 40 and 133 dotted; 41, 64 and 72 not), a K of several sgemm blocks, one and
+/// two threads.
+#[test]
+fn exact_mode_activation_row_edges() {
+    for threads in [1, 2] {
+        let opts = CpuOptions { threads: Some(threads), ..Default::default() };
+        for (i, m) in [33usize, 37, 40, 41, 64, 72, 133].into_iter().enumerate() {
+            check_exact(GgmlType::Q5_0, &[m], 896, 150, 200 + i as u64, &opts);
+        }
+        check_exact(GgmlType::Q6_K, &[2, 20], 1024, 70, 220, &opts);
+    }
+}
+
 /// Kernels of different shapes one after another on one thread, which share its working
 /// buffers (tiles, transposed products, the packed `xᵀ` kept per `k`): a larger `m`, a smaller
 /// one, a different `k`, then the first shape again, each against the f64 reference. Fast mode
