@@ -333,30 +333,6 @@ pub(crate) fn dot_many<M: MatElem>(
     }
 }
 
-/// [`dot_many`] on raw pointers (AVX-512 only), for a caller whose `y` is shared with threads
-/// that write its other elements (`dequant_matmul`'s tile path writes its columns of the
-/// result from each thread).
-///
-/// # Safety
-/// AVX-512F must be available; `w` holds `(n-1)·ws + kk` elements, `v` `(m-1)·vst + kk`, `y`
-/// `(m-1)·ys + n` writable ones that no other thread touches meanwhile and that overlap neither.
-#[cfg(target_arch = "x86_64")]
-#[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn dot_many_avx512(
-    w: *const f32,
-    ws: usize,
-    n: usize,
-    v: *const f32,
-    vst: usize,
-    m: usize,
-    kk: usize,
-    y: *mut f32,
-    ys: usize,
-) {
-    // SAFETY: the caller's contract.
-    unsafe { avx512::dot_multi(w, ws, n, v, vst, m, kk, y, ys) }
-}
-
 /// `y[i·ys + j] = Σ_k v[i·vst + k·vs] · w[k·ws + j]` for `i < m`, `j < n`, `k < kk` (`y` is
 /// overwritten; zeros when `kk == 0`): `m` vectors against one matrix, each row read once for
 /// all of them (`avx512::axpy_multi` on AVX-512, the same bits as [`axpy`] per vector), on the
@@ -459,7 +435,7 @@ fn dot_rows<M: MatElem>(w: &[M], ws: usize, v: &[f32], y: &mut [f32]) {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod avx512 {
+pub(crate) mod avx512 {
     use super::MatElem;
     use crate::kernels::math_avx512::reduce_rows;
     use std::arch::x86_64::*;
@@ -571,7 +547,8 @@ mod avx512 {
     ///
     /// # Safety
     /// AVX-512F must be available; `w` holds `(n-1)·ws + kk` elements, `v` `(m-1)·vst + kk`,
-    /// `y` `(m-1)·ys + n`, and `y` overlaps neither.
+    /// `y` `(m-1)·ys + n`, and `y` overlaps neither. Only the `m × n` results are written (the
+    /// rest of `y`'s buffer may belong to other threads: `dequant_matmul`'s tile path).
     #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn dot_multi<M: MatElem>(

@@ -604,7 +604,7 @@ fn run_tile(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32], work: &
     let (kscratch, kct) = (grown(scratch, k.scratch), grown(ct, k.ct));
     // The sgemm takes the activation rows in panels of `sgemm::NR`: a last panel of at most
     // `EDGE_ROWS` rows would use a few of its kernel's 16 FMA lanes, so those rows (`mg..m`)
-    // are dotted with the tile's rows instead (`gemv::dot_many_avx512`: 4 weight rows ×
+    // are dotted with the tile's rows instead (`gemv::avx512::dot_multi`: 4 weight rows ×
     // up to 4 activation rows per pass along `K`, every lane busy), straight into `y`.
     let edge = if k.xt && m > sgemm::NR && m % sgemm::NR <= EDGE_ROWS { m % sgemm::NR } else { 0 };
     let mg = m - edge;
@@ -650,7 +650,7 @@ fn run_tile(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32], work: &
                         // mg..m, columns j..j + nt (this part's) receive the dots.
                         unsafe {
                             let (xe, ye) = (xs.as_ptr().add(mg * kk), yp.get().add(mg * n + j));
-                            super::gemv::dot_many_avx512(t.as_ptr(), ld, nt, xe, kk, edge, kk, ye, n)
+                            super::gemv::avx512::dot_multi(t.as_ptr(), ld, nt, xe, kk, edge, kk, ye, n)
                         }
                     }
                 }
