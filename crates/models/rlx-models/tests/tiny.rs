@@ -172,7 +172,7 @@ fn gguf_permuted_and_hf_layouts_agree() {
 fn cached_decode_equals_full_recompute() {
     let mut m = gguf_model(GgmlType::F32);
     // 41 tokens: the cache grows past its first capacities (16, 32), the full run pads to 48
-    // (a bucket that is not a power of two, `runner::chunk_bucket`; not a multiple of 16).
+    // (a bucket that is not a power of two, `runner::chunk_bucket`).
     let seq: Vec<u32> = (0..41).map(|i| (i * 7 + 3) % V as u32).collect();
     let mut full = m.new_cache(1);
     let want = m.forward(&mut full, &seq).unwrap();
