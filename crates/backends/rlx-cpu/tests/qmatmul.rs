@@ -594,3 +594,70 @@ fn split_rows_layout_refuses_other_schemes_and_names() {
         assert!(g.error().unwrap().to_string().contains(msg), "{:?}", g.error());
     }
 }
+
+/// `dequant_matmul_rows`: each part of a joined `[R, bytes_per_row]` weight read in place gives
+/// the bits of `dequant_matmul` on a copy of just those rows — native kernel (not the body),
+/// every path (decode, tile, fast), split rows and blocks, 1 and 2 threads — and the graph's
+/// body (the interpreter) gives the body's bits on the copy.
+#[test]
+fn row_ranges_read_the_rows_in_place() {
+    rlx_gguf::register_ops();
+    let parts = [(0usize, 64usize), (64, 32), (96, 48)];
+    let (k, r) = (64, 144);
+    let mut seed = 1200;
+    for (ty, layout) in [
+        (GgmlType::Q5_0, Layout::SplitRows),
+        (GgmlType::Q8_0, Layout::SplitRows),
+        (GgmlType::Q4_K, Layout::Blocks),
+        (GgmlType::Q6_K, Layout::Blocks),
+    ] {
+        let k = if ty.block_size() == 256 { 256 } else { k };
+        seed += 2;
+        let wf = rand_tensor(&[r, k], DType::F32, seed, -1.0, 1.0);
+        let mut packed = quantize(ty, wf.as_slice::<f32>().unwrap()).unwrap();
+        if layout == Layout::SplitRows {
+            rlx_gguf::layout::to_split_rows(ty, &mut packed, k).unwrap();
+        }
+        let rb = packed.len() / r;
+        let joined = Tensor::from_vec(packed.clone(), &[r, rb]).unwrap();
+        for m in [1usize, 5, 40] {
+            let x = rand_tensor(&[m, k], DType::F32, seed + 1, -2.0, 2.0);
+            let mut g = Graph::new("rows");
+            let xi = g.input("x", Shape::new(&[m, k], DType::F32));
+            let wi = g.input("w", Shape::new(&[r, rb], DType::U8));
+            let ys = parts.map(|(r0, n)| g.dequant_matmul_rows(xi, wi, ty.name(), layout.name(), r0, n, k));
+            g.set_outputs(ys.to_vec());
+            let body = rlx_ir::interp::evaluate_args(&g, &[&x, &joined]).unwrap();
+            for (fast, threads) in [(false, 1), (false, 2), (true, 1), (true, 2)] {
+                let opts = CpuOptions { threads: Some(threads), quantized_activations: fast, ..Default::default() };
+                let mut exe = CpuExecutable::compile(&g, &opts).unwrap();
+                let got = exe.run(&[&x, &joined], &[]).unwrap();
+                for (p, &(r0, n)) in parts.iter().enumerate() {
+                    let what = format!("{} m={m} fast={fast} t{threads} rows {r0}+{n}", ty.name());
+                    let kernel = exe
+                        .steps()
+                        .iter()
+                        .filter(|s| s.op.contains("dequant_matmul"))
+                        .nth(p)
+                        .unwrap()
+                        .kernel
+                        .to_string();
+                    assert!(kernel.starts_with("dequant_matmul_"), "{what}: {kernel}");
+                    let mut g1 = Graph::new("one");
+                    let xi = g1.input("x", Shape::new(&[m, k], DType::F32));
+                    let wi = g1.input("w", Shape::new(&[n, rb], DType::U8));
+                    let y = g1.dequant_matmul_layout(xi, wi, ty.name(), layout.name(), n, k);
+                    g1.set_outputs(vec![y]);
+                    let w1 = Tensor::from_vec(packed[r0 * rb..(r0 + n) * rb].to_vec(), &[n, rb]).unwrap();
+                    let want = CpuExecutable::compile(&g1, &opts).unwrap().run(&[&x, &w1], &[]).unwrap();
+                    let bits =
+                        |t: &Tensor| t.as_slice::<f32>().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(got[p].shape(), &[m, n], "{what}");
+                    assert_eq!(bits(&got[p]), bits(&want[0]), "{what}");
+                    let want_body = rlx_ir::interp::evaluate_args(&g1, &[&x, &w1]).unwrap();
+                    assert_eq!(bits(&body[p]), bits(&want_body[0]), "{what}: body");
+                }
+            }
+        }
+    }
+}

@@ -89,13 +89,37 @@ pub fn step_graph(
     let wget = |n: &str| ws[n];
     let rows: std::collections::HashMap<String, usize> = expected(cfg).into_iter().map(|(n, sh)| (n, sh[0])).collect();
     // `h [B, S, E] @ Wᵀ` for each part of the joined projection `(fused, stems)` of layer `l`
-    // (`[B, S, rows]` each, in `stems` order): one product and a slice per part when the
-    // weights were joined (`Weights::fuse_projections`), else one product per part.
+    // (`[B, S, rows]` each, in `stems` order), when the weights were joined
+    // (`Weights::fuse_projections`): one product and a slice per part, except in steps of
+    // several tokens over packed parts of at least `K / 2` rows each, which run one product
+    // per part on its rows of the joined weight, read in place (`dequant_matmul_rows`). Not
+    // joined: one product per part.
+    //
+    // Why: slicing the columns of a `[B·S, Σ rows]` product is a strided copy of the whole
+    // result (Qwen2.5-0.5B's gate / up, 128-token prefill, 1 thread: 2% of the steps), a cost
+    // per row of the part; a product per part re-packs (exact) or re-quantizes (fast) the
+    // `[B·S, K]` activations, a cost per column of `K` that small parts do not repay: `--fast`,
+    // 128 × 896, Q / K / V of 896 / 128 / 128 rows as three products 1.25 ms, joined 1.00;
+    // gate / up of 2 × 4864 rows 7.7 vs 8.4. A one-token step keeps the joined product: its
+    // slices are one short row each, and one product splits across threads better than three.
     let project = |g: &mut Graph, h: NodeId, l: usize, (fused, stems): (&str, &[&str])| -> Vec<NodeId> {
         let p = |n: &str| format!("blk.{l}.{n}.weight");
         let Some(&wf) = ws.get(&p(fused)) else {
             return stems.iter().map(|st| linear(g, h, wget(&p(st)))).collect();
         };
+        if let (true, Weight::Packed { scheme, k, layout, .. }) = (s > 1, wf.1)
+            && stems.iter().all(|st| 2 * rows[&p(st)] >= *k)
+        {
+            let mut start = 0;
+            return stems
+                .iter()
+                .map(|st| {
+                    let n = rows[&p(st)];
+                    start += n;
+                    g.dequant_matmul_rows(h, wf.0, scheme, layout.name(), start - n, n, *k)
+                })
+                .collect();
+        }
         let y = linear(g, h, wf); // [B, S, Σ rows]
         // Sliced last part first: in a one-token step the first part is a prefix of the product,
         // which the memory plan lets alias it (no copy) when that slice is its last reader.

@@ -422,11 +422,12 @@ fn joined_projections_are_bit_identical() {
         for ggml in [false, true] {
             for s in [1usize, 7] {
                 let c = 8;
-                let mut outs = vec![];
+                let (mut outs, mut products) = (vec![], vec![]);
                 for w in [&apart, &joined] {
                     let g = graph::step_graph(&cfg, w, (1, s, c, KvCacheDtype::F32), ggml).unwrap();
                     let opts = CompileOptions::default().with_quantized_activations(ggml);
                     let mut exe = session.try_compile_with(g, &opts).unwrap();
+                    products.push(exe.steps().iter().filter(|st| st.op == "dequant_matmul").count());
                     let (cos, sin) = rlx_models::runner::rope_tables(&cfg, 3, s);
                     let (cos, sin) = if ggml {
                         let (mut c2, mut s2) = (vec![0.0; s * D], vec![0.0; s * D]);
@@ -474,6 +475,12 @@ fn joined_projections_are_bit_identical() {
                     outs.push(out);
                 }
                 assert_eq!(outs[0].len(), 1 + 2 * L);
+                // Packed weights: a prefill block runs one product per part on the joined
+                // weight's rows (`dequant_matmul_rows`), a decode step one per joined weight.
+                if ty != GgmlType::F32 {
+                    let want = if s > 1 { products[0] } else { products[0] - 3 * L };
+                    assert_eq!(products[1], want, "{ty} s={s}: products apart / joined {products:?}");
+                }
                 for (k, (a, b)) in outs[0].iter().zip(&outs[1]).enumerate() {
                     let (a, b) = (a.as_slice::<f32>().unwrap(), b.as_slice::<f32>().unwrap());
                     let what = format!("{ty} extras={extras} ggml={ggml} s={s} output {k}");

@@ -5,6 +5,8 @@
 //! the `N` rows is `K / block_size` consecutive blocks, so `w_packed` is a U8 tensor of
 //! `N · K / block_size · type_size` bytes (any shape with that many elements, usually 1-D).
 //! This is llama.cpp's `ggml_mul_mat(W, x)` / PyTorch `F.linear(x, dequant(W))`.
+//! `dequant_matmul_rows` reads `N` consecutive rows of a larger `[R, bytes_per_row]` matrix
+//! (attribute `"row_start"`), as `ggml_mul_mat` of a `ggml_view_2d` of the weight.
 //!
 //! Decomposition: rlx-ir does not know the block formats (they live in `rlx-gguf`, which
 //! depends on rlx-ir), so the body is the registered custom op [`GGUF_DEQUANTIZE`]
@@ -27,6 +29,10 @@ pub const GGUF_DEQUANTIZE: &str = "gguf_dequantize";
 pub const LAYOUT_ATTR: &str = "layout";
 /// The GGUF block layout's name (`rlx_gguf::Layout::Blocks`).
 pub const BLOCKS_LAYOUT: &str = "blocks";
+/// Attribute of `dequant_matmul` ([`Graph::dequant_matmul_rows`]): the first of the `n` weight
+/// rows read from a `[R, bytes_per_row]` operand; absent means the operand holds exactly the
+/// `n` rows.
+pub const ROW_START_ATTR: &str = "row_start";
 
 impl Graph {
     /// `x @ Wᵀ` with `W: [n, k]` stored as packed GGUF blocks of type `scheme` (the ggml name,
@@ -56,6 +62,45 @@ impl Graph {
         n: usize,
         k: usize,
     ) -> NodeId {
+        self.dequant_matmul_impl(x, w_packed, scheme, layout, None, n, k)
+    }
+
+    /// [`Graph::dequant_matmul_layout`] on the weight rows `row_start .. row_start + n` of a
+    /// larger packed matrix: `w_packed` is U8 `[R, bytes_per_row]` (R ≥ `row_start + n`, each
+    /// row whole blocks of `k` columns in `layout`), and the result is `x @ W[row_start ..
+    /// row_start + n]ᵀ`, `f32[.., n]` — llama.cpp's `ggml_mul_mat` of a `ggml_view_2d` of
+    /// the weight. Sets the attribute `"row_start": Int`; the body slices the rows, then
+    /// dequantizes and multiplies as [`Graph::dequant_matmul`]'s. A backend kernel reads the
+    /// rows in place (no copy of the weights), so one joined weight (e.g. Q, K and V stacked)
+    /// can feed one product per part.
+    ///
+    /// Errors (recorded, placeholder returned): those of [`Graph::dequant_matmul_layout`], a
+    /// `w_packed` that is not static rank 2, or fewer than `row_start + n` rows.
+    #[allow(clippy::too_many_arguments)]
+    pub fn dequant_matmul_rows(
+        &mut self,
+        x: NodeId,
+        w_packed: NodeId,
+        scheme: &str,
+        layout: &str,
+        row_start: usize,
+        n: usize,
+        k: usize,
+    ) -> NodeId {
+        self.dequant_matmul_impl(x, w_packed, scheme, layout, Some(row_start), n, k)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn dequant_matmul_impl(
+        &mut self,
+        x: NodeId,
+        w_packed: NodeId,
+        scheme: &str,
+        layout: &str,
+        row_start: Option<usize>,
+        n: usize,
+        k: usize,
+    ) -> NodeId {
         const NAME: &str = "dequant_matmul";
         let Some(t) = self.compose_types(NAME, &[x, w_packed]) else { return self.placeholder() };
         let (xt, wt) = (&t[0], &t[1]);
@@ -73,9 +118,30 @@ impl Graph {
         if layout != BLOCKS_LAYOUT {
             a.insert(LAYOUT_ATTR.into(), Attr::Str(layout.into()));
         }
+        // The rows `row_start .. row_start + n` of a `[R, bytes_per_row]` weight.
+        let rows = match row_start {
+            None => None,
+            Some(r0) => match wt.static_dims().as_deref() {
+                Some(&[r, bpr]) if r0.checked_add(n).is_some_and(|end| end <= r) => Some((r0, r, bpr)),
+                _ => {
+                    return self.compose_fail(
+                        NAME,
+                        format!("rows {r0} .. {r0} + {n} need static [R, bytes_per_row] weights with R >= {r0} + {n}, got {wt}"),
+                    );
+                }
+            },
+        };
+        let body_attrs = a.clone();
+        if let Some((r0, ..)) = rows {
+            a.insert(ROW_START_ATTR.into(), Attr::Int(r0 as i64));
+        }
         let last = xt.rank() - 1;
-        self.composite_with(NAME, a.clone(), &[x, w_packed], |g, args| {
-            let w = g.custom(GGUF_DEQUANTIZE, a, &[args[1]])[0];
+        self.composite_with(NAME, a, &[x, w_packed], |g, args| {
+            let wp = match rows {
+                Some((r0, r, bpr)) if r0 > 0 || n < r => g.slice(args[1], &[r0, 0], &[r0 + n, bpr], &[]),
+                _ => args[1],
+            };
+            let w = g.custom(GGUF_DEQUANTIZE, body_attrs, &[wp])[0];
             vec![g.dot_general(args[0], w, DotGeneral::contract(&[last], &[1]))]
         })[0]
     }
@@ -102,5 +168,16 @@ mod tests {
         let w = g.input("w", Shape::new(&[34], DType::F32));
         g.dequant_matmul(x, w, "Q8_0", 1, 32);
         assert!(g.error().unwrap().to_string().contains("U8 packed"));
+    }
+
+    #[test]
+    fn row_ranges_must_lie_inside_static_2d_weights() {
+        for (shape, r0, n) in [(vec![3, 34], 2, 2), (vec![102], 0, 1), (vec![3, 34], usize::MAX, 2)] {
+            let mut g = Graph::new("g");
+            let x = g.input("x", Shape::new(&[2, 32], DType::F32));
+            let w = g.input("w", Shape::new(&shape, DType::U8));
+            g.dequant_matmul_rows(x, w, "Q8_0", "blocks", r0, n, 32);
+            assert!(g.error().unwrap().to_string().contains("need static [R, bytes_per_row]"), "{shape:?} {r0} {n}");
+        }
     }
 }

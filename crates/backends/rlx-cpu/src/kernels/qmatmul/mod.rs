@@ -50,6 +50,10 @@
 //! 64-byte load per four blocks): SmolLM2's 1 × 576 × 1536 Q4_1 from L2, 1 core, 0.035–0.037
 //! → 0.027 ms, 1 × 1536 × 576 0.028 → 0.020 (the f32 kernel on blocks: 0.030 and 0.030).
 //!
+//! `dequant_matmul_rows` (attribute `"row_start"`): every path reads its `n` rows in place
+//! inside the larger `[R, row_bytes]` operand (one joined Q/K/V or gate/up weight feeding one
+//! product per part); the rows are checked inside the operand when the kernel is planned.
+//!
 //! Work split: output columns (weight rows) in chunks across threads when `M · N · K` is large
 //! (the executor's spinning team, [`super::spin`], else rayon); in the `tile` path one contiguous range of rows per thread. Per-kernel state is
 //! allocated by [`select`]; working buffers (tiles, converted activations, joined rows) are one
@@ -127,6 +131,11 @@ pub struct QMatmulKernel {
     k: usize,
     /// Bytes per weight row.
     row_bytes: usize,
+    /// Byte offset of the first weight row read in the operand (`row_start · row_bytes`,
+    /// `rlx_ir::compose::quant::ROW_START_ATTR`; 0 when the operand holds exactly `n` rows).
+    w_off: usize,
+    /// Bytes of the weight operand (`n · row_bytes`, or more with `row_start`).
+    w_len: usize,
     /// Weight rows per parallel chunk (`n` when sequential); per thread in the `tile` path.
     chunk: usize,
     /// Weight rows per tile (`tile` path).
@@ -219,9 +228,21 @@ pub fn select(
     let layout = rlx_gguf::ir_ops::parse_layout(&c.attrs, ty).ok()?;
     let split = layout == Layout::SplitRows;
     let ((xd, xt), (wd, wt)) = (&ins[0], &ins[1]);
-    if *xt != DType::F32 || *wt != DType::U8 || xd.last() != Some(&k) || wd.iter().product::<usize>() != bytes {
+    if *xt != DType::F32 || *wt != DType::U8 || xd.last() != Some(&k) {
         return None;
     }
+    let row_bytes = k / ty.block_size() * ty.type_size();
+    // `dequant_matmul_rows`: rows `row_start .. row_start + n` of a `[R, row_bytes]` operand.
+    let w_off = match c.attrs.get(rlx_ir::compose::quant::ROW_START_ATTR) {
+        None if wd.iter().product::<usize>() == bytes => 0,
+        Some(&rlx_ir::Attr::Int(r0)) if r0 >= 0 => match wd[..] {
+            [r, rb] if rb == row_bytes && (r0 as usize).checked_add(n).is_some_and(|end| end <= r) => {
+                r0 as usize * row_bytes
+            }
+            _ => return None,
+        },
+        _ => return None,
+    };
     let m: usize = xd[..xd.len() - 1].iter().product();
     let simd = avx512_decoders(opts);
     // The panels (AMX or not) and the block floating point kernel run VNNI code (AMX CPUs have
@@ -243,7 +264,6 @@ pub fn select(
     } else {
         Path::Tile
     };
-    let row_bytes = k / ty.block_size() * ty.type_size();
     let threads = opts.threads.unwrap_or_else(rayon::current_num_threads).max(1);
     let par = threads > 1 && m.saturating_mul(n).saturating_mul(k) >= PAR_WORK && n >= 32;
     let on_sgemm = path == Path::Tile && simd && exact::has_decoder(ty) && sgemm::available();
@@ -289,6 +309,8 @@ pub fn select(
         n,
         k,
         row_bytes,
+        w_off,
+        w_len: wd.iter().product(),
         chunk,
         tile,
         simd,
@@ -311,9 +333,11 @@ pub fn run(k: &mut QMatmulKernel, x: &Tensor, w: &Tensor, out: &mut Tensor) -> R
     let wb = w.as_slice::<u8>().ok_or_else(|| err("weights are not U8"))?;
     let y = out.as_mut_slice::<f32>().ok_or_else(|| err("result is not f32"))?;
     let (m, n, kk) = (k.m, k.n, k.k);
-    if xs.len() != m * kk || wb.len() != n * k.row_bytes || y.len() != m * n {
+    if xs.len() != m * kk || wb.len() != k.w_len || y.len() != m * n {
         return Err(err("operand sizes differ from the planned ones"));
     }
+    // The `n` rows read (checked inside the operand at select time).
+    let wb = &wb[k.w_off..k.w_off + n * k.row_bytes];
     if kk == 0 {
         y.fill(0.0);
         return Ok(());
