@@ -11,7 +11,8 @@
 //!   sequence's last new token, whose logits are returned); `cache_len` i32 `[B]` (the tokens
 //!   each sequence holds in the cache, `len_r`);
 //! - `cache.{l}.k`, `cache.{l}.v` f32 or f16 `[B, Hk, C, D]` per layer (f16 is converted to f32
-//!   inside attention, except by fast mode's attention op, which reads it as f16);
+//!   inside attention, except by fast mode's attention op, which reads it as f16); none when
+//!   `C = 0`, the graph of a first block over an empty cache;
 //! - the weights, GGUF names in [`crate::weights::graph_weight_names`] order ([`crate::weights::expected`]'s,
 //!   with `attn_qkv` / `ffn_gate_up` for the parts [`crate::Weights::fuse_projections`] joined).
 //!
@@ -27,14 +28,19 @@
 //! the composite, whose CPU kernel reads only the filled cache columns; in prefill blocks its
 //! decomposition in primitives (the query heads of a KV group folded into the row dim, scores
 //! against the cache and against the new block concatenated, masked, soft-maxed, split and
-//! multiplied with `V_cache` and `V_new`), whose products are matrix products. Alternative
+//! multiplied with `V_cache` and `V_new`), whose products are matrix products; in the first
+//! block of every sequence (`C = 0`, the runner's graph for an empty cache) causal
+//! `scaled_dot_product_attention` over the block, whose CPU kernel works in flash tiles: no
+//! `S × S` scores, mask, softmax and concatenation passes in memory, and key blocks past the
+//! diagonal skipped (Qwen2.5-0.5B, 128-token prompt, 1 thread: the attention steps 25 → 13 ms).
+//! Alternative
 //! considered: one `scaled_dot_product_attention` over `concat(cache, new)`, which copies the
 //! whole cache every step and repeats K/V `rep` times for GQA.
 
 use crate::weights::{FUSED, Weight, Weights, expected, graph_weight_names};
 use crate::{KvCacheDtype, LlamaConfig, ModelError, Result};
 use rlx_gguf::GgmlType;
-use rlx_ir::op::RopeLayout;
+use rlx_ir::op::{AttentionLayout, MaskKind, RopeLayout};
 use rlx_ir::ops::DotGeneral;
 use rlx_ir::{Attr, Attrs, DType, Graph, NodeId, Shape};
 
@@ -42,7 +48,8 @@ use rlx_ir::{Attr, Attrs, DType, Graph, NodeId, Shape};
 pub const STEP_INPUTS: [&str; 6] = ["tokens", "rope_cos", "rope_sin", "mask", "last", "cache_len"];
 
 /// Build the step graph for batch `b`, `s` new tokens, cache capacity `c` and cache element
-/// type `kv`.
+/// type `kv`; `c = 0` builds the graph of a first block over an empty cache (no cache inputs,
+/// causal attention over the block; see the module docs).
 ///
 /// Errors: a weight of `cfg` missing from `w`, or a graph-building error (reported by
 /// `verify`).
@@ -65,7 +72,9 @@ pub fn step_graph(
     // `dequant_matmul` and the packed embedding use the `gguf_dequantize` custom op.
     rlx_gguf::register_ops();
     crate::ggml_numerics::register();
-    let ggml_attention = ggml && s == 1;
+    // `c == 0`: the first block of every sequence, over an empty cache (no cache inputs).
+    let fresh = c == 0;
+    let ggml_attention = ggml && s == 1 && !fresh;
     let mut g = Graph::new(format!("{}_b{b}_s{s}_c{c}_{kv:?}", cfg.arch));
     let tokens = g.input("tokens", Shape::new(&[b, s], DType::I32));
     let cos = g.input("rope_cos", Shape::new(&[b * s, d], DType::F32));
@@ -74,7 +83,7 @@ pub fn step_graph(
     let last = g.input("last", Shape::new(&[b], DType::I32));
     let cache_len = g.input("cache_len", Shape::new(&[b], DType::I32));
     let mut caches = Vec::with_capacity(cfg.n_layer);
-    for l in 0..cfg.n_layer {
+    for l in (0..cfg.n_layer).filter(|_| !fresh) {
         let k = g.input(&format!("cache.{l}.k"), Shape::new(&[b, hk, c, d], kv.dtype()));
         let v = g.input(&format!("cache.{l}.v"), Shape::new(&[b, hk, c, d], kv.dtype()));
         caches.push((k, v));
@@ -182,7 +191,7 @@ pub fn step_graph(
     let mut x = g.reshape(x, vec![b, s, e]);
     let mut kv_out = Vec::with_capacity(2 * cfg.n_layer);
     let scale = 1.0 / (d as f64).sqrt();
-    for (l, &(kc, vc)) in caches.iter().enumerate() {
+    for l in 0..cfg.n_layer {
         let p = |n: &str| format!("blk.{l}.{n}");
         let h = norm(&mut g, x, wget(&p("attn_norm.weight")).0);
         let qkv = project(&mut g, h, l, FUSED[0]); // attn_q, attn_k, attn_v
@@ -203,7 +212,7 @@ pub fn step_graph(
         let q = proj(&mut g, "attn_q", qkv[0], cfg.n_head);
         let k = proj(&mut g, "attn_k", qkv[1], hk);
         let v = proj(&mut g, "attn_v", qkv[2], hk);
-        if ggml_attention {
+        if let (true, Some(&(kc, vc))) = (ggml_attention, caches.get(l)) {
             // The cache as it is: an f16 cache takes llama.cpp's default attention (flash
             // attention over f16 K/V), an f32 one its f32 attention.
             // ggml's scale: 1.0f / sqrtf(D), two f32 roundings.
@@ -219,12 +228,21 @@ pub fn step_graph(
         let v_new = g.transpose(v, &[0, 2, 1, 3]);
         kv_out.extend([k_new, v_new]);
         // Decode steps attend with one op that reads only each sequence's filled cache
-        // columns; prefill blocks spell the same attention out in primitives (their score
-        // products are matrix products).
-        let o = if s == 1 {
-            g.attention_with_kvcache(q, k, v, kc, vc, cache_len, Some(scale))
-        } else {
-            g.attention_with_kvcache_primitives(q, k, v, kc, vc, cache_len, Some(scale))
+        // columns; prefill blocks after the first spell the same attention out in primitives
+        // (their score products are matrix products); a first block (empty cache) is causal
+        // attention over itself, the flash-tiled `scaled_dot_product_attention` (no S × S
+        // scores in memory, key blocks past the diagonal skipped).
+        let o = match caches.get(l) {
+            None => g.scaled_dot_product_attention_with_layout(
+                q,
+                k,
+                v,
+                MaskKind::Causal,
+                Some(scale),
+                AttentionLayout::Bshd,
+            ),
+            Some(&(kc, vc)) if s == 1 => g.attention_with_kvcache(q, k, v, kc, vc, cache_len, Some(scale)),
+            Some(&(kc, vc)) => g.attention_with_kvcache_primitives(q, k, v, kc, vc, cache_len, Some(scale)),
         };
         let o = g.reshape(o, vec![b, s, cfg.n_head * d]);
         let o = linear(&mut g, o, wget(&p("attn_output.weight")));

@@ -5,7 +5,8 @@
 //! rows in place: per-token copies are O(new tokens). Prompts run in chunks of at most
 //! [`MAX_CHUNK`] tokens per sequence padded to a bucket length ([`chunk_bucket`]: a power of two
 //! up to 16, then a multiple of 8), so graphs are compiled once per `(B, S, C, cache dtype)`
-//! bucket, never per token. Sequences of one batch may have different
+//! bucket, never per token; a prompt's first chunk runs the graph of capacity `C = 0` (no cache
+//! inputs, causal attention over the chunk: [`crate::graph`]). Sequences of one batch may have different
 //! lengths and get different numbers of new tokens per step (the shorter ones padded and
 //! masked).
 
@@ -33,6 +34,14 @@ pub const MAX_CHUNK: usize = 256;
 pub fn chunk_bucket(n: usize) -> usize {
     let n = n.max(1);
     if n <= 16 { n.next_power_of_two() } else { n.next_multiple_of(8) }
+}
+
+/// The cache capacity of the step graph for a block of `s` tokens over an empty cache of
+/// capacity `cap`: 0 (no cache inputs: causal attention over the block alone, see
+/// [`crate::graph`]) for a block of several tokens; a one-token step keeps `cap` (decode's
+/// graph).
+fn fresh_cap(s: usize, cap: usize) -> usize {
+    if s > 1 { 0 } else { cap }
 }
 
 /// A Llama-family decoder ready to run: config, weights, and the compiled step graphs.
@@ -292,7 +301,8 @@ impl LlamaModel {
         let mut keys = vec![];
         while len < prompt_len {
             let m = (prompt_len - len).min(MAX_CHUNK);
-            keys.push((batch, chunk_bucket(m), cap, self.kv_dtype));
+            let s = chunk_bucket(m);
+            keys.push((batch, s, if len == 0 { fresh_cap(s, cap) } else { cap }, self.kv_dtype));
             len += m;
             cap = cap.max(len.next_power_of_two());
         }
@@ -404,7 +414,7 @@ impl LlamaModel {
     fn step(&mut self, cache: &mut KvCache, chunk: &[&[u32]]) -> Result<Bucket> {
         let (b, d) = (cache.batch(), self.cfg.head_dim);
         let s = chunk_bucket(chunk.iter().map(|c| c.len()).max().unwrap_or(1));
-        let c = cache.cap;
+        let c = if cache.lens.iter().all(|&l| l == 0) { fresh_cap(s, cache.cap) } else { cache.cap };
         let key = (b, s, c, cache.dtype());
         self.compiled(key)?;
         let StepGraph { graph, inputs, outputs } = self.graphs.get_mut(&key).expect("compiled above");
@@ -443,7 +453,7 @@ impl LlamaModel {
         }
         let mut feeds: Vec<(&str, &Tensor)> = Vec::with_capacity(5 + 2 * self.cfg.n_layer + self.weight_names.len());
         feeds.extend(STEP_INPUTS.iter().copied().zip(inputs.iter()));
-        for (l, (kn, vn)) in self.cache_names.iter().enumerate() {
+        for (l, (kn, vn)) in self.cache_names.iter().enumerate().filter(|_| c > 0) {
             feeds.push((kn, &cache.k[l]));
             feeds.push((vn, &cache.v[l]));
         }

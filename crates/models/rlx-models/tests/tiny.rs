@@ -491,3 +491,59 @@ fn joined_projections_are_bit_identical() {
         }
     }
 }
+
+/// The graph of a first block over an empty cache (`C = 0`: no cache inputs, causal
+/// `scaled_dot_product_attention` over the block) gives the logits and new K/V rows of the
+/// general prefill graph (`C = 8`, attention in primitives over cache + block) with
+/// `cache_len = 0`, to f32 rounding (flash tiles sum in another order), batch of one and two.
+#[test]
+fn first_block_graph_equals_the_cache_graph_on_an_empty_cache() {
+    use rlx_models::{KvCacheDtype, graph, weights};
+    let session = rlx_runtime::Session::try_new(rlx_runtime::Device::Cpu).unwrap();
+    let f = GgufFile::from_vec(gguf_bytes("llama", GgmlType::Q8_0)).unwrap();
+    let cfg = LlamaConfig::from_gguf(&f).unwrap();
+    let w = Weights::from_gguf(&f, &cfg).unwrap();
+    for (b, s) in [(1usize, 7usize), (2, 16)] {
+        let mut outs = vec![];
+        for c in [0usize, 8] {
+            let g = graph::step_graph(&cfg, &w, (b, s, c, KvCacheDtype::F32), false).unwrap();
+            let ops: Vec<String> = g.nodes().iter().map(|n| n.op.name()).collect();
+            let sdpa = ops.iter().filter(|o| o.contains("scaled_dot_product_attention")).count();
+            assert_eq!(sdpa, if c == 0 { L } else { 0 }, "c={c}: {ops:?}");
+            assert_eq!(g.inputs().len(), 6 + 2 * L * usize::from(c > 0) + weights::graph_weight_names(&cfg, &w).len());
+            let mut exe = session.try_compile_with(g, &CompileOptions::default()).unwrap();
+            let (cos, sin) = rlx_models::runner::rope_tables(&cfg, 0, s);
+            let rep = |v: Vec<f32>| v.repeat(b);
+            let toks: Vec<i32> = (0..b * s).map(|i| ((i * 7 + 3) % V) as i32).collect();
+            let mut feeds: Vec<(String, Tensor)> = vec![
+                ("tokens".into(), Tensor::from_vec(toks, &[b, s]).unwrap()),
+                ("rope_cos".into(), Tensor::from_vec(rep(cos), &[b * s, D]).unwrap()),
+                ("rope_sin".into(), Tensor::from_vec(rep(sin), &[b * s, D]).unwrap()),
+                ("mask".into(), Tensor::zeros(&[b, s, c + s], rlx_ir::DType::F32)),
+                ("last".into(), Tensor::from_vec((0..b).map(|r| (r * s + s - 1) as i32).collect(), &[b]).unwrap()),
+                ("cache_len".into(), Tensor::from_vec(vec![0i32; b], &[b]).unwrap()),
+            ];
+            for l in (0..L).filter(|_| c > 0) {
+                for kv in ["k", "v"] {
+                    // Garbage past cache_len = 0: never read.
+                    let t = Tensor::from_vec(rand(b * HK * c * D, 7 + l as u64, 1e3), &[b, HK, c, D]).unwrap();
+                    feeds.push((format!("cache.{l}.{kv}"), t));
+                }
+            }
+            for n in weights::graph_weight_names(&cfg, &w) {
+                feeds.push((n.clone(), w.get(&n).unwrap().tensor().clone()));
+            }
+            let refs: Vec<(&str, &Tensor)> = feeds.iter().map(|(n, t)| (n.as_str(), t)).collect();
+            let mut out = vec![];
+            exe.run_into(&refs, &mut out).unwrap();
+            outs.push(out);
+        }
+        assert_eq!(outs[0].len(), 1 + 2 * L);
+        for (k, (a, c)) in outs[0].iter().zip(&outs[1]).enumerate() {
+            assert_eq!(a.shape(), c.shape());
+            let d = max_diff(a, c);
+            let mag = c.to_f32_vec().iter().fold(0f32, |m, x| m.max(x.abs()));
+            assert!(d <= 1e-5 * mag.max(1.0), "b={b} s={s} output {k}: {d} (max |x| {mag})");
+        }
+    }
+}
