@@ -47,6 +47,10 @@ use rlx_ir::{Attr, Attrs, DType, Graph, NodeId, Shape};
 /// Names of the non-weight inputs, in order.
 pub const STEP_INPUTS: [&str; 6] = ["tokens", "rope_cos", "rope_sin", "mask", "last", "cache_len"];
 
+/// Token rows (`B·S`) from which a step runs one product per part of a joined projection (see
+/// `step_graph`'s `project`).
+const PART_ROWS: usize = 64;
+
 /// Build the step graph for batch `b`, `s` new tokens, cache capacity `c` and cache element
 /// type `kv`; `c = 0` builds the graph of a first block over an empty cache (no cache inputs,
 /// causal attention over the block; see the module docs).
@@ -99,24 +103,25 @@ pub fn step_graph(
     let rows: std::collections::HashMap<String, usize> = expected(cfg).into_iter().map(|(n, sh)| (n, sh[0])).collect();
     // `h [B, S, E] @ Wᵀ` for each part of the joined projection `(fused, stems)` of layer `l`
     // (`[B, S, rows]` each, in `stems` order), when the weights were joined
-    // (`Weights::fuse_projections`): one product and a slice per part, except in steps of
-    // several tokens over packed parts of at least `K / 2` rows each, which run one product
-    // per part on its rows of the joined weight, read in place (`dequant_matmul_rows`). Not
-    // joined: one product per part.
+    // (`Weights::fuse_projections`): one product and a slice per part, except in steps of at
+    // least `PART_ROWS` token rows (`B·S`) over packed parts of at least `K / 2` weight rows
+    // each, which run one product per part on its rows of the joined weight, read in place
+    // (`dequant_matmul_rows`). Not joined: one product per part.
     //
     // Why: slicing the columns of a `[B·S, Σ rows]` product is a strided copy of the whole
     // result (Qwen2.5-0.5B's gate / up, 128-token prefill, 1 thread: 2% of the steps), a cost
     // per row of the part; a product per part re-packs (exact) or re-quantizes (fast) the
     // `[B·S, K]` activations, a cost per column of `K` that small parts do not repay: `--fast`,
     // 128 × 896, Q / K / V of 896 / 128 / 128 rows as three products 1.25 ms, joined 1.00;
-    // gate / up of 2 × 4864 rows 7.7 vs 8.4. A one-token step keeps the joined product: its
-    // slices are one short row each, and one product splits across threads better than three.
+    // gate / up of 2 × 4864 rows 7.7 vs 8.4. Few token rows keep the joined product: its slices
+    // are short, and one product splits across threads better than two (2 threads, Qwen2.5 /
+    // SmolLM2 prompts of 6–24 tokens: 1–2% slower as two products; 40 tokens even).
     let project = |g: &mut Graph, h: NodeId, l: usize, (fused, stems): (&str, &[&str])| -> Vec<NodeId> {
         let p = |n: &str| format!("blk.{l}.{n}.weight");
         let Some(&wf) = ws.get(&p(fused)) else {
             return stems.iter().map(|st| linear(g, h, wget(&p(st)))).collect();
         };
-        if let (true, Weight::Packed { scheme, k, layout, .. }) = (s > 1, wf.1)
+        if let (true, Weight::Packed { scheme, k, layout, .. }) = (b * s >= PART_ROWS, wf.1)
             && stems.iter().all(|st| 2 * rows[&p(st)] >= *k)
         {
             let mut start = 0;
