@@ -379,6 +379,34 @@ fn split_rows_in_both_modes_fast_close_to_exact() {
     }
 }
 
+/// Random `cache.{l}.k` / `cache.{l}.v` feeds `[b, HK, c, D]` of magnitude up to `scale`.
+fn cache_feeds(b: usize, c: usize, scale: f32) -> Vec<(String, Tensor)> {
+    let mut feeds = vec![];
+    for l in 0..L {
+        for kv in ["k", "v"] {
+            let t = Tensor::from_vec(rand(b * HK * c * D, 7 + l as u64, scale), &[b, HK, c, D]).unwrap();
+            feeds.push((format!("cache.{l}.{kv}"), t));
+        }
+    }
+    feeds
+}
+
+/// One run of a compiled step graph on `feeds` (the non-weight inputs) plus `w`'s weights.
+fn run_step(
+    exe: &mut rlx_runtime::CompiledGraph,
+    mut feeds: Vec<(String, Tensor)>,
+    cfg: &LlamaConfig,
+    w: &Weights,
+) -> Vec<Tensor> {
+    for n in rlx_models::weights::graph_weight_names(cfg, w) {
+        feeds.push((n.clone(), w.get(&n).unwrap().tensor().clone()));
+    }
+    let refs: Vec<(&str, &Tensor)> = feeds.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let mut out = vec![];
+    exe.run_into(&refs, &mut out).unwrap();
+    out
+}
+
 /// `Weights::fuse_projections` joins Q/K/V and gate/up rows: the step graph over the joined
 /// weights gives bit-identical logits and new K/V rows to the graph over the separate ones, for
 /// dense and packed weights, prefill and decode shapes, both modes, and with Qwen2's Q/K/V
@@ -460,19 +488,8 @@ fn joined_projections_are_bit_identical() {
                         ("last".into(), Tensor::from_vec(vec![s as i32 - 1], &[1]).unwrap()),
                         ("cache_len".into(), Tensor::from_vec(vec![3i32], &[1]).unwrap()),
                     ];
-                    for l in 0..L {
-                        for kv in ["k", "v"] {
-                            let t = Tensor::from_vec(rand(HK * c * D, 7 + l as u64, 1.0), &[1, HK, c, D]).unwrap();
-                            feeds.push((format!("cache.{l}.{kv}"), t));
-                        }
-                    }
-                    for n in weights::graph_weight_names(&cfg, w) {
-                        feeds.push((n.clone(), w.get(&n).unwrap().tensor().clone()));
-                    }
-                    let refs: Vec<(&str, &Tensor)> = feeds.iter().map(|(n, t)| (n.as_str(), t)).collect();
-                    let mut out = vec![];
-                    exe.run_into(&refs, &mut out).unwrap();
-                    outs.push(out);
+                    feeds.extend(cache_feeds(1, c, 1.0));
+                    outs.push(run_step(&mut exe, feeds, &cfg, w));
                 }
                 assert_eq!(outs[0].len(), 1 + 2 * L);
                 // Packed weights: a block of 64 tokens runs one product per part on the
@@ -524,20 +541,9 @@ fn first_block_graph_equals_the_cache_graph_on_an_empty_cache() {
                 ("last".into(), Tensor::from_vec((0..b).map(|r| (r * s + s - 1) as i32).collect(), &[b]).unwrap()),
                 ("cache_len".into(), Tensor::from_vec(vec![0i32; b], &[b]).unwrap()),
             ];
-            for l in (0..L).filter(|_| c > 0) {
-                for kv in ["k", "v"] {
-                    // Garbage past cache_len = 0: never read.
-                    let t = Tensor::from_vec(rand(b * HK * c * D, 7 + l as u64, 1e3), &[b, HK, c, D]).unwrap();
-                    feeds.push((format!("cache.{l}.{kv}"), t));
-                }
-            }
-            for n in weights::graph_weight_names(&cfg, &w) {
-                feeds.push((n.clone(), w.get(&n).unwrap().tensor().clone()));
-            }
-            let refs: Vec<(&str, &Tensor)> = feeds.iter().map(|(n, t)| (n.as_str(), t)).collect();
-            let mut out = vec![];
-            exe.run_into(&refs, &mut out).unwrap();
-            outs.push(out);
+            // Garbage past cache_len = 0: never read.
+            feeds.extend(cache_feeds(b, c, 1e3).into_iter().filter(|_| c > 0));
+            outs.push(run_step(&mut exe, feeds, &cfg, &w));
         }
         assert_eq!(outs[0].len(), 1 + 2 * L);
         for (k, (a, c)) in outs[0].iter().zip(&outs[1]).enumerate() {
