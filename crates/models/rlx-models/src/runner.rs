@@ -6,9 +6,9 @@
 //! [`MAX_CHUNK`] tokens per sequence padded to a bucket length ([`chunk_bucket`]: a power of two
 //! up to 16, then a multiple of 8), so graphs are compiled once per `(B, S, C, cache dtype)`
 //! bucket, never per token; a prompt's first chunk runs the graph of capacity `C = 0` (no cache
-//! inputs, causal attention over the chunk: [`crate::graph`]). Sequences of one batch may have different
-//! lengths and get different numbers of new tokens per step (the shorter ones padded and
-//! masked).
+//! inputs, causal attention over the chunk: [`crate::graph`]). Sequences of one batch may have
+//! different lengths and get different numbers of new tokens per step (the shorter ones padded
+//! and masked).
 
 use crate::graph::{STEP_INPUTS, step_graph};
 use crate::kv_cache::MIN_CACHE;
