@@ -36,12 +36,11 @@ pub fn chunk_bucket(n: usize) -> usize {
     if n <= 16 { n.next_power_of_two() } else { n.next_multiple_of(8) }
 }
 
-/// The cache capacity of the step graph for a block of `s` tokens over an empty cache of
-/// capacity `cap`: 0 (no cache inputs: causal attention over the block alone, see
-/// [`crate::graph`]) for a block of several tokens; a one-token step keeps `cap` (decode's
-/// graph).
-fn fresh_cap(s: usize, cap: usize) -> usize {
-    if s > 1 { 0 } else { cap }
+/// The cache capacity of the step graph for a block of `s` tokens over a cache of capacity
+/// `cap`: 0 for a block of several tokens over an `empty` cache (no cache inputs: causal
+/// attention over the block alone, see [`crate::graph`]), else `cap`.
+fn graph_cap(s: usize, cap: usize, empty: bool) -> usize {
+    if empty && s > 1 { 0 } else { cap }
 }
 
 /// A Llama-family decoder ready to run: config, weights, and the compiled step graphs.
@@ -302,7 +301,7 @@ impl LlamaModel {
         while len < prompt_len {
             let m = (prompt_len - len).min(MAX_CHUNK);
             let s = chunk_bucket(m);
-            keys.push((batch, s, if len == 0 { fresh_cap(s, cap) } else { cap }, self.kv_dtype));
+            keys.push((batch, s, graph_cap(s, cap, len == 0), self.kv_dtype));
             len += m;
             cap = cap.max(len.next_power_of_two());
         }
@@ -414,7 +413,7 @@ impl LlamaModel {
     fn step(&mut self, cache: &mut KvCache, chunk: &[&[u32]]) -> Result<Bucket> {
         let (b, d) = (cache.batch(), self.cfg.head_dim);
         let s = chunk_bucket(chunk.iter().map(|c| c.len()).max().unwrap_or(1));
-        let c = if cache.lens.iter().all(|&l| l == 0) { fresh_cap(s, cache.cap) } else { cache.cap };
+        let c = graph_cap(s, cache.cap, cache.lens.iter().all(|&l| l == 0));
         let key = (b, s, c, cache.dtype());
         self.compiled(key)?;
         let StepGraph { graph, inputs, outputs } = self.graphs.get_mut(&key).expect("compiled above");

@@ -212,12 +212,13 @@ fn data<T: Elem>(t: &Tensor) -> &[T] {
 }
 
 /// Output bytes from which [`copy_view_par`] splits a copy across threads (a prefill step's
-/// column slices of a joined projection: 128 × 4864 f32 is 2.5 MB).
+/// column slices of a joined Q/K/V product: 128 × 896 f32 is 448 KiB).
 const PAR_BYTES: usize = 1 << 18;
 
 /// [`copy_view`] in pieces of whole inner runs, one per thread, when the output is at least
 /// [`PAR_BYTES`] (a copy is exact, so the split changes no result). Qwen2.5-0.5B's 128-token
-/// prefill on 2 threads (Zen 4) spent 3.6% of its steps in one-thread slices.
+/// prefill on 2 threads (Zen 4) spent 3.6% of its steps in one-thread slices when gate / up
+/// were also sliced out of one product (session 39; `rlx-models` now runs them as two).
 fn copy_view_par<T: Elem>(s: &Strided, x: &[T], o: &mut [T]) {
     let t = super::simd::threads();
     if t == 1 || std::mem::size_of_val(o) < PAR_BYTES {
