@@ -195,12 +195,14 @@ fn encoder_shape_with_padding_bias() {
 /// lengths: the native kernel (reads only the visible columns) against the interpreter's
 /// evaluation of the decomposition (scores over the whole capacity, masked), 1 and 2 threads;
 /// lengths 0, partial and full capacity, one and several chunks of 256 cache columns, one and
-/// several new tokens, grouped heads.
+/// several new tokens, grouped heads. From 8 new tokens the kernel works in flash tiles (blocks
+/// of 64 tokens × 128 keys): prompt blocks of 8, 70 and 130 tokens (a partial last tile of 6
+/// rows, new keys across a key block's edge), cache blocks partial and whole, head dims 20 / 12.
 #[test]
 fn attention_with_kvcache_matches_decomposition() {
     // (b, s, h, hk, c, d, dv), lens
     type KvCase = ((usize, usize, usize, usize, usize, usize, usize), &'static [i32]);
-    let cases: [KvCase; 7] = [
+    let cases: [KvCase; 10] = [
         ((1, 1, 9, 3, 16, 64, 64), &[5]),
         ((3, 1, 4, 2, 32, 16, 8), &[0, 17, 32]),
         ((2, 3, 6, 2, 8, 20, 12), &[8, 3]),
@@ -209,6 +211,10 @@ fn attention_with_kvcache_matches_decomposition() {
         // Several 256-column chunks of the first pass, one exactly full.
         ((2, 1, 6, 2, 1024, 32, 32), &[700, 256]),
         ((1, 2, 4, 1, 600, 16, 8), &[513]),
+        // Prompt blocks (flash tiles).
+        ((2, 8, 4, 4, 16, 16, 16), &[16, 9]),
+        ((1, 70, 14, 2, 300, 64, 64), &[260]),
+        ((2, 130, 6, 2, 256, 20, 12), &[0, 256]),
     ];
     for (n, &((b, s, h, hk, c, d, dv), lens)) in cases.iter().enumerate() {
         for cache in [DType::F32, DType::F16] {
@@ -235,7 +241,8 @@ fn attention_with_kvcache_matches_decomposition() {
             ];
             for threads in [Some(1), Some(2)] {
                 let kernels = check_graph(&g, &feeds, threads, TOL, &what);
-                assert!(kernels.iter().any(|k| k.starts_with("attention_kvcache")), "{what}: kernels {kernels:?}");
+                let want = if s >= 8 { "attention_kvcache_tiles" } else { "attention_kvcache" };
+                assert!(kernels.iter().any(|k| k.starts_with(want)), "{what}: kernels {kernels:?}");
             }
         }
     }

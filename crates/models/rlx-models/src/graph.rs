@@ -24,15 +24,12 @@
 //! sequence's cache columns below its `cache_len` (the padding of a shorter new block sits after
 //! its real tokens, so causality hides it from them).
 //!
-//! Attention is `attention_with_kvcache` (`rlx_ir`; the cache is never copied): in decode steps
-//! the composite, whose CPU kernel reads only the filled cache columns; in prefill blocks its
-//! decomposition in primitives (the query heads of a KV group folded into the row dim, scores
-//! against the cache and against the new block concatenated, masked, soft-maxed, split and
-//! multiplied with `V_cache` and `V_new`), whose products are matrix products; in the first
-//! block of every sequence (`C = 0`, the runner's graph for an empty cache) causal
-//! `scaled_dot_product_attention` over the block, whose CPU kernel works in flash tiles: no
-//! `S × S` scores, mask, softmax and concatenation passes in memory, and key blocks past the
-//! diagonal skipped (Qwen2.5-0.5B, 128-token prompt, 1 thread: the attention steps 25 → 13 ms).
+//! Attention is `attention_with_kvcache` (`rlx_ir`; the cache is never copied), whose CPU kernel
+//! reads only each sequence's filled cache columns: GEMVs in decode steps, flash tiles over the
+//! cache and then the new block in prefill blocks (no `S × (C + S)` scores in memory). The first
+//! block of every sequence (`C = 0`, the runner's graph for an empty cache) is causal
+//! `scaled_dot_product_attention` over the block, the same flash-tiled kernel with key blocks
+//! past the diagonal skipped, in a graph without cache inputs.
 //! Alternative considered: one `scaled_dot_product_attention` over `concat(cache, new)`, which
 //! copies the whole cache every step and repeats K/V `rep` times for GQA.
 
@@ -231,11 +228,9 @@ pub fn step_graph(
         let k_new = g.transpose(k, &[0, 2, 1, 3]); // [B, Hk, S, D]
         let v_new = g.transpose(v, &[0, 2, 1, 3]);
         kv_out.extend([k_new, v_new]);
-        // Decode steps attend with one op that reads only each sequence's filled cache
-        // columns; prefill blocks after the first spell the same attention out in primitives
-        // (their score products are matrix products); a first block (empty cache) is causal
-        // attention over itself, the flash-tiled `scaled_dot_product_attention` (no S × S
-        // scores in memory, key blocks past the diagonal skipped).
+        // One op that reads only each sequence's filled cache columns (flash tiles for a
+        // prefill block, GEMVs for a decode step); a first block (empty cache) is causal
+        // attention over itself, the flash-tiled `scaled_dot_product_attention`.
         let o = match caches.get(l) {
             None => g.scaled_dot_product_attention_with_layout(
                 q,
@@ -245,8 +240,7 @@ pub fn step_graph(
                 Some(scale),
                 AttentionLayout::Bshd,
             ),
-            Some(&(kc, vc)) if s == 1 => g.attention_with_kvcache(q, k, v, kc, vc, cache_len, Some(scale)),
-            Some(&(kc, vc)) => g.attention_with_kvcache_primitives(q, k, v, kc, vc, cache_len, Some(scale)),
+            Some(&(kc, vc)) => g.attention_with_kvcache(q, k, v, kc, vc, cache_len, Some(scale)),
         };
         let o = g.reshape(o, vec![b, s, cfg.n_head * d]);
         let o = linear(&mut g, o, wget(&p("attn_output.weight")));

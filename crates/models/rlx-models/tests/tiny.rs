@@ -188,6 +188,30 @@ fn cached_decode_equals_full_recompute() {
     assert!(d < 1e-4, "{d}");
 }
 
+/// A prompt fed in chunks of 9, 21 and 11 tokens (the later chunks attend over the cache and
+/// themselves in flash tiles, `attention_with_kvcache` with 8 or more new tokens) gives the
+/// logits of the whole prompt run at once, for a batch of one and of two sequences.
+#[test]
+fn prompt_in_chunks_equals_full_recompute() {
+    let mut m = gguf_model(GgmlType::F32);
+    let seq: Vec<u32> = (0..41).map(|i| (i * 5 + 2) % V as u32).collect();
+    let other: Vec<u32> = (0..41).map(|i| (i * 11 + 1) % V as u32).collect();
+    for batch in [vec![seq.clone()], vec![seq.clone(), other.clone()]] {
+        let b = batch.len();
+        let cat = |r: std::ops::Range<usize>| batch.iter().flat_map(|s| s[r.clone()].to_vec()).collect::<Vec<u32>>();
+        let mut full = m.new_cache(b);
+        let want = m.forward(&mut full, &cat(0..41)).unwrap();
+        let mut inc = m.new_cache(b);
+        let mut got = None;
+        for r in [0..9, 9..30, 30..41] {
+            got = Some(m.forward(&mut inc, &cat(r)).unwrap());
+        }
+        assert_eq!(inc.len(), 41);
+        let d = max_diff(&want, &got.unwrap());
+        assert!(d < 1e-4, "batch {b}: {d}");
+    }
+}
+
 #[test]
 fn batch_of_two_equals_two_runs() {
     let mut m = gguf_model(GgmlType::F32);
@@ -512,7 +536,7 @@ fn joined_projections_are_bit_identical() {
 
 /// The graph of a first block over an empty cache (`C = 0`: no cache inputs, causal
 /// `scaled_dot_product_attention` over the block) gives the logits and new K/V rows of the
-/// general prefill graph (`C = 8`, attention in primitives over cache + block) with
+/// general prefill graph (`C = 8`, `attention_with_kvcache` over cache + block) with
 /// `cache_len = 0`, to f32 rounding (flash tiles sum in another order), batch of one and two.
 #[test]
 fn first_block_graph_equals_the_cache_graph_on_an_empty_cache() {

@@ -272,10 +272,10 @@ pub fn run(k: &AttentionKernel, ins: &[&Tensor], out: &mut Tensor) -> Result<(),
 
 /// Where a task's output rows sit in its chunk: `n` rows, row `r` at `offset + r · stride`.
 #[derive(Clone, Copy)]
-struct OutRows {
-    n: usize,
-    stride: usize,
-    offset: usize,
+pub(super) struct OutRows {
+    pub n: usize,
+    pub stride: usize,
+    pub offset: usize,
 }
 
 struct Operands<'a> {
@@ -290,7 +290,6 @@ struct Operands<'a> {
 #[inline(always)]
 fn tile(k: &AttentionKernel, x: &Operands<'_>, bh: usize, q0: usize, o: &mut [f32], at: OutRows) {
     let (d, dv, sk) = (k.d, k.dv, k.sk);
-    let rows = at.n;
     let (bi, hi) = (bh / k.h, bh % k.h);
     let kh = hi / (k.h / k.hk);
     // Offsets of row 0 and row strides of this head's q, k, v.
@@ -306,51 +305,130 @@ fn tile(k: &AttentionKernel, x: &Operands<'_>, bh: usize, q0: usize, o: &mut [f3
     } else {
         ((bh * k.sq + q0) * d, d, (bi * k.hk + kh) * sk * d, d, (bi * k.hk + kh) * sk * dv, dv)
     };
-    let qp = &x.q[qo..][..(rows - 1) * qs + d];
     let kb = &x.k[ko..][..(sk - 1) * ks + d];
     let vb = &x.v[vo..][..(sk - 1) * vs + dv];
-    let os = at.stride;
-    let o = &mut o[at.offset..][..(rows - 1) * os + dv];
     let kend = match x.mask {
-        MaskData::Causal => sk.min(q0 + rows),
+        MaskData::Causal => sk.min(q0 + at.n),
         MaskData::Lens(l) => l[bi],
         _ => sk,
     };
-    // The score tile, written whole (rows × cols) before each read: not zeroed per task.
-    let mut s_buf = std::mem::MaybeUninit::<[f32; BQ * BK]>::uninit();
-    let sp = s_buf.as_mut_ptr().cast::<f32>();
-    let mut m = [f32::NEG_INFINITY; BQ];
-    let mut l = [0f32; BQ];
-    let mut started = false;
-    // The AVX-512 products for tiles of at least 8 query rows (fewer, as in decoding, would
-    // spend as long transposing each key block as multiplying with it).
-    #[cfg(target_arch = "x86_64")]
-    let (fast, mut kt) = (rows >= 8 && d <= avx::MAX_D && has_avx512(), avx::KeysT::new());
-    #[cfg(not(target_arch = "x86_64"))]
-    let fast = false;
+    let rows = QueryRows { q: &x.q[qo..], qs, n: at.n, d, dv, scale: k.scale };
+    let mut keys = KeyBlock::new(&rows);
+    let mut state = Flash::new();
     for j0 in (0..kend).step_by(BK) {
         let cols = BK.min(kend - j0);
+        let kj = &kb[j0 * ks..];
+        keys.load(kj, ks, cols, d);
+        state.block(&rows, &mut keys, (kj, ks), &vb[j0 * vs..], vs, o, at, |r, sr| {
+            apply_mask(x.mask, sr, bi, hi, q0 + r, j0)
+        });
+    }
+    state.finish(&rows, o, at);
+}
+
+/// The query rows of one tile: `n ≤ BQ` rows of `d` floats at stride `qs` (from `q[0]`), head
+/// dim `dv` of the values, score scale.
+pub(super) struct QueryRows<'a> {
+    pub q: &'a [f32],
+    pub qs: usize,
+    pub n: usize,
+    pub d: usize,
+    pub dv: usize,
+    pub scale: f32,
+}
+
+/// One block of `cols ≤ BK` keys as the tile's score product reads it: transposed once into a
+/// 64-byte aligned block for the AVX-512 micro-kernels (tiles of at least 8 query rows; fewer,
+/// as in decoding, would spend as long transposing each key block as multiplying with it), else
+/// in place for the `gemm` crate. One load serves every query head that attends to the block.
+pub(super) struct KeyBlock {
+    fast: bool,
+    #[cfg(target_arch = "x86_64")]
+    kt: avx::KeysT,
+    cols: usize,
+}
+
+impl KeyBlock {
+    /// An empty block for tiles shaped as `rows`.
+    #[inline(always)]
+    pub(super) fn new(rows: &QueryRows<'_>) -> Self {
         #[cfg(target_arch = "x86_64")]
-        if fast {
-            // SAFETY: AVX-512 checked; `kb[j0 * ks..]` holds cols keys of d at stride ks, `qp`
-            // rows of d at stride qs, `sp` BQ × BK ≥ rows × cols floats (all written).
-            unsafe {
-                avx::pack_keys(kb.as_ptr().add(j0 * ks), ks, cols, d, &mut kt);
-                avx::scores(rows, cols, d, qp.as_ptr(), qs, &mut kt, k.scale, sp);
-            }
+        return KeyBlock { fast: rows.n >= 8 && rows.d <= avx::MAX_D && has_avx512(), kt: avx::KeysT::new(), cols: 0 };
+        #[cfg(not(target_arch = "x86_64"))]
+        KeyBlock { fast: false, cols: 0 }
+    }
+
+    /// Load `cols` keys of `d` floats at stride `ks` from `keys` (the same slice and stride
+    /// are passed to [`Flash::block`]).
+    #[inline(always)]
+    pub(super) fn load(&mut self, keys: &[f32], ks: usize, cols: usize, d: usize) {
+        assert!((1..=BK).contains(&cols) && keys.len() > (cols - 1) * ks + d - 1);
+        self.cols = cols;
+        #[cfg(target_arch = "x86_64")]
+        if self.fast {
+            // SAFETY: AVX-512 checked (`fast`); `keys` holds cols rows of d at stride ks
+            // (asserted), `d ≤ MAX_D`.
+            unsafe { avx::pack_keys(keys.as_ptr(), ks, cols, d, &mut self.kt) };
         }
-        if !fast {
-            // SAFETY: `sp` holds BQ × BK ≥ rows × cols floats.
-            unsafe { std::ptr::write_bytes(sp, 0, rows * cols) };
+    }
+}
+
+/// The online-softmax state of one tile of query rows (FlashAttention): the running row max
+/// `m` and sum `l`, and whether the output rows hold a partial sum yet.
+pub(super) struct Flash {
+    m: [f32; BQ],
+    l: [f32; BQ],
+    started: bool,
+}
+
+impl Flash {
+    /// No key seen yet.
+    #[inline(always)]
+    pub(super) fn new() -> Self {
+        Flash { m: [f32::NEG_INFINITY; BQ], l: [0.0; BQ], started: false }
+    }
+
+    /// Attend `rows` to the key block loaded into `keys` from `kb` (at stride `ks`) and its
+    /// values (`keys.cols` rows of `dv` at stride `vs` from `vj[0]`): `S = scale · Q Kᵀ`, `mask(r, scores of row r)`, then `m' =
+    /// max(m, max S)`, `P = exp(S - m')`, `l' = l·exp(m - m') + ΣP`, `O' = O·exp(m - m') + P V`
+    /// into the output rows `at` of `o`.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub(super) fn block(
+        &mut self,
+        rows: &QueryRows<'_>,
+        keys: &mut KeyBlock,
+        (kb, ks): (&[f32], usize),
+        vj: &[f32],
+        vs: usize,
+        o: &mut [f32],
+        at: OutRows,
+        mut mask: impl FnMut(usize, &mut [f32]),
+    ) {
+        let (n, cols, dv, os) = (rows.n, keys.cols, rows.dv, at.stride);
+        let qp = &rows.q[..(n - 1) * rows.qs + rows.d];
+        let o = &mut o[at.offset..][..(n - 1) * os + dv];
+        // The score tile, written whole (n × cols) before each read: not zeroed per block.
+        let mut s_buf = std::mem::MaybeUninit::<[f32; BQ * BK]>::uninit();
+        let sp = s_buf.as_mut_ptr().cast::<f32>();
+        #[cfg(target_arch = "x86_64")]
+        if keys.fast {
+            // SAFETY: AVX-512 checked (`fast`); `kt` holds the loaded block; `qp` holds n rows
+            // of d at stride qs; `sp` BQ × BK ≥ n × cols floats (all written).
+            unsafe { avx::scores(n, cols, rows.d, qp.as_ptr(), rows.qs, &mut keys.kt, rows.scale, sp) };
         }
-        // SAFETY: rows × cols ≤ BQ × BK floats of `s_buf`, initialized just above.
-        let st = unsafe { std::slice::from_raw_parts_mut(sp, rows * cols) };
-        if !fast {
-            gemm_scores(rows, cols, d, qp, qs, &kb[j0 * ks..], ks, k.scale, st);
+        if !keys.fast {
+            // SAFETY: `sp` holds BQ × BK ≥ n × cols floats.
+            unsafe { std::ptr::write_bytes(sp, 0, n * cols) };
         }
+        // SAFETY: n × cols ≤ BQ × BK floats of `s_buf`, initialized just above.
+        let st = unsafe { std::slice::from_raw_parts_mut(sp, n * cols) };
+        if !keys.fast {
+            gemm_scores(n, cols, rows.d, qp, rows.qs, kb, ks, rows.scale, st);
+        }
+        let (m, l) = (&mut self.m, &mut self.l);
         for (r, sr) in st.chunks_exact_mut(cols).enumerate() {
-            let i = q0 + r;
-            apply_mask(x.mask, sr, bi, hi, i, j0);
+            mask(r, sr);
             // NaN-propagating max: a NaN score makes the row NaN, as in the decomposition.
             let mx = row_max(sr);
             let m_new = if mx.is_nan() { mx } else { m[r].max(mx) };
@@ -363,33 +441,37 @@ fn tile(k: &AttentionKernel, x: &Operands<'_>, bh: usize, q0: usize, o: &mut [f3
             let corr = exp_f32(m[r] - m_new);
             l[r] = l[r] * corr + sum;
             m[r] = m_new;
-            if started && corr != 1.0 {
+            if self.started && corr != 1.0 {
                 for e in &mut o[r * os..r * os + dv] {
                     *e *= corr;
                 }
             }
         }
-        let vj = &vb[j0 * vs..];
         #[cfg(target_arch = "x86_64")]
-        if fast {
-            // SAFETY: AVX-512 checked; `st` holds rows × cols, `vj` cols rows of dv at stride
-            // vs, `o` rows of dv at stride os (a different buffer).
-            unsafe { avx::accumulate_pv(rows, cols, dv, st.as_ptr(), vj.as_ptr(), vs, o.as_mut_ptr(), os, started) };
+        if keys.fast {
+            // SAFETY: AVX-512 checked; `st` holds n × cols, `vj` cols rows of dv at stride vs,
+            // `o` n rows of dv at stride os (a different buffer).
+            unsafe { avx::accumulate_pv(n, cols, dv, st.as_ptr(), vj.as_ptr(), vs, o.as_mut_ptr(), os, self.started) };
         }
-        if !fast {
-            gemm_pv(rows, cols, dv, st, vj, vs, o, os, started);
+        if !keys.fast {
+            gemm_pv(n, cols, dv, st, vj, vs, o, os, self.started);
         }
-        started = true;
+        self.started = true;
     }
-    for r in 0..rows {
-        let orow = &mut o[r * os..r * os + dv];
-        if !started || l[r] == 0.0 {
-            // A row that sees no key: NaN, as the decomposition's softmax of all -inf.
-            orow.fill(f32::NAN);
-        } else {
-            let inv = 1.0 / l[r];
-            for e in orow {
-                *e *= inv;
+
+    /// Divide the output rows `at` of `o` by their sums: NaN for a row that saw no key (as the
+    /// decomposition's softmax of an all `-inf` row).
+    #[inline(always)]
+    pub(super) fn finish(&self, rows: &QueryRows<'_>, o: &mut [f32], at: OutRows) {
+        for r in 0..rows.n {
+            let orow = &mut o[at.offset + r * at.stride..][..rows.dv];
+            if !self.started || self.l[r] == 0.0 {
+                orow.fill(f32::NAN);
+            } else {
+                let inv = 1.0 / self.l[r];
+                for e in orow {
+                    *e *= inv;
+                }
             }
         }
     }
@@ -515,16 +597,19 @@ pub(super) fn exp_sum(x: &mut [f32], m: f32) -> f32 {
     sum + acc.iter().sum::<f32>()
 }
 
+/// Hide keys `j > i` from the scores `sr` of query `i` against keys `j0 ..`.
+#[inline(always)]
+pub(super) fn causal(sr: &mut [f32], i: usize, j0: usize) {
+    let first_hidden = (i + 1).saturating_sub(j0).min(sr.len());
+    sr[first_hidden..].fill(f32::NEG_INFINITY);
+}
+
 /// Mask the scores `sr` of query `i` against keys `j0 ..` (batch `bi`, head `hi`).
 #[inline(always)]
 fn apply_mask(mask: MaskData<'_>, sr: &mut [f32], bi: usize, hi: usize, i: usize, j0: usize) {
     match mask {
         MaskData::None | MaskData::Lens(_) => {}
-        MaskData::Causal => {
-            // Keys j > i are hidden; the block ends at most at the block's last query.
-            let first_hidden = (i + 1).saturating_sub(j0).min(sr.len());
-            sr[first_hidden..].fill(f32::NEG_INFINITY);
-        }
+        MaskData::Causal => causal(sr, i, j0),
         MaskData::Bias(b, st) => {
             let base = bi * st[0] + hi * st[1] + i * st[2] + j0 * st[3];
             if st[3] == 1 {

@@ -377,28 +377,6 @@ impl Graph {
         self.composite_with(KVCACHE, a, &ops, |g, a| vec![kvcache_body(g, a, &dims)])[0]
     }
 
-    /// [`Graph::attention_with_kvcache`]'s decomposition emitted in place, without the composite
-    /// around it (its softmax stays the `softmax` composite), for
-    /// graphs whose backend should not run the native kernel: a prefill block of many tokens,
-    /// whose score products are matrix products. Same operands, semantics and errors.
-    #[allow(clippy::too_many_arguments)]
-    pub fn attention_with_kvcache_primitives(
-        &mut self,
-        q: NodeId,
-        k: NodeId,
-        v: NodeId,
-        k_cache: NodeId,
-        v_cache: NodeId,
-        cache_len: NodeId,
-        scale: Option<f64>,
-    ) -> NodeId {
-        let ops = [q, k, v, k_cache, v_cache, cache_len];
-        match self.kvcache_dims(&ops, scale) {
-            Some(dims) => kvcache_body(self, &ops, &dims),
-            None => self.placeholder(),
-        }
-    }
-
     /// The checked dims of an `attention_with_kvcache` on `ops`, or `None` after recording the
     /// error.
     fn kvcache_dims(&mut self, ops: &[NodeId; 6], scale: Option<f64>) -> Option<KvDims> {
@@ -882,36 +860,20 @@ mod tests {
             ]);
             let out = run_both(&g, &f);
             close(&out[0], &reference(&kcr, &vcr), 1e-13);
-            // The same decomposition emitted as primitives (its softmax stays a composite): the
-            // same values.
-            let mut gp = Graph::new("t");
-            let ins: Vec<NodeId> =
-                g.inputs().iter().map(|&i| gp.input(g.source_name(i).unwrap(), g.shape(i).clone())).collect();
-            let op = gp.attention_with_kvcache_primitives(ins[0], ins[1], ins[2], ins[3], ins[4], ins[5], Some(scale));
-            gp.set_outputs(vec![op]);
-            assert!(gp.nodes().iter().all(|n| !matches!(&n.op, crate::Op::Composite(c) if c.name == KVCACHE)));
-            let outp = crate::interp::evaluate(&gp, &f).unwrap();
-            assert_eq!(outp[0].to_le_bytes(), out[0].to_le_bytes(), "primitives and composite differ");
         }
-        // Bad operands, named by both builders: (query heads, length dtype, cache head dim).
+        // Bad operands: (query heads, length dtype, cache head dim).
         for (h, lt, dc, want) in [
             (3, DType::I32, 4, "multiple of k's"),
             (2, DType::F32, 4, "cache_len must be integer"),
             (2, DType::I32, 5, "do not fit"),
         ] {
-            for primitives in [false, true] {
-                let mut g = Graph::new("t");
-                let q = g.input("q", Shape::new(&[1, 1, h, 4], DType::F32));
-                let k = g.input("k", Shape::new(&[1, 1, 2, 4], DType::F32));
-                let kc = g.input("kc", Shape::new(&[1, 2, 8, dc], DType::F32));
-                let l = g.input("l", Shape::new(&[1], lt));
-                if primitives {
-                    g.attention_with_kvcache_primitives(q, k, k, kc, kc, l, None);
-                } else {
-                    g.attention_with_kvcache(q, k, k, kc, kc, l, None);
-                }
-                assert!(g.error().unwrap().to_string().contains(want), "{:?}", g.error());
-            }
+            let mut g = Graph::new("t");
+            let q = g.input("q", Shape::new(&[1, 1, h, 4], DType::F32));
+            let k = g.input("k", Shape::new(&[1, 1, 2, 4], DType::F32));
+            let kc = g.input("kc", Shape::new(&[1, 2, 8, dc], DType::F32));
+            let l = g.input("l", Shape::new(&[1], lt));
+            g.attention_with_kvcache(q, k, k, kc, kc, l, None);
+            assert!(g.error().unwrap().to_string().contains(want), "{:?}", g.error());
         }
     }
 }
