@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """LLM generation speed: RLX (`rlx generate --json`, release build) vs llama.cpp's `llama-bench`
-on the same GGUF in the same run: prompt processing of 128 tokens (pp128) and generation of 128
-tokens (tg128), pinned to 1 core (`taskset -c 0`) and 2 cores (`taskset -c 0,1`).
+on the same GGUF in the same run: prompt processing of 128 tokens (pp128; `--prompt-tokens N`
+for another length, e.g. 1024, which RLX runs in chunks of 256) and generation of 128 tokens
+(tg128), pinned to 1 core (`taskset -c 0`) and 2 cores (`taskset -c 0,1`).
 
 Prints tokens/s for both, one `RATIO <workload> <x>` line per workload (x = llama.cpp time /
 RLX time = RLX tok/s / llama.cpp tok/s), and the memory-bandwidth bound for generation: every
@@ -15,14 +16,16 @@ compiler, and llama.cpp's `llama-bench` (`tools/build-llama.sh`).
 
     cargo build --release -p rlx-cli
     python3 bench/compare_llm.py [--model GGUF] [--llama-bench PATH] [--reps 3] [--modes exact,fast]
+                                 [--prompt-tokens 128]
 
 `--reps` rounds per thread count, each one llama-bench repetition then one RLX run per mode
 (alternating, so the host's speed changes land on both sides); medians over the rounds.
 
-RATIO names: `pp128_t1` / `tg128_t1` for the default (exact) mode, `pp128_fast_t1` / … for
-`rlx generate --fast` (Q8 activations in the quantized matmuls, llama.cpp's arithmetic, f32 KV
-cache), `pp128_fast_f16_t1` / … for `--fast --kv-type f16` (llama.cpp's default numerics, the
-configuration `llama-bench` itself runs: f16 KV cache, flash attention).
+RATIO names: `pp128_t1` / `tg128_t1` (`pp<N>_t1` with `--prompt-tokens N`) for the default
+(exact) mode, `pp128_fast_t1` / … for `rlx generate --fast` (Q8 activations in the quantized
+matmuls, llama.cpp's arithmetic, f32 KV cache), `pp128_fast_f16_t1` / … for `--fast --kv-type
+f16` (llama.cpp's default numerics, the configuration `llama-bench` itself runs: f16 KV cache,
+flash attention).
 """
 
 import argparse
@@ -38,29 +41,33 @@ except ImportError:
     sys.exit("compare_llm.py needs the gguf package: pip install -r tools/refgen/requirements-gguf.txt")
 
 from _common import CACHE, ROOT, build_c, load, print_ratios, run
-# 128 tokens with the SmolLM2 tokenizer (no BOS: add_bos_token is false); checked below.
-PROMPT = "The" + " the" * 127
+
+
+def prompt(n):
+    """`n` tokens with the SmolLM2 and Qwen2.5 tokenizers (no BOS: add_bos_token is false; " the"
+    is one token); the count is checked against what `rlx generate` reports."""
+    return "The" + " the" * (n - 1)
 
 
 def default_model():
     return os.path.join(CACHE, "smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
-def run_rlx(rlx, model, cpus, threads, mode):
+def run_rlx(rlx, model, cpus, threads, mode, n):
     flags = {"exact": [], "fast": ["--fast"], "fast_f16": ["--fast", "--kv-type", "f16"]}[mode]
-    cmd = ["taskset", "-c", cpus, rlx, "generate", "--model", model, "--prompt", PROMPT, "--max-tokens", "128",
+    cmd = ["taskset", "-c", cpus, rlx, "generate", "--model", model, "--prompt", prompt(n), "--max-tokens", "128",
            "--ignore-eos", "--threads", str(threads), "--json"] + flags
     j = json.loads(run(cmd).strip().splitlines()[-1])
-    if j["prompt_tokens"] != 128 or len(j["tokens"]) != 128:
-        sys.exit(f"rlx: expected 128 prompt and 128 generated tokens, got {j['prompt_tokens']} / {len(j['tokens'])}")
+    if j["prompt_tokens"] != n or len(j["tokens"]) != 128:
+        sys.exit(f"rlx: expected {n} prompt and 128 generated tokens, got {j['prompt_tokens']} / {len(j['tokens'])}")
     return j["prompt_tokens_per_s"], j["gen_tokens_per_s"]
 
 
-def run_llama(bench, model, cpus, threads):
-    cmd = ["taskset", "-c", cpus, bench, "-m", model, "-p", "128", "-n", "128", "-t", str(threads), "-r", "1",
+def run_llama(bench, model, cpus, threads, n):
+    cmd = ["taskset", "-c", cpus, bench, "-m", model, "-p", str(n), "-n", "128", "-t", str(threads), "-r", "1",
            "-o", "json"]
     rows = json.loads(run(cmd))
-    pp = next(r["avg_ts"] for r in rows if r["n_prompt"] == 128 and r["n_gen"] == 0)
+    pp = next(r["avg_ts"] for r in rows if r["n_prompt"] == n and r["n_gen"] == 0)
     tg = next(r["avg_ts"] for r in rows if r["n_gen"] == 128 and r["n_prompt"] == 0)
     return pp, tg
 
@@ -78,7 +85,12 @@ def main():
     ap.add_argument("--modes", default="exact,fast,fast_f16",
                     help="RLX numerics to run: exact (default mode), fast (--fast: Q8 activations, as llama.cpp), "
                          "fast_f16 (--fast --kv-type f16: llama.cpp's default numerics)")
+    ap.add_argument("--prompt-tokens", type=int, default=128,
+                    help="prompt length for the prompt-processing rows (default 128, the issue's pp128)")
     a = ap.parse_args()
+    n = a.prompt_tokens
+    if n < 1:
+        sys.exit(f"--prompt-tokens: expected a positive count, got {n}")
     r = GGUFReader(a.model)
     # A token reads every tensor but the embedding table, of which it gathers one row; with no
     # `output.weight` the table is also the LM head (tied) and is read whole.
@@ -103,14 +115,14 @@ def main():
                 out = run(["taskset", "-c", cpus, stream, "read", str(threads), str(-(-weight_bytes // 2**20))])
                 gbs.append(float(re.search(r"median ([0-9.]+) GB/s", out).group(1)))
             if have_llama:
-                lp, lt = run_llama(a.llama_bench, a.model, cpus, threads)
+                lp, lt = run_llama(a.llama_bench, a.model, cpus, threads, n)
                 lpp.append(lp)
                 ltg.append(lt)
             for mode in modes:
-                rlx[mode].append(run_rlx(a.rlx, a.model, cpus, threads, mode))
+                rlx[mode].append(run_rlx(a.rlx, a.model, cpus, threads, mode, n))
         if have_llama:
             lp, lt = statistics.median(lpp), statistics.median(ltg)
-            print(f"t={threads}: llama.cpp pp128 {lp:8.1f} tok/s  tg128 {lt:7.1f} tok/s "
+            print(f"t={threads}: llama.cpp pp{n} {lp:8.1f} tok/s  tg128 {lt:7.1f} tok/s "
                   f"(rounds: tg {' '.join(f'{v:.1f}' for v in ltg)})", flush=True)
         if gbs:
             g = statistics.median(gbs)
@@ -119,13 +131,13 @@ def main():
         for mode in modes:
             rl = rlx[mode]
             rpp, rtg = statistics.median(x[0] for x in rl), statistics.median(x[1] for x in rl)
-            print(f"t={threads}: RLX {mode:8} pp128 {rpp:8.1f} tok/s  tg128 {rtg:7.1f} tok/s "
+            print(f"t={threads}: RLX {mode:8} pp{n} {rpp:8.1f} tok/s  tg128 {rtg:7.1f} tok/s "
                   f"({rtg * weight_bytes / 1e9:.1f} GB/s; rounds: tg {' '.join(f'{x[1]:.1f}' for x in rl)})", flush=True)
             tag = "" if mode == "exact" else f"_{mode}"
             if gbs:
                 print(f"BANDWIDTH tg128{tag}_t{threads} {rtg * weight_bytes / 1e9 / statistics.median(gbs):.2f}")
             if have_llama:
-                print_ratios([(f"pp128{tag}_t{threads}", rpp / lp), (f"tg128{tag}_t{threads}", rtg / lt)], digits=3)
+                print_ratios([(f"pp{n}{tag}_t{threads}", rpp / lp), (f"tg128{tag}_t{threads}", rtg / lt)], digits=3)
 
 if __name__ == "__main__":
     main()
