@@ -526,7 +526,7 @@ pub(crate) mod avx512 {
     /// rounds: 186 → 199 tok/s (medians); 34-token prompt level; 32 rows ahead level with 16.
     const AHEAD: usize = 16;
 
-    /// Rows ahead that [`prefetch_rows_l2`] reaches (16 KiB of an f32 cache at D = 64): L2
+    /// Rows ahead that the L2 [`prefetch_rows`] reaches (16 KiB of an f32 cache at D = 64): L2
     /// prefetches queue in the L2's larger miss queue, so more of a long cache's DRAM reads are
     /// in flight than the L1 prefetches [`AHEAD`] rows on allow, and the L1 prefetch then finds
     /// its lines in L2 (as the quantized decode kernels' `prefetch_ahead`). SmolLM2 exact
@@ -536,27 +536,16 @@ pub(crate) mod avx512 {
     /// 5-token prompt within the noise.
     const FAR: usize = 64;
 
-    /// Prefetch into L2 the first `len` elements of `rows` matrix rows from `w`, `ws` apart.
+    /// Prefetch the first `len` elements of `rows` matrix rows from `w`, `ws` apart, into the
+    /// cache level `HINT` names (`_MM_HINT_T0`: L1, `_MM_HINT_T1`: L2; the addresses wrap: a
+    /// prefetch never faults and reads nothing architecturally).
     #[inline(always)]
-    fn prefetch_rows_l2<M: MatElem>(w: *const M, ws: usize, rows: usize, len: usize) {
-        for r in 0..rows {
-            let f = w.wrapping_add(r * ws).cast::<i8>();
-            for l in (0..len * std::mem::size_of::<M>()).step_by(64) {
-                // SAFETY: see `prefetch_rows`.
-                unsafe { _mm_prefetch::<_MM_HINT_T1>(f.wrapping_add(l)) };
-            }
-        }
-    }
-
-    /// Prefetch into L1 the first `len` elements of `rows` matrix rows from `w`, `ws` apart
-    /// (the addresses wrap: a prefetch never faults and reads nothing architecturally).
-    #[inline(always)]
-    fn prefetch_rows<M: MatElem>(w: *const M, ws: usize, rows: usize, len: usize) {
+    fn prefetch_rows<M: MatElem, const HINT: i32>(w: *const M, ws: usize, rows: usize, len: usize) {
         for r in 0..rows {
             let f = w.wrapping_add(r * ws).cast::<i8>();
             for l in (0..len * std::mem::size_of::<M>()).step_by(64) {
                 // SAFETY: see above.
-                unsafe { _mm_prefetch::<_MM_HINT_T0>(f.wrapping_add(l)) };
+                unsafe { _mm_prefetch::<HINT>(f.wrapping_add(l)) };
             }
         }
     }
@@ -609,8 +598,8 @@ pub(crate) mod avx512 {
         unsafe {
             while j + 4 <= n {
                 let r: [*const M; 4] = std::array::from_fn(|t| w.add((j + t) * ws));
-                prefetch_rows(w.wrapping_add((j + AHEAD) * ws), ws, 4, k);
-                prefetch_rows_l2(w.wrapping_add((j + FAR) * ws), ws, 4, k);
+                prefetch_rows::<M, _MM_HINT_T0>(w.wrapping_add((j + AHEAD) * ws), ws, 4, k);
+                prefetch_rows::<M, _MM_HINT_T1>(w.wrapping_add((j + FAR) * ws), ws, 4, k);
                 let mut acc = [[_mm512_setzero_ps(); 4]; R];
                 let mut kk = 0;
                 while kk < full {
@@ -733,8 +722,8 @@ pub(crate) mod avx512 {
         unsafe {
             for kk in 0..k {
                 let row = w.add(kk * ws);
-                prefetch_rows(w.wrapping_add((kk + AHEAD) * ws), ws, 1, cols);
-                prefetch_rows_l2(w.wrapping_add((kk + FAR) * ws), ws, 1, cols);
+                prefetch_rows::<M, _MM_HINT_T0>(w.wrapping_add((kk + AHEAD) * ws), ws, 1, cols);
+                prefetch_rows::<M, _MM_HINT_T1>(w.wrapping_add((kk + FAR) * ws), ws, 1, cols);
                 let wv: [__m512; C] = std::array::from_fn(|c| {
                     if c + 1 < C { M::load16(row.add(16 * c)) } else { M::load16_masked(tail_mask, row.add(16 * c)) }
                 });
