@@ -16,7 +16,9 @@
 //! m')`, `l' = l·exp(m - m') + ΣP`, `O' = O·exp(m - m') + P V` (a second `gemm` accumulating
 //! into the output rows); at the end `O /= l`. Key blocks that a causal mask or the padding
 //! length hides entirely are skipped. Tasks run in parallel on the executor's spinning team
-//! ([`spin::for_each`]).
+//! ([`spin::for_each`]). The per-block step ([`Flash::block`], with [`KeyBlock`] and
+//! [`QueryRows`]) also runs `attention_with_kvcache`'s prompt chunks
+//! ([`super::attention_kvcache`]).
 //!
 //! Semantics match the decomposition (`softmax(q kᵀ · scale + mask) v`): a query row that sees
 //! no key (every score `-inf`) gives NaN, as the decomposition's softmax of an all-`-inf` row.
