@@ -86,11 +86,11 @@ def main():
                     help="RLX numerics to run: exact (default mode), fast (--fast: Q8 activations, as llama.cpp), "
                          "fast_f16 (--fast --kv-type f16: llama.cpp's default numerics)")
     ap.add_argument("--prompt-tokens", type=int, default=128,
-                    help="prompt length for the prompt-processing rows (default 128, the issue's pp128)")
+                    help="prompt tokens of the prompt-processing rows (default 128)")
     a = ap.parse_args()
     n = a.prompt_tokens
     if n < 1:
-        sys.exit(f"--prompt-tokens: expected a positive count, got {n}")
+        ap.error(f"--prompt-tokens: expected a positive count, got {n}")
     r = GGUFReader(a.model)
     # A token reads every tensor but the embedding table, of which it gathers one row; with no
     # `output.weight` the table is also the LM head (tied) and is read whole.
