@@ -40,11 +40,10 @@
 use super::attention::{BK, BQ, Flash, KeyBlock, OutRows, QueryRows, causal, exp_sum, row_max};
 use super::gemv::{MatElem, axpy_many, dot_many};
 use super::scratch::grown;
-#[cfg(target_arch = "x86_64")]
-use super::simd::has_avx512;
 use super::simd::{dispatch, exp_f32, threads};
 use super::spin::{self, SyncPtr};
 use rlx_ir::half::f16;
+use rlx_ir::half::slice::HalfFloatSliceExt;
 use rlx_ir::ops::Composite;
 use rlx_ir::{Attr, DType, IrError, Tensor};
 use smallvec::SmallVec;
@@ -364,9 +363,10 @@ fn run_tiles<M: MatElem>(k: &KvCacheAttention, x: &Ops, kc: &[M], vc: &[M], o: &
                     let (kb, vb): (&[f32], &[f32]) = match (M::as_f32(kcg), M::as_f32(vcg)) {
                         (Some(kf), Some(vf)) => (&kf[j0 * d..][..cols * d], &vf[j0 * dv..][..cols * dv]),
                         _ => {
+                            let (kh, vh) = (M::as_f16(kcg).expect("f32 or f16"), M::as_f16(vcg).expect("f32 or f16"));
                             let (kw, vw) = wide.split_at_mut(BK * d);
-                            widen(&kcg[j0 * d..][..cols * d], &mut kw[..cols * d]);
-                            widen(&vcg[j0 * dv..][..cols * dv], &mut vw[..cols * dv]);
+                            kh[j0 * d..][..cols * d].convert_to_f32_slice(&mut kw[..cols * d]);
+                            vh[j0 * dv..][..cols * dv].convert_to_f32_slice(&mut vw[..cols * dv]);
                             (&kw[..cols * d], &vw[..cols * dv])
                         }
                     };
@@ -401,27 +401,5 @@ fn run_tiles<M: MatElem>(k: &KvCacheAttention, x: &Ops, kc: &[M], vc: &[M], o: &
         spin::for_each(tasks, |t| dispatch(|| task(t)));
     } else {
         (0..tasks).for_each(|t| dispatch(|| task(t)));
-    }
-}
-
-/// `dst = src` widened to f32 (`dst.len() == src.len()`).
-#[inline(always)]
-fn widen<M: MatElem>(src: &[M], dst: &mut [f32]) {
-    assert_eq!(src.len(), dst.len());
-    #[cfg(target_arch = "x86_64")]
-    if has_avx512() {
-        use std::arch::x86_64::_mm512_storeu_ps;
-        let full = src.len() / 16 * 16;
-        for i in (0..full).step_by(16) {
-            // SAFETY: AVX-512 checked; 16 elements at i < full ≤ len in both slices.
-            unsafe { _mm512_storeu_ps(dst.as_mut_ptr().add(i), M::load16(src.as_ptr().add(i))) };
-        }
-        for (e, &v) in dst[full..].iter_mut().zip(&src[full..]) {
-            *e = v.to_f32();
-        }
-        return;
-    }
-    for (e, &v) in dst.iter_mut().zip(src) {
-        *e = v.to_f32();
     }
 }

@@ -53,6 +53,8 @@ pub trait MatElem: Copy + Send + Sync + 'static {
     fn to_f32(self) -> f32;
     /// `s` itself when the elements are f32 (a vector operand must be f32).
     fn as_f32(s: &[Self]) -> Option<&[f32]>;
+    /// `s` itself when the elements are f16.
+    fn as_f16(s: &[Self]) -> Option<&[f16]>;
     /// The 16 elements at `p`, widened to f32.
     ///
     /// # Safety
@@ -75,6 +77,9 @@ impl MatElem for f32 {
     fn as_f32(s: &[f32]) -> Option<&[f32]> {
         Some(s)
     }
+    fn as_f16(_: &[f32]) -> Option<&[f16]> {
+        None
+    }
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     unsafe fn load16(p: *const f32) -> __m512 {
@@ -96,6 +101,9 @@ impl MatElem for f16 {
     }
     fn as_f32(_: &[f16]) -> Option<&[f32]> {
         None
+    }
+    fn as_f16(s: &[f16]) -> Option<&[f16]> {
+        Some(s)
     }
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
