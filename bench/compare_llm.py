@@ -91,6 +91,13 @@ def main():
     n = a.prompt_tokens
     if n < 1:
         ap.error(f"--prompt-tokens: expected a positive count, got {n}")
+    if a.reps < 1:
+        ap.error(f"--reps: expected at least one round, got {a.reps}")
+    if not os.path.exists(a.rlx):
+        ap.error(f"--rlx: {a.rlx} does not exist (cargo build --release -p rlx-cli)")
+    modes = a.modes.split(",")
+    if any(m not in ("exact", "fast", "fast_f16") for m in modes):
+        ap.error(f"--modes: expected a comma-separated list of exact, fast, fast_f16; got {a.modes!r}")
     r = GGUFReader(a.model)
     # A token reads every tensor but the embedding table, of which it gathers one row; with no
     # `output.weight` the table is also the LM head (tied) and is read whole.
@@ -103,9 +110,6 @@ def main():
     have_llama = os.path.exists(a.llama_bench)
     if not have_llama:
         print(f"llama-bench not found at {a.llama_bench}: RLX only, no RATIO lines")
-    modes = a.modes.split(",")
-    if any(m not in ("exact", "fast", "fast_f16") for m in modes):
-        sys.exit(f"--modes: expected a comma-separated list of exact, fast, fast_f16; got {a.modes!r}")
     for threads, cpus in [(1, "0"), (2, "0,1")]:
         # Rounds alternate the two (one llama-bench repetition, then one RLX run per mode), so a
         # change in the host's speed lands on both sides; medians over the rounds.
