@@ -84,6 +84,47 @@ fn vnni() -> bool {
     }
 }
 
+/// The SIMD levels the tests run: the CPU's best, AVX2 (where the CPU has AVX-512 too, this
+/// runs the AVX2 kernels that an AVX2-only CPU would), and the portable code.
+const LEVELS: [SimdLevel; 4] = [SimdLevel::Native, SimdLevel::Avx512, SimdLevel::Avx2, SimdLevel::Baseline];
+
+/// True when the fast mode runs `ty` on integer dots at `simd`: everywhere with VNNI, the
+/// portable scalar loop, and AVX2 for Q4_0 / Q4_1 / Q8_0; the other schemes run the exact
+/// mode's vector kernels where the CPU has AVX2 but no VNNI.
+fn runs_fast(ty: GgmlType, simd: SimdLevel) -> bool {
+    let level2 = simd.avx512() && vnni();
+    !simd.avx2() || level2 || matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0)
+}
+
+/// [`check_fast`] where the fast mode runs `ty` on integer dots at `opts.simd` ([`runs_fast`]),
+/// else [`check_exact`] (and the kernel is an exact one).
+fn check_fast_or_exact(ty: GgmlType, lead: &[usize], k: usize, n: usize, seed: u64, opts: &CpuOptions) -> String {
+    if runs_fast(ty, opts.simd) {
+        let kernel = check_fast(ty, lead, k, n, seed, opts);
+        assert!(kernel.starts_with("dequant_matmul_q8"), "{}: {kernel}", ty.name());
+        kernel
+    } else {
+        let kernel = check_exact(ty, lead, k, n, seed, opts);
+        assert!(!kernel.starts_with("dequant_matmul_q8"), "{}: {kernel}", ty.name());
+        kernel
+    }
+}
+
+/// The exact-mode kernel expected for `ty` with `m` activation rows at `simd` on this CPU.
+fn exact_kernel(ty: GgmlType, m: usize, simd: SimdLevel) -> &'static str {
+    let native = NATIVE.contains(&ty);
+    let (avx512, avx2) = (simd.avx512(), !simd.avx512() && simd.avx2());
+    match m {
+        1..=8 if native && avx512 && vnni() => "dequant_matmul_fused_vnni",
+        1..=8 if native && avx512 => "dequant_matmul_fused_avx512",
+        1..=8 if native && avx2 => "dequant_matmul_fused_avx2",
+        1 => "dequant_matmul_rowwise",
+        _ if native && avx512 => "dequant_matmul_tile_avx512",
+        _ if native && avx2 => "dequant_matmul_tile_avx2",
+        _ => "dequant_matmul_tile",
+    }
+}
+
 /// Exact mode: every output within `1e-5 · Σ|w·x|` of the f64 product of the dequantized
 /// weights (f32 rounding of a K-term sum is far below that).
 fn check_exact(ty: GgmlType, lead: &[usize], k: usize, n: usize, seed: u64, opts: &CpuOptions) -> String {
@@ -102,29 +143,22 @@ fn check_exact(ty: GgmlType, lead: &[usize], k: usize, n: usize, seed: u64, opts
 
 #[test]
 fn exact_mode_matches_f64_reference() {
-    let opts = CpuOptions { threads: Some(2), ..Default::default() };
-    let avx = rlx_cpu::SimdLevel::Native.avx512();
-    let mut seed = 10;
-    for &ty in NATIVE.iter().chain(OTHERS) {
-        let legacy = ty.block_size() == 32;
-        // K a multiple of 256, and (legacy schemes) of 32 only.
-        let ks: &[usize] = if legacy { &[512, 96] } else { &[512] };
-        for &k in ks {
-            for (lead, n) in [(&[1usize][..], 67), (&[3][..], 37), (&[2, 32][..], 45)] {
-                seed += 3;
-                let kernel = check_exact(ty, lead, k, n, seed, &opts);
-                let m: usize = lead.iter().product();
-                // Up to 8 activation rows run the fused kernel once per row (with VNNI: on
-                // integer dots against block floating point activations).
-                let bfp = vnni();
-                let want = match (m, NATIVE.contains(&ty) && avx) {
-                    (1..=8, true) if bfp => "dequant_matmul_fused_vnni",
-                    (1..=8, true) => "dequant_matmul_fused_avx512",
-                    (1, false) => "dequant_matmul_rowwise",
-                    (_, true) => "dequant_matmul_tile_avx512",
-                    (_, false) => "dequant_matmul_tile",
-                };
-                assert_eq!(kernel, want, "{} m={m}", ty.name());
+    for simd in [SimdLevel::Native, SimdLevel::Avx2] {
+        let opts = CpuOptions { threads: Some(2), simd, ..Default::default() };
+        let mut seed = 10;
+        for &ty in NATIVE.iter().chain(OTHERS) {
+            let legacy = ty.block_size() == 32;
+            // K a multiple of 256, and (legacy schemes) of 32 only.
+            let ks: &[usize] = if legacy { &[512, 96] } else { &[512] };
+            for &k in ks {
+                for (lead, n) in [(&[1usize][..], 67), (&[3][..], 37), (&[2, 32][..], 45)] {
+                    seed += 3;
+                    let kernel = check_exact(ty, lead, k, n, seed, &opts);
+                    let m: usize = lead.iter().product();
+                    // Up to 8 activation rows run the fused kernel once per row (with VNNI: on
+                    // integer dots against block floating point activations).
+                    assert_eq!(kernel, exact_kernel(ty, m, simd), "{} m={m} {simd:?}", ty.name());
+                }
             }
         }
     }
@@ -174,7 +208,7 @@ fn kernels_share_working_buffers_across_shapes() {
     }
 }
 
-/// The portable kernels (what a CPU without AVX-512 runs), selected through the typed option.
+/// The portable kernels (what a CPU without AVX2 runs), selected through the typed option.
 #[test]
 fn exact_mode_baseline_simd() {
     let opts = CpuOptions { threads: Some(2), simd: SimdLevel::Baseline, ..Default::default() };
@@ -268,14 +302,13 @@ fn fast_mode_matches_llama_formula() {
         (&[2, 20], 768, 29),
         (&[16], 256, 16),
     ];
-    for simd in [SimdLevel::Native, SimdLevel::Avx512, SimdLevel::Baseline] {
+    for simd in LEVELS {
         let opts = CpuOptions { threads: Some(2), quantized_activations: true, simd, ..Default::default() };
         let mut seed = 100;
         for &ty in Q8_PATH {
             for &(lead, k, n) in shapes {
                 seed += 3;
-                let kernel = check_fast(ty, lead, k, n, seed, &opts);
-                assert!(kernel.starts_with("dequant_matmul_q8"), "{}: {kernel}", ty.name());
+                let kernel = check_fast_or_exact(ty, lead, k, n, seed, &opts);
                 if simd == SimdLevel::Baseline {
                     assert_eq!(kernel, "dequant_matmul_q8_scalar");
                 }
@@ -296,13 +329,12 @@ fn fast_mode_matches_llama_formula() {
 /// rows (a tile of 4 and one single), on every SIMD level.
 #[test]
 fn fast_mode_decode_odd_block_counts() {
-    for simd in [SimdLevel::Native, SimdLevel::Avx512, SimdLevel::Baseline] {
+    for simd in LEVELS {
         let opts = CpuOptions { threads: Some(1), quantized_activations: true, simd, ..Default::default() };
         let types = [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q5_1];
         for (i, &ty) in types.iter().enumerate() {
             for (j, nb) in [1usize, 3, 15, 17, 33, 18, 20].into_iter().enumerate() {
-                let kernel = check_fast(ty, &[1], 32 * nb, 5, 300 + 10 * i as u64 + j as u64, &opts);
-                assert!(kernel.starts_with("dequant_matmul_q8"), "{}: {kernel}", ty.name());
+                check_fast_or_exact(ty, &[1], 32 * nb, 5, 300 + 10 * i as u64 + j as u64, &opts);
             }
         }
     }
@@ -536,7 +568,7 @@ fn run_layout(
 fn split_rows_layout_matches_blocks() {
     let mut seed = 900;
     for ty in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0] {
-        for simd in [SimdLevel::Native, SimdLevel::Avx512, SimdLevel::Baseline] {
+        for simd in LEVELS {
             for threads in [1, 2] {
                 let fast =
                     CpuOptions { threads: Some(threads), quantized_activations: true, simd, ..Default::default() };

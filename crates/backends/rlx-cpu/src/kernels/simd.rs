@@ -2,8 +2,9 @@
 //! threading thresholds used by every kernel family.
 //!
 //! Loops are written as plain slice code that LLVM auto-vectorizes; each hot loop is
-//! instantiated twice, once inside an `avx512f` `#[target_feature]` wrapper chosen at run time
-//! ([`has_avx512`]) and once for the baseline target, so the crate needs no `-C target-cpu`.
+//! instantiated three times, inside an `avx512f` or an `avx2,fma` `#[target_feature]` wrapper
+//! chosen at run time ([`has_avx512`], [`has_avx2`]) and for the baseline target, so the crate
+//! needs no `-C target-cpu`.
 
 use std::sync::OnceLock;
 
@@ -14,7 +15,7 @@ pub(crate) const PAR_THRESHOLD: usize = 1 << 16;
 /// Which explicit SIMD code the CPU kernels may use (`CpuOptions::simd`).
 ///
 /// Today it governs the `dequant_matmul` kernels; the other kernel families follow
-/// [`has_avx512`] (the CPU's features and `RLX_CPU_NO_AVX512`).
+/// [`has_avx512`] (the CPU's features and `RLX_CPU_NO_AVX512`), then [`has_avx2`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum SimdLevel {
     /// The best the CPU has (AVX-512, VNNI and AMX where detected); `RLX_CPU_NO_AVX512`
@@ -23,14 +24,23 @@ pub enum SimdLevel {
     Native,
     /// AVX-512 (and VNNI) but no AMX tiles: what an AVX-512 CPU before Sapphire Rapids runs.
     Avx512,
-    /// Portable code only: what a CPU without AVX-512 runs.
+    /// AVX2, FMA and F16C but no AVX-512: what an AMD Zen 2 / Zen 3 or an Intel Haswell to
+    /// Comet Lake CPU runs.
+    Avx2,
+    /// Portable code only: what a CPU without AVX2 runs.
     Baseline,
 }
 
 impl SimdLevel {
     /// True when AVX-512 kernels may run at this level on this CPU.
     pub fn avx512(self) -> bool {
-        self != SimdLevel::Baseline && has_avx512()
+        matches!(self, SimdLevel::Native | SimdLevel::Avx512) && has_avx512()
+    }
+
+    /// True when AVX2 + FMA + F16C kernels may run at this level on this CPU (see
+    /// [`has_avx2`]); the `dequant_matmul` kernels use them where [`SimdLevel::avx512`] is false.
+    pub fn avx2(self) -> bool {
+        self != SimdLevel::Baseline && has_avx2()
     }
 
     /// True when AMX-INT8 tile kernels may run at this level on this CPU (see [`has_amx`]).
@@ -101,6 +111,24 @@ pub fn has_avx512() -> bool {
     })
 }
 
+/// True when the CPU has AVX2, FMA and F16C (every x86-64 CPU since Intel Haswell and AMD
+/// Zen); checked once, then cached.
+pub fn has_avx2() -> bool {
+    static F: OnceLock<bool> = OnceLock::new();
+    *F.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            std::is_x86_feature_detected!("avx2")
+                && std::is_x86_feature_detected!("fma")
+                && std::is_x86_feature_detected!("f16c")
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    })
+}
+
 thread_local! {
     /// Set while an executable with `threads: Some(1)` runs its steps on the calling thread.
     static SERIAL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
@@ -126,7 +154,9 @@ pub(crate) fn serial<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// Run `f` compiled for AVX-512 when the CPU has it, else for the baseline target.
+/// Run `f` compiled for AVX-512 when the CPU has it, else for AVX2 + FMA where it has those
+/// (AMD Zen 3: 8-lane vectors and fused multiply-adds instead of SSE2's 4 lanes), else for the
+/// baseline target.
 ///
 /// Pass `#[inline(always)] || ...`: without the attribute LLVM keeps a large closure out of
 /// line, compiled for the baseline target, and the wrapper gains nothing (measured: softmax
@@ -138,6 +168,18 @@ pub(crate) fn dispatch<R>(f: impl FnOnce() -> R) -> R {
         // SAFETY: the CPU supports the enabled features (checked above).
         return unsafe { with_avx512(f) };
     }
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        // SAFETY: the CPU supports the enabled features (checked above).
+        return unsafe { with_avx2(f) };
+    }
+    f()
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn with_avx2<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 

@@ -15,10 +15,11 @@
 //! `q + 128`) against the activation bytes, started from `-off · Σx` per lane (`off` = 8 for
 //! Q4_0, 128 for Q8_0) so each lane holds the exact signed dot; f16 scales are converted 16
 //! blocks at a time, and a kernel computes an `R × C` tile (weight rows × activation rows, see
-//! [`tile`]) with one horizontal sum per output. AVX-512
-//! CPUs without VNNI use AVX2 `vpmaddubsw` + `vpmaddwd` with llama.cpp's `|x| · sign(w, x)`
-//! trick (weights in `-127..=127`), one row at a time (Q5_0 / Q5_1: the scalar loop);
-//! elsewhere, or under `SimdLevel::Baseline`, a scalar loop.
+//! [`tile`]) with one horizontal sum per output. CPUs
+//! without VNNI (AVX-512 or AVX2 only) run Q4_0 / Q4_1 / Q8_0 with AVX2 `vpmaddubsw` +
+//! `vpmaddwd` and llama.cpp's `|x| · sign(w, x)` trick (weights in `-127..=127`), one row at a
+//! time; their other schemes run the exact mode (`super::select`: its vector f32 kernels are
+//! faster than the scalar loop). Under `SimdLevel::Baseline`, or without AVX2, a scalar loop.
 //!
 //! Accuracy: it computes `dequant(W) · dequant(quantize_q8_0(x))` exactly up to f32 rounding of
 //! the per-block sums, i.e. it differs from the f32 reference (the composite's body) by the
@@ -37,23 +38,34 @@ pub(super) fn has_q8_0_path(ty: GgmlType) -> bool {
     matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1)
 }
 
-/// 2: AVX-512 + VNNI, 1: AVX-512 (BW/VL, AVX2 integer ops), 0: scalar. `simd`: the caller's
-/// AVX-512 permission (see `SimdLevel`).
-pub(super) fn simd_level(simd: bool) -> u8 {
+/// 2: AVX-512 + VNNI, 1: AVX2 + FMA + F16C (with or without AVX-512), 0: scalar, as `simd`
+/// (the caller's `SimdLevel`) allows on this CPU.
+pub(super) fn simd_level(simd: crate::SimdLevel) -> u8 {
     #[cfg(target_arch = "x86_64")]
     {
-        if !simd || !std::is_x86_feature_detected!("avx2") || !std::is_x86_feature_detected!("f16c") {
-            0
-        } else if std::is_x86_feature_detected!("avx512vnni") {
+        if simd.avx512() && std::is_x86_feature_detected!("avx512vnni") && simd.avx2() {
             2
-        } else {
+        } else if simd.avx2() {
             1
+        } else {
+            0
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
         let _ = simd;
         0
+    }
+}
+
+/// True when `level` (of [`simd_level`]) has a vector integer kernel for `ty`: VNNI every
+/// scheme of the fast mode, AVX2 the Q4_0 / Q4_1 / Q8_0 dot ([`avx::dot_avx2`]); the scalar
+/// loop (level 0) is the portable reference.
+pub(super) fn has_vector_kernel(ty: GgmlType, level: u8) -> bool {
+    match level {
+        2 => true,
+        1 => matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0),
+        _ => false,
     }
 }
 
@@ -337,8 +349,8 @@ pub(super) fn tile(
                 super::q8k::dot_scalar(ty, wr, xr)
             } else {
                 #[cfg(target_arch = "x86_64")]
-                if level == 1 && !matches!(ty, GgmlType::Q5_0 | GgmlType::Q5_1) {
-                    // SAFETY: level 1 means AVX-512BW/VL, AVX2, FMA and F16C were detected.
+                if has_vector_kernel(ty, level) {
+                    // SAFETY: level 1 means AVX2, FMA and F16C were detected.
                     put(mi, r, unsafe { avx::dot_avx2(ty, wr, xr) });
                     continue;
                 }
@@ -1061,13 +1073,13 @@ mod avx {
         reduce_rows(acc)
     }
 
-    /// One legacy weight row against one quantized activation row with AVX2 integer ops (CPUs
-    /// with AVX-512 but no VNNI; see [`super::dot_q8_scalar`]).
+    /// One Q4_0 / Q4_1 / Q8_0 weight row against one quantized activation row with AVX2
+    /// integer ops (CPUs without VNNI; see [`super::dot_q8_scalar`]).
     ///
     /// # Safety
-    /// AVX-512F/BW/VL, AVX2, FMA and F16C must be available; `w` holds whole blocks of `ty`, `x`
-    /// one activation row of as many blocks.
-    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw")]
+    /// AVX2, FMA and F16C must be available; `w` holds whole blocks of `ty`, `x` one activation
+    /// row of as many blocks.
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn dot_avx2(ty: GgmlType, w: &[u8], x: &[u8]) -> f32 {
         let ts = ty.type_size();
         let nb = w.len() / ts;

@@ -64,6 +64,8 @@ mod amx;
 mod bfp;
 mod decode;
 mod exact;
+#[cfg(target_arch = "x86_64")]
+mod exact_avx2;
 mod int8;
 mod q8k;
 
@@ -142,6 +144,9 @@ pub struct QMatmulKernel {
     tile: usize,
     /// The AVX-512 decoders of [`exact`] may run.
     simd: bool,
+    /// No AVX-512, but the AVX2 decoders of [`exact_avx2`] may run (the `fused` and `tile`
+    /// paths of [`exact::has_decoder`]'s schemes).
+    avx2: bool,
     /// Bytes of the quantized activation rows in the run's [`Work::xq`] (fast mode;
     /// [`int8::quantize_acts`]).
     xq: usize,
@@ -180,8 +185,10 @@ impl QMatmulKernel {
                 Path::Q8(1) => "dequant_matmul_q8_avx2_split_rows",
                 Path::Q8(_) => "dequant_matmul_q8_scalar_split_rows",
                 Path::Fused if self.xbfp > 0 => "dequant_matmul_fused_vnni_split_rows",
+                Path::Fused if self.avx2 => "dequant_matmul_fused_avx2_split_rows",
                 Path::Fused => "dequant_matmul_fused_avx512_split_rows",
                 Path::Tile if self.simd && exact::has_decoder(self.ty) => "dequant_matmul_tile_avx512_split_rows",
+                Path::Tile if self.avx2 && exact::has_decoder(self.ty) => "dequant_matmul_tile_avx2_split_rows",
                 Path::Tile => "dequant_matmul_tile_split_rows",
                 Path::Rowwise => "dequant_matmul_rowwise_split_rows",
             };
@@ -193,8 +200,10 @@ impl QMatmulKernel {
             Path::Q8(1) => "dequant_matmul_q8_avx2",
             Path::Q8(_) => "dequant_matmul_q8_scalar",
             Path::Fused if self.xbfp > 0 => "dequant_matmul_fused_vnni",
+            Path::Fused if self.avx2 => "dequant_matmul_fused_avx2",
             Path::Fused => "dequant_matmul_fused_avx512",
             Path::Tile if self.simd && exact::has_decoder(self.ty) => "dequant_matmul_tile_avx512",
+            Path::Tile if self.avx2 && exact::has_decoder(self.ty) => "dequant_matmul_tile_avx2",
             Path::Tile => "dequant_matmul_tile",
             Path::Rowwise => "dequant_matmul_rowwise",
         }
@@ -245,19 +254,25 @@ pub fn select(
     };
     let m: usize = xd[..xd.len() - 1].iter().product();
     let simd = avx512_decoders(opts);
+    let avx2 = !simd && cfg!(target_arch = "x86_64") && opts.simd.avx2();
     // The panels (AMX or not) and the block floating point kernel run VNNI code (AMX CPUs have
     // it).
-    let level = int8::simd_level(opts.simd.avx512());
+    let level = int8::simd_level(opts.simd);
     let vnni = level == 2;
     let bfp_ok = bfp::has_path(ty) && vnni;
-    let fast = opts.quantized_activations && (int8::has_q8_0_path(ty) || q8k::has_q8_k_path(ty));
+    // Schemes without a vector integer kernel at this level (no VNNI) run exact: its f32
+    // kernels are faster than the scalar integer loop, which runs only where nothing is vector
+    // (`SimdLevel::Baseline`, no AVX2).
+    let fast = opts.quantized_activations
+        && (int8::has_q8_0_path(ty) || q8k::has_q8_k_path(ty))
+        && (level == 0 || int8::has_vector_kernel(ty, level));
     let path = if fast && m >= amx::MIN_M && opts.simd.amx() && simd && vnni {
         Path::Amx
     } else if fast && m >= amx::MIN_M && simd && vnni {
         Path::Panel
     } else if fast {
         Path::Q8(level)
-    } else if m <= FUSED_ROWS && simd && exact::has_decoder(ty) {
+    } else if m <= FUSED_ROWS && (simd || avx2) && exact::has_decoder(ty) {
         Path::Fused
     } else if m <= 1 {
         Path::Rowwise
@@ -299,7 +314,8 @@ pub fn select(
     let q8 = if matches!(path, Path::Q8(_) | Path::Amx | Path::Panel) { m * int8::act_row_bytes(ty, k) } else { 0 };
     // Split rows converted back into blocks: the fast mode without VNNI, and the exact decode
     // where its block floating point kernel cannot run (no VNNI, or a row it does not convert).
-    let join = split && (matches!(path, Path::Q8(l) if l != 2) || path == Path::Fused);
+    // (The AVX2 decoders read split rows in place.)
+    let join = split && (matches!(path, Path::Q8(l) if l != 2) || path == Path::Fused && !avx2);
     let amx = matches!(path, Path::Amx | Path::Panel).then(|| amx::AmxScratch::new(ty, m, k));
     Some(QMatmulKernel {
         ty,
@@ -314,12 +330,16 @@ pub fn select(
         chunk,
         tile,
         simd,
+        avx2,
         xq: q8,
         scratch,
         xt: on_sgemm,
         ct: if on_sgemm { scratch / ld.max(1) * m } else { 0 },
         ld,
-        xblk: vec![0.0; if path == Path::Fused && decode::needs_block_sums(ty) { k / decode::sum_len(ty) } else { 0 }],
+        xblk: vec![
+            0.0;
+            if path == Path::Fused && simd && decode::needs_block_sums(ty) { k / decode::sum_len(ty) } else { 0 }
+        ],
         xbfp: if path == Path::Fused && bfp_ok { bfp::act_bytes(k) } else { 0 },
         amx,
         join,
@@ -492,6 +512,15 @@ fn run_decode(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32]) {
         if on_bfp {
             continue;
         }
+        if k.avx2 {
+            spin::for_each(n.div_ceil(chunk), |c| {
+                let (j0, j1) = (c * chunk, ((c + 1) * chunk).min(n));
+                // SAFETY: chunks write disjoint ranges `j0..j1` of `y`, which outlives the call.
+                let yc = unsafe { yp.slice(j0, j1 - j0) };
+                avx2_dot_rows(ty, split, &wb[j0 * row_bytes..j1 * row_bytes], row_bytes, x, yc);
+            });
+            continue;
+        }
         if !k.xblk.is_empty() {
             decode::block_sums(x, decode::sum_len(ty), &mut k.xblk);
         }
@@ -528,6 +557,20 @@ fn decode_dot_rows(ty: GgmlType, w: &[u8], row_bytes: usize, x: &[f32], xblk: &[
     // SAFETY: `Path::Fused` is planned only when the features were detected; lengths checked
     // in `run`; `xblk` was filled above where the scheme needs it.
     unsafe { decode::dot_rows(ty, w, row_bytes, x, xblk, y) }
+}
+
+/// [`exact_avx2::dot_rows`] (`avx2` is planned only where it can run).
+#[cfg(target_arch = "x86_64")]
+fn avx2_dot_rows(ty: GgmlType, split: bool, w: &[u8], row_bytes: usize, x: &[f32], y: &mut [f32]) {
+    debug_assert!(exact_avx2::available());
+    // SAFETY: `QMatmulKernel::avx2` is set only when the features were detected; lengths and
+    // layout checked in `run` and `select`.
+    unsafe { exact_avx2::dot_rows(ty, split, w, row_bytes, x, y) }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn avx2_dot_rows(_: GgmlType, _: bool, _: &[u8], _: usize, _: &[f32], _: &mut [f32]) {
+    unreachable!("the AVX2 decoders are planned only on x86_64")
 }
 
 /// [`bfp::quantize`] (`xbfp` is nonzero only where it can run).
@@ -622,7 +665,8 @@ unsafe fn write_columns(yp: OutPtr<f32>, n: usize, j: usize, src: &[f32], ld: us
 fn run_tile(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32], work: &mut Work) {
     let (m, n, kk, chunk, tile, row_bytes, ty, ld) = (k.m, k.n, k.k, k.chunk, k.tile, k.row_bytes, k.ty, k.ld);
     let (layout, split) = (k.layout, k.layout == Layout::SplitRows);
-    let fast = k.simd && exact::has_decoder(ty);
+    let fast = (k.simd || k.avx2) && exact::has_decoder(ty);
+    let avx2 = k.avx2;
     let yp = OutPtr(y.as_mut_ptr());
     let Work { scratch, ct, xt: packed, .. } = work;
     let (kscratch, kct) = (grown(scratch, k.scratch), grown(ct, k.ct));
@@ -651,7 +695,7 @@ fn run_tile(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32], work: &
             for (r, out) in t.chunks_exact_mut(ld).map(|row| &mut row[..kk]).enumerate() {
                 let wrow = &wb[(j + r) * row_bytes..(j + r + 1) * row_bytes];
                 if fast {
-                    decode_row(ty, split, wrow, out);
+                    decode_row(ty, split, avx2, wrow, out);
                 } else {
                     // The lengths and the layout were checked at select time.
                     let _ = dequantize_rows(ty, layout, wrow, kk, out);
@@ -734,16 +778,17 @@ fn run_tile(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32], work: &
     }
 }
 
-/// [`exact::decode_row`] (used only where it can run).
+/// [`exact::decode_row`], or with `avx2` [`exact_avx2::decode_row`] (used only where they can
+/// run).
 #[cfg(target_arch = "x86_64")]
-fn decode_row(ty: GgmlType, split: bool, w: &[u8], out: &mut [f32]) {
-    // SAFETY: called only when `simd` (features detected); lengths and layout checked at
-    // select time.
-    unsafe { exact::decode_row(ty, split, w, out) }
+fn decode_row(ty: GgmlType, split: bool, avx2: bool, w: &[u8], out: &mut [f32]) {
+    // SAFETY: called only when `simd` or `avx2` (features detected); lengths and layout
+    // checked at select time.
+    unsafe { if avx2 { exact_avx2::decode_row(ty, split, w, out) } else { exact::decode_row(ty, split, w, out) } }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-fn decode_row(_: GgmlType, _: bool, _: &[u8], _: &mut [f32]) {
+fn decode_row(_: GgmlType, _: bool, _: bool, _: &[u8], _: &mut [f32]) {
     unreachable!("the AVX-512 decoders are used only on x86_64")
 }
 
