@@ -432,7 +432,8 @@ fn run_step(
 }
 
 /// `Weights::fuse_projections` joins Q/K/V and gate/up rows: the step graph over the joined
-/// weights gives bit-identical logits and new K/V rows to the graph over the separate ones, for
+/// weights gives bit-identical logits and new K/V rows to the graph over the separate ones (dense
+/// weights without AVX-512: within f32 reordering, see below), for
 /// dense and packed weights, prefill and decode shapes, both modes, and with Qwen2's Q/K/V
 /// biases and Qwen3's Q/K norms (added to each part after the slice).
 #[test]
@@ -527,6 +528,15 @@ fn joined_projections_are_bit_identical() {
                     let (a, b) = (a.as_slice::<f32>().unwrap(), b.as_slice::<f32>().unwrap());
                     let what = format!("{ty} extras={extras} ggml={ggml} s={s} output {k}");
                     assert!(a.iter().all(|x| x.is_finite()), "{what}");
+                    if ty == GgmlType::F32 && !rlx_cpu::SimdLevel::Native.avx512() {
+                        // Without AVX-512, f32 products of a few rows run on the `gemm` crate,
+                        // whose blocking of K depends on N: the joined product sums in another
+                        // order (measured on AMD Zen 3: up to 7e-6 relative at s = 7). A wrong
+                        // row or a lost bias moves outputs by far more than the bound.
+                        let close = |x: f32, y: f32| (x - y).abs() <= 1e-4 * x.abs().max(1.0);
+                        assert!(a.iter().zip(b).all(|(&x, &y)| close(x, y)), "{what}");
+                        continue;
+                    }
                     assert!(a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()), "{what}");
                 }
             }

@@ -252,6 +252,18 @@ mod avx {
     }
 }
 
+/// [`group`]'s portable arithmetic compiled with AVX2, F16C and FMA (the same results).
+///
+/// # Safety
+/// AVX2, F16C and FMA are available.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,f16c,fma")]
+pub(super) unsafe fn group_avx2(t: &Task, row: usize, g: usize, out: &mut [f32]) {
+    // A closure, so that `dot_ggml` is inlined with this function's features.
+    #[allow(clippy::redundant_closure)]
+    group::<false>(|a, b| super::dot_ggml(a, b), t, row, g, out)
+}
+
 /// [`group`] with AVX-512, F16C and FMA, scores by [`super::dot_ggml_avx512`].
 ///
 /// # Safety

@@ -58,13 +58,14 @@ pub(super) fn simd_level(simd: crate::SimdLevel) -> u8 {
     }
 }
 
-/// True when `level` (of [`simd_level`]) has a vector integer kernel for `ty`: VNNI every
-/// scheme of the fast mode, AVX2 the Q4_0 / Q4_1 / Q8_0 dot ([`avx::dot_avx2`]); the scalar
-/// loop (level 0) is the portable reference.
-pub(super) fn has_vector_kernel(ty: GgmlType, level: u8) -> bool {
+/// True when `level` (of [`simd_level`]) has a vector integer kernel for `ty` and `m`
+/// activation rows: VNNI every scheme of the fast mode and every `m`; AVX2 the Q4_0 / Q4_1 /
+/// Q8_0 decode (`m` up to `max_rows`, [`super::int8_avx2`]: it runs one activation row at a
+/// time). The scalar loop (level 0) is the portable reference.
+pub(super) fn has_vector_kernel(ty: GgmlType, level: u8, m: usize, max_rows: usize) -> bool {
     match level {
         2 => true,
-        1 => matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0),
+        1 => m <= max_rows && super::int8_avx2::has_kernel(ty),
         _ => false,
     }
 }
@@ -348,12 +349,6 @@ pub(super) fn tile(
             let v = if super::q8k::has_q8_k_path(ty) {
                 super::q8k::dot_scalar(ty, wr, xr)
             } else {
-                #[cfg(target_arch = "x86_64")]
-                if has_vector_kernel(ty, level) {
-                    // SAFETY: level 1 means AVX2, FMA and F16C were detected.
-                    put(mi, r, unsafe { avx::dot_avx2(ty, wr, xr) });
-                    continue;
-                }
                 dot_q8_scalar(ty, wr, xr)
             };
             put(mi, r, v);
@@ -456,9 +451,8 @@ pub(super) use avx::{Heads, group};
 // The kernels index several per-row / per-column arrays with one tile index.
 #[allow(clippy::needless_range_loop)]
 mod avx {
-    use super::{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, QK, RowKernel, f32_at};
+    use super::{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, QK, RowKernel};
     use crate::kernels::math_avx512::reduce_rows;
-    use rlx_gguf::GgmlType;
     use std::arch::x86_64::*;
 
     /// Blocks whose scales are converted together.
@@ -1071,56 +1065,6 @@ mod avx {
             }
         }
         reduce_rows(acc)
-    }
-
-    /// One Q4_0 / Q4_1 / Q8_0 weight row against one quantized activation row with AVX2
-    /// integer ops (CPUs without VNNI; see [`super::dot_q8_scalar`]).
-    ///
-    /// # Safety
-    /// AVX2, FMA and F16C must be available; `w` holds whole blocks of `ty`, `x` one activation
-    /// row of as many blocks.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn dot_avx2(ty: GgmlType, w: &[u8], x: &[u8]) -> f32 {
-        let ts = ty.type_size();
-        let nb = w.len() / ts;
-        let mut acc = _mm256_setzero_ps();
-        let mut corr = 0f32;
-        let mask = _mm256_set1_epi8(0x0f);
-        let eight = _mm256_set1_epi8(8);
-        let dp = |u: __m256i, s: __m256i| _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
-        let (wp, xp) = (w.as_ptr(), x.as_ptr());
-        for b in 0..nb {
-            // SAFETY: b < nb blocks of `ts` bytes in `w`, of 32 bytes in `x`.
-            let (p, dw) = unsafe {
-                let blk = wp.add(b * ts);
-                let xv = _mm256_loadu_si256(xp.add(b * QK) as *const __m256i);
-                let nibbles = |at: usize| {
-                    let v = _mm_loadu_si128(blk.add(at) as *const __m128i);
-                    _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), mask)
-                };
-                let signed = |wv: __m256i| dp(_mm256_sign_epi8(xv, xv), _mm256_sign_epi8(wv, xv));
-                match ty {
-                    GgmlType::Q8_0 => (signed(_mm256_loadu_si256(blk.add(2) as *const __m256i)), 0),
-                    GgmlType::Q4_0 => (signed(_mm256_sub_epi8(nibbles(2), eight)), 0),
-                    _ => (dp(nibbles(4), xv), 1),
-                }
-            };
-            let wb = &w[b * ts..];
-            // F16C conversion (half's portable one is several times slower here).
-            let h = |i: usize| {
-                let bits = i32::from(u16::from_le_bytes([wb[i], wb[i + 1]]));
-                _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits)))
-            };
-            let (xd, xs) = (f32_at(x, nb * QK + 4 * b), f32_at(x, nb * QK + 4 * nb + 4 * b));
-            if dw == 1 {
-                corr += h(2) * xs;
-            }
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(h(0) * xd), acc);
-        }
-        let h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-        let h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-        let h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
-        _mm_cvtss_f32(h) + corr
     }
 }
 

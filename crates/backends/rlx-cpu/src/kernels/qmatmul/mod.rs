@@ -67,6 +67,8 @@ mod exact;
 #[cfg(target_arch = "x86_64")]
 mod exact_avx2;
 mod int8;
+#[cfg(target_arch = "x86_64")]
+mod int8_avx2;
 mod q8k;
 
 use super::scratch::grown;
@@ -265,7 +267,7 @@ pub fn select(
     // (`SimdLevel::Baseline`, no AVX2).
     let fast = opts.quantized_activations
         && (int8::has_q8_0_path(ty) || q8k::has_q8_k_path(ty))
-        && (level == 0 || int8::has_vector_kernel(ty, level));
+        && (level == 0 || int8::has_vector_kernel(ty, level, m, FUSED_ROWS));
     let path = if fast && m >= amx::MIN_M && opts.simd.amx() && simd && vnni {
         Path::Amx
     } else if fast && m >= amx::MIN_M && simd && vnni {
@@ -312,10 +314,10 @@ pub fn select(
         }
     };
     let q8 = if matches!(path, Path::Q8(_) | Path::Amx | Path::Panel) { m * int8::act_row_bytes(ty, k) } else { 0 };
-    // Split rows converted back into blocks: the fast mode without VNNI, and the exact decode
-    // where its block floating point kernel cannot run (no VNNI, or a row it does not convert).
-    // (The AVX2 decoders read split rows in place.)
-    let join = split && (matches!(path, Path::Q8(l) if l != 2) || path == Path::Fused && !avx2);
+    // Split rows converted back into blocks: the scalar fast mode, and the exact decode where
+    // its block floating point kernel cannot run (no VNNI, or a row it does not convert).
+    // (The AVX2 kernels read split rows in place.)
+    let join = split && (path == Path::Q8(0) || path == Path::Fused && !avx2);
     let amx = matches!(path, Path::Amx | Path::Panel).then(|| amx::AmxScratch::new(ty, m, k));
     Some(QMatmulKernel {
         ty,
@@ -436,6 +438,24 @@ fn run_q8(k: &mut QMatmulKernel, level: u8, wb: &[u8], y: &mut [f32], xq: &[u8])
     // these columns.
     let put = |j0: usize| move |mi: usize, r: usize, v: f32| unsafe { *yp.get().add(mi * n + j0 + r) = v };
     let rows = |c: usize| (c * chunk, ((c + 1) * chunk).min(n));
+    if level == 1 {
+        let (split, xr) = (k.layout == Layout::SplitRows, xq.len() / m.max(1));
+        spin::for_each(n.div_ceil(chunk), |c| {
+            let (j0, j1) = rows(c);
+            for (mi, x) in xq.chunks_exact(xr).enumerate() {
+                // 64 rows at a time into a buffer, then into column `mi` of their outputs.
+                for s0 in (j0..j1).step_by(64) {
+                    let s1 = (s0 + 64).min(j1);
+                    let mut buf = [0f32; 64];
+                    let w = &wb[s0 * row_bytes..s1 * row_bytes];
+                    q8_avx2_dot_rows(ty, split, w, row_bytes, x, &mut buf[..s1 - s0]);
+                    let put = put(s0);
+                    buf[..s1 - s0].iter().enumerate().for_each(|(r, &v)| put(mi, r, v));
+                }
+            }
+        });
+        return;
+    }
     if !k.join {
         let split = k.layout == Layout::SplitRows;
         spin::for_each(n.div_ceil(chunk), |c| {
@@ -571,6 +591,19 @@ fn avx2_dot_rows(ty: GgmlType, split: bool, w: &[u8], row_bytes: usize, x: &[f32
 #[cfg(not(target_arch = "x86_64"))]
 fn avx2_dot_rows(_: GgmlType, _: bool, _: &[u8], _: usize, _: &[f32], _: &mut [f32]) {
     unreachable!("the AVX2 decoders are planned only on x86_64")
+}
+
+/// [`int8_avx2::dot_rows`] (`Path::Q8(1)` is planned only where it can run).
+#[cfg(target_arch = "x86_64")]
+fn q8_avx2_dot_rows(ty: GgmlType, split: bool, w: &[u8], row_bytes: usize, x: &[u8], y: &mut [f32]) {
+    // SAFETY: level 1 means AVX2, FMA and F16C were detected, and it is planned only for the
+    // schemes of `int8_avx2::has_kernel`; lengths and layout checked in `run` and `select`.
+    unsafe { int8_avx2::dot_rows(ty, split, w, row_bytes, x, y) }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn q8_avx2_dot_rows(_: GgmlType, _: bool, _: &[u8], _: usize, _: &[u8], _: &mut [f32]) {
+    unreachable!("the AVX2 integer kernel is planned only on x86_64")
 }
 
 /// [`bfp::quantize`] (`xbfp` is nonzero only where it can run).

@@ -1,0 +1,155 @@
+//! Fast mode on x86-64 CPUs with AVX2 but no AVX-512 VNNI: Q4_0 / Q4_1 / Q8_0 weight rows
+//! against one Q8_0 activation row ([`super::int8::quantize_acts`]), as llama.cpp's AVX2
+//! `ggml_vec_dot_q4_0_q8_0` / `_q4_1_q8_1` / `_q8_0_q8_0`: per 32-weight block one 256-bit
+//! `vpmaddubsw` of unsigned weight bytes against signed activation bytes (Q4_0 / Q8_0: llama.cpp's
+//! `|w| · sign(x, w)` form, weights in `-127..=127`), `vpmaddwd` into 8 exact `i32` lanes,
+//! converted and FMA'd with `d_w · d_x` into one f32 accumulator per row; Q4_1's `m_w · s_x`
+//! accumulated in a scalar per row. The same math as [`super::int8`]'s other levels: results
+//! equal up to f32 rounding of the per-block sums.
+//!
+//! [`ROWS`] weight rows share each activation load; weights in `rlx_gguf::Layout::SplitRows`
+//! are read in place (quants at `16 b` (`32 b`), `d` at `16 nb + 2 b` (`32 nb + 2 b`), Q4_1's
+//! `m` `2 nb` after its `d`); the rows [`prefetch_rows`] ahead are prefetched into L1 and the
+//! rows further on into L2 ([`Ahead`]), in one burst per group of rows; f16 scales come from
+//! [`super::decode::f16_table`].
+
+use super::decode::{Ahead, f16_table, prefetch, prefetch_ahead, prefetch_rows};
+use super::int8::QK;
+use rlx_gguf::GgmlType;
+use std::arch::x86_64::*;
+
+/// Weight rows processed together.
+const ROWS: usize = 4;
+
+/// Block kinds (const parameters of [`rows_dot`]).
+const Q4_0: u8 = 0;
+const Q4_1: u8 = 1;
+const Q8_0: u8 = 2;
+
+/// True when `ty` has this kernel.
+pub(super) fn has_kernel(ty: GgmlType) -> bool {
+    matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0)
+}
+
+/// The dot products of `R` rows (`nb` blocks each) with one activation row.
+type RowsFn<const R: usize> = unsafe fn([*const u8; R], usize, *const u8) -> [f32; R];
+
+/// `y[j] = Σ_b d_w d_x Σ q_w q_x (+ m_w s_x)` for every weight row `j` of `w` (`y.len()` rows
+/// of `row_bytes`, blocks of `ty`, or with `split` in `Layout::SplitRows`) against the
+/// activation row `x` (layout of [`super::int8::row_bytes_q8_0`], `row_bytes / type_size`
+/// blocks).
+///
+/// # Safety
+/// AVX2, FMA and F16C must be available; `ty` satisfies [`has_kernel`]; `w.len() == y.len() ·
+/// row_bytes`; `x` holds one activation row of as many blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn dot_rows(ty: GgmlType, split: bool, w: &[u8], row_bytes: usize, x: &[u8], y: &mut [f32]) {
+    debug_assert_eq!(w.len(), y.len() * row_bytes);
+    let nb = row_bytes / ty.type_size();
+    debug_assert!(x.len() >= super::int8::row_bytes_q8_0(nb * QK));
+    let (dot, dot1): (RowsFn<ROWS>, RowsFn<1>) = match (ty, split) {
+        (GgmlType::Q4_0, false) => (rows_dot::<ROWS, Q4_0, false>, rows_dot::<1, Q4_0, false>),
+        (GgmlType::Q4_0, true) => (rows_dot::<ROWS, Q4_0, true>, rows_dot::<1, Q4_0, true>),
+        (GgmlType::Q4_1, false) => (rows_dot::<ROWS, Q4_1, false>, rows_dot::<1, Q4_1, false>),
+        (GgmlType::Q4_1, true) => (rows_dot::<ROWS, Q4_1, true>, rows_dot::<1, Q4_1, true>),
+        (_, false) => (rows_dot::<ROWS, Q8_0, false>, rows_dot::<1, Q8_0, false>),
+        (_, true) => (rows_dot::<ROWS, Q8_0, true>, rows_dot::<1, Q8_0, true>),
+    };
+    let (wp, xp) = (w.as_ptr(), x.as_ptr());
+    let full = y.len() / ROWS * ROWS;
+    let ahead = Ahead::new(row_bytes);
+    // SAFETY: rows `j .. j + ROWS` (or `j`) lie inside `w`, and a prefetch never faults; the
+    // callee's contract is ours.
+    unsafe {
+        prefetch(w, ROWS * row_bytes, prefetch_rows(row_bytes) * row_bytes);
+        for j in (0..full).step_by(ROWS) {
+            let rows = std::array::from_fn(|r| wp.add((j + r) * row_bytes));
+            // Each row's successor `prefetch_rows` rows on into L1, and further on into L2.
+            for &p in &rows {
+                prefetch_ahead(p, ahead, 0, row_bytes);
+            }
+            y[j..j + ROWS].copy_from_slice(&dot(rows, nb, xp));
+        }
+        for (j, yj) in y.iter_mut().enumerate().skip(full) {
+            *yj = dot1([wp.add(j * row_bytes)], nb, xp)[0];
+        }
+    }
+}
+
+/// The dot products of `R` rows of kind `K` (`nb` blocks each, `SPLIT`: in
+/// `Layout::SplitRows`) with the activation row at `xp`.
+///
+/// # Safety
+/// As [`dot_rows`]; every `rows[r]` points to one row of `nb` blocks, `xp` to one activation
+/// row of as many blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn rows_dot<const R: usize, const K: u8, const SPLIT: bool>(
+    rows: [*const u8; R],
+    nb: usize,
+    xp: *const u8,
+) -> [f32; R] {
+    let ts: usize = match K {
+        Q4_0 => 18,
+        Q4_1 => 20,
+        _ => 34,
+    };
+    // Quant bytes per block, and the quants' offset in a block.
+    let (qb, qo) = match K {
+        Q4_0 => (16, 2),
+        Q4_1 => (16, 4),
+        _ => (32, 2),
+    };
+    let tp = f16_table().as_ptr();
+    let (m4, eight, ones) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi8(8), _mm256_set1_epi16(1));
+    let (xd, xs) = (xp.wrapping_add(nb * QK).cast::<f32>(), xp.wrapping_add(nb * QK + 4 * nb).cast::<f32>());
+    let mut acc = [_mm256_setzero_ps(); R];
+    let mut corr = [0f32; R];
+    // SAFETY (every pointer below): block `b < nb` of row `r` (or its entries in the split
+    // row's arrays of `nb`), activation block `b` and its scale and sum.
+    unsafe {
+        for b in 0..nb {
+            let xv = _mm256_loadu_si256(xp.add(QK * b).cast());
+            let dx = xd.add(b).read_unaligned();
+            for r in 0..R {
+                let (dp, qp) = if SPLIT {
+                    (rows[r].add(qb * nb + 2 * b), rows[r].add(qb * b))
+                } else {
+                    let p = rows[r].add(ts * b);
+                    (p, p.add(qo))
+                };
+                let dw = *tp.add(usize::from(dp.cast::<u16>().read_unaligned()));
+                let nibbles = || {
+                    let v = _mm_loadu_si128(qp.cast());
+                    _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(v), v), m4)
+                };
+                let p16 = match K {
+                    Q4_1 => _mm256_maddubs_epi16(nibbles(), xv),
+                    _ => {
+                        let wv =
+                            if K == Q4_0 { _mm256_sub_epi8(nibbles(), eight) } else { _mm256_loadu_si256(qp.cast()) };
+                        _mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xv, wv))
+                    }
+                };
+                let dot = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
+                acc[r] = _mm256_fmadd_ps(dot, _mm256_set1_ps(dw * dx), acc[r]);
+                if K == Q4_1 {
+                    // `m` follows `d`: in the block, and in a split row's `d` array `2 nb` on.
+                    let mp = if SPLIT { dp.add(2 * nb) } else { dp.add(2) };
+                    let m = *tp.add(usize::from(mp.cast::<u16>().read_unaligned()));
+                    corr[r] = m.mul_add(xs.add(b).read_unaligned(), corr[r]);
+                }
+            }
+        }
+    }
+    std::array::from_fn(|r| hsum(acc[r]) + corr[r])
+}
+
+/// The sum of `v`'s 8 lanes.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn hsum(v: __m256) -> f32 {
+    let s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)))
+}
