@@ -58,14 +58,15 @@ def build(package, example=None):
 
 
 def build_c(name, why):
-    """`bench/<name>.c` compiled (`cc -O3 -mavx512f -pthread`) into a temporary directory; its
+    """`bench/<name>.c` compiled (`cc -O3 -march=native -pthread`: AVX-512 where this CPU has it)
+    into a temporary directory; its
     path, or None (with a message naming `why` it was wanted) when there is no C compiler."""
     cc = shutil.which("cc")
     if not cc:
         print(f"SKIP {why}: no C compiler (cc)", file=sys.stderr)
         return None
     exe = os.path.join(tempfile.mkdtemp(), name)
-    run([cc, "-O3", "-mavx512f", "-pthread", os.path.join(ROOT, "bench", name + ".c"), "-o", exe])
+    run([cc, "-O3", "-march=native", "-pthread", os.path.join(ROOT, "bench", name + ".c"), "-o", exe])
     return exe
 
 
