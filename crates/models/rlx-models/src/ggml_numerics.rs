@@ -432,7 +432,7 @@ fn attention(x: &Operands, dims: [usize; 6], o: &mut [f32], kn: &mut [f32], vn: 
                 // SAFETY: the features were detected above.
                 return unsafe { flash_f16::group_avx2(&t, row, group, out) };
             }
-            return flash_f16::group::<false>(dot_ggml, &t, row, group, out);
+            return flash_f16::group::<0>(dot_ggml, &t, row, group, out);
         }
         #[cfg(target_arch = "x86_64")]
         if fma {
@@ -1022,7 +1022,10 @@ mod tests {
             let Case { q, v, kc, vc, cos, sin, .. } = &cs;
             let run = |simd| run_f16_cache(&cs, [b, s, h, hk, d, c], simd);
             let ((o, kn), (o_portable, _)) = (run(true), run(false));
-            assert!(o.iter().zip(&o_portable).all(|(a, p)| a.to_bits() == p.to_bits()), "AVX-512 and portable differ");
+            assert!(
+                o.iter().zip(&o_portable).all(|(a, p)| a.to_bits() == p.to_bits()),
+                "the vector (AVX-512 or AVX2) and portable forms differ"
+            );
             let mut worst = 0f64;
             for (bi, &pb) in past.iter().enumerate() {
                 for si in 0..s {

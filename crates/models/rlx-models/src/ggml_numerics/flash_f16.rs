@@ -26,10 +26,11 @@ use super::{Task, rope};
 use rlx_ir::half::f16;
 
 /// Attention of query row `row` for the heads of KV group `g` into `out` (see the module
-/// docs); `AVX` selects AVX-512 + F16C conversions (the caller's target features), otherwise
-/// the same arithmetic one value at a time. `dot` is [`super::dot_ggml`] or its AVX-512 form.
+/// docs); `LANES` 16 selects AVX-512 + F16C conversions, 8 AVX2 + F16C ones (the caller's
+/// target features), 0 the same arithmetic one value at a time (the f16 roundings are round
+/// to nearest even in all three). `dot` is [`super::dot_ggml`] or its AVX-512 form.
 #[inline(always)]
-pub(super) fn group<'a, const AVX: bool>(
+pub(super) fn group<'a, const LANES: usize>(
     dot: impl Fn(&[f32], &[f32]) -> f32,
     t: &Task<'a>,
     row: usize,
@@ -56,7 +57,7 @@ pub(super) fn group<'a, const AVX: bool>(
     for (e, qe) in q.chunks_exact_mut(d).enumerate() {
         let head = g * gh + e;
         rope(x.style, &x.q[(row * h + head) * d..][..d], &x.cos[row * d..][..d], &x.sin[row * d..][..d], qe);
-        round_f16::<AVX>(qe);
+        round_f16::<LANES>(qe);
     }
     // Scores, key by key for the group's heads (the key row widened once into `kf`, or, in
     // whole steps of 64, each vector in a register per head).
@@ -64,7 +65,7 @@ pub(super) fn group<'a, const AVX: bool>(
     w.resize(gh * n, 0.0);
     // Rows of whole 64-element steps: each key vector widened in a register (`dot_f16_row`).
     #[cfg(target_arch = "x86_64")]
-    let direct = AVX && d % super::STEP == 0;
+    let direct = LANES == 16 && d % super::STEP == 0;
     for (i, &j) in keys.iter().enumerate() {
         let kr = at(j, x.kc16, t.kn16);
         // The value row, into L2 for the accumulation (as the f32 op does).
@@ -79,13 +80,13 @@ pub(super) fn group<'a, const AVX: bool>(
         #[cfg(target_arch = "x86_64")]
         if direct {
             for (e, qe) in q.chunks_exact(d).enumerate() {
-                // SAFETY: `AVX` means the caller enabled AVX-512F/DQ, F16C and FMA; `kr` and
+                // SAFETY: `LANES == 16` means the caller enabled AVX-512F/DQ, F16C and FMA; `kr` and
                 // `qe` hold `d`, a multiple of 64.
                 w[e * n + i] = unsafe { avx::dot_f16_row(kr, qe) } * x.scale + mask[j];
             }
             continue;
         }
-        widen::<AVX>(kr, kf);
+        widen::<LANES>(kr, kf);
         for (e, qe) in q.chunks_exact(d).enumerate() {
             w[e * n + i] = dot_f16(&dot, kf, qe) * x.scale + mask[j];
         }
@@ -117,7 +118,7 @@ pub(super) fn group<'a, const AVX: bool>(
     inv.extend(state.iter().map(|&(_, sum)| if sum == 0.0 { 0.0 } else { 1.0 / sum }));
     acc.clear();
     acc.resize(gh * d, 0.0);
-    accumulate::<AVX>(t, keys, (row, g), w, ms, acc, kf);
+    accumulate::<LANES>(t, keys, (row, g), w, ms, acc, kf);
     for ((o, a), &f) in out.chunks_exact_mut(d).zip(acc.chunks_exact(d)).zip(inv.iter()) {
         for (o, &a) in o.iter_mut().zip(a) {
             *o = a * f;
@@ -130,7 +131,7 @@ pub(super) fn group<'a, const AVX: bool>(
 /// `acc = f16(acc · ms)` where `ms ≠ 1`, then `acc = f16(fma(v, vs, acc))`, with the factors
 /// `vs` in `w` and `ms` in `ms` (`[gh][n]`, see [`group`]).
 #[inline(always)]
-fn accumulate<const AVX: bool>(
+fn accumulate<const LANES: usize>(
     t: &Task,
     keys: &[usize],
     (row, g): (usize, usize),
@@ -149,20 +150,20 @@ fn accumulate<const AVX: bool>(
         }
     };
     #[cfg(target_arch = "x86_64")]
-    if AVX && d == 64 {
-        // SAFETY: `AVX` means the caller enabled AVX-512F, F16C and FMA; `D == 64`.
+    if LANES == 16 && d == 64 {
+        // SAFETY: `LANES == 16` means the caller enabled AVX-512F, F16C and FMA; `D == 64`.
         return unsafe { avx::accumulate_d64(&v_at, n, keys, w, ms, acc) };
     }
     // The key row's buffer, free by now, takes each value row.
     let vf = kf;
     for (i, &j) in keys.iter().enumerate() {
-        widen::<AVX>(v_at(j), vf);
+        widen::<LANES>(v_at(j), vf);
         for (k, a) in acc.chunks_exact_mut(d).enumerate() {
             let (f, v) = (ms[k * n + i], w[k * n + i]);
             if f != 1.0 {
-                scale_f16::<AVX>(a, f);
+                scale_f16::<LANES>(a, f);
             }
-            mad_f16::<AVX>(a, vf, v);
+            mad_f16::<LANES>(a, vf, v);
         }
     }
 }
@@ -252,7 +253,8 @@ mod avx {
     }
 }
 
-/// [`group`]'s portable arithmetic compiled with AVX2, F16C and FMA (the same results).
+/// [`group`] with AVX2, F16C and FMA: f16 roundings 8 at a time, the portable dot inlined with
+/// these features (the same results as the portable and AVX-512 forms).
 ///
 /// # Safety
 /// AVX2, F16C and FMA are available.
@@ -261,7 +263,7 @@ mod avx {
 pub(super) unsafe fn group_avx2(t: &Task, row: usize, g: usize, out: &mut [f32]) {
     // A closure, so that `dot_ggml` is inlined with this function's features.
     #[allow(clippy::redundant_closure)]
-    group::<false>(|a, b| super::dot_ggml(a, b), t, row, g, out)
+    group::<8>(|a, b| super::dot_ggml(a, b), t, row, g, out)
 }
 
 /// [`group`] with AVX-512, F16C and FMA, scores by [`super::dot_ggml_avx512`].
@@ -272,7 +274,7 @@ pub(super) unsafe fn group_avx2(t: &Task, row: usize, g: usize, out: &mut [f32])
 #[target_feature(enable = "avx512f,avx512dq,f16c,fma")]
 pub(super) unsafe fn group_avx512(t: &Task, row: usize, g: usize, out: &mut [f32]) {
     // SAFETY: the caller's contract.
-    group::<true>(|a, b| unsafe { super::dot_ggml_avx512(a, b) }, t, row, g, out)
+    group::<16>(|a, b| unsafe { super::dot_ggml_avx512(a, b) }, t, row, g, out)
 }
 
 /// `ggml_vec_dot_f16` of the widened rows `k` and `q`: whole steps of 64 in `dot`'s order, the
@@ -292,25 +294,45 @@ fn dot_f16(dot: &impl Fn(&[f32], &[f32]) -> f32, k: &[f32], q: &[f32]) -> f32 {
 
 /// `y = f32(f16(y))`, each value (round to nearest even).
 #[inline(always)]
-fn round_f16<const AVX: bool>(y: &mut [f32]) {
-    map_f16::<AVX>(y, |v| v);
+fn round_f16<const LANES: usize>(y: &mut [f32]) {
+    map_f16::<LANES>(y, |v| v);
 }
 
 /// `y = f16(y · v)`, each value (`ggml_vec_scale_f16`).
 #[inline(always)]
-fn scale_f16<const AVX: bool>(y: &mut [f32], v: f32) {
-    map_f16::<AVX>(y, |a| a * v);
+fn scale_f16<const LANES: usize>(y: &mut [f32], v: f32) {
+    map_f16::<LANES>(y, |a| a * v);
 }
 
 /// `y[i] = f16(fma(x[i], v, y[i]))` (`ggml_vec_mad_f16`; every lane, its remainder loop too, is
 /// one FMA then one rounding to f16).
 #[inline(always)]
-fn mad_f16<const AVX: bool>(y: &mut [f32], x: &[f32], v: f32) {
+fn mad_f16<const LANES: usize>(y: &mut [f32], x: &[f32], v: f32) {
     #[cfg(target_arch = "x86_64")]
-    if AVX {
+    if LANES == 8 {
+        use std::arch::x86_64::*;
+        let n = y.len() - y.len() % 8;
+        // SAFETY: `LANES == 8` means the caller enabled AVX2, F16C and FMA; `i + 8 <= n <= len`.
+        unsafe {
+            let vv = _mm256_set1_ps(v);
+            for i in (0..n).step_by(8) {
+                let r = _mm256_fmadd_ps(_mm256_loadu_ps(x.as_ptr().add(i)), vv, _mm256_loadu_ps(y.as_ptr().add(i)));
+                _mm256_storeu_ps(
+                    y.as_mut_ptr().add(i),
+                    _mm256_cvtph_ps(_mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(r)),
+                );
+            }
+        }
+        for (a, &b) in y[n..].iter_mut().zip(&x[n..]) {
+            *a = f16::from_f32(b.mul_add(v, *a)).to_f32();
+        }
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if LANES == 16 {
         use std::arch::x86_64::*;
         let n = y.len() - y.len() % 16;
-        // SAFETY: `AVX` means the caller enabled AVX-512F and F16C; `i + 16 <= n <= len`.
+        // SAFETY: `LANES == 16` means the caller enabled AVX-512F and F16C; `i + 16 <= n <= len`.
         unsafe {
             let vv = _mm512_set1_ps(v);
             for i in (0..n).step_by(16) {
@@ -331,11 +353,32 @@ fn mad_f16<const AVX: bool>(y: &mut [f32], x: &[f32], v: f32) {
     }
 }
 
-/// `y = f32(f16(f(y)))`, each value (with `AVX`, rounded 16 at a time by F16C).
+/// `y = f32(f16(f(y)))`, each value (with `LANES` 8 or 16, rounded that many at a time by F16C).
 #[inline(always)]
-fn map_f16<const AVX: bool>(y: &mut [f32], f: impl Fn(f32) -> f32) {
+fn map_f16<const LANES: usize>(y: &mut [f32], f: impl Fn(f32) -> f32) {
     #[cfg(target_arch = "x86_64")]
-    if AVX {
+    if LANES == 8 {
+        use std::arch::x86_64::*;
+        let n = y.len() - y.len() % 8;
+        for i in (0..n).step_by(8) {
+            let mut lanes = [0f32; 8];
+            for (l, &v) in lanes.iter_mut().zip(&y[i..i + 8]) {
+                *l = f(v);
+            }
+            // SAFETY: `LANES == 8` means the caller enabled AVX2 and F16C; 8 values in `lanes`
+            // and at `y[i..]`.
+            unsafe {
+                let r = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_loadu_ps(lanes.as_ptr()));
+                _mm256_storeu_ps(y.as_mut_ptr().add(i), _mm256_cvtph_ps(r));
+            }
+        }
+        for a in &mut y[n..] {
+            *a = f16::from_f32(f(*a)).to_f32();
+        }
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if LANES == 16 {
         use std::arch::x86_64::*;
         let n = y.len() - y.len() % 16;
         for i in (0..n).step_by(16) {
@@ -343,7 +386,7 @@ fn map_f16<const AVX: bool>(y: &mut [f32], f: impl Fn(f32) -> f32) {
             for (l, &v) in lanes.iter_mut().zip(&y[i..i + 16]) {
                 *l = f(v);
             }
-            // SAFETY: `AVX` means the caller enabled AVX-512F and F16C; 16 values in `lanes`
+            // SAFETY: `LANES == 16` means the caller enabled AVX-512F and F16C; 16 values in `lanes`
             // and at `y[i..]`.
             unsafe {
                 let r = _mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm512_loadu_ps(lanes.as_ptr()));
@@ -362,12 +405,28 @@ fn map_f16<const AVX: bool>(y: &mut [f32], f: impl Fn(f32) -> f32) {
 
 /// `dst = f32(src)`.
 #[inline(always)]
-fn widen<const AVX: bool>(src: &[f16], dst: &mut [f32]) {
+fn widen<const LANES: usize>(src: &[f16], dst: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    if AVX {
+    if LANES == 8 {
+        use std::arch::x86_64::*;
+        let n = src.len() - src.len() % 8;
+        // SAFETY: `LANES == 8` means the caller enabled AVX2 and F16C; `i + 8 <= n <= len` of both.
+        unsafe {
+            for i in (0..n).step_by(8) {
+                let h = _mm_loadu_si128(src.as_ptr().add(i).cast());
+                _mm256_storeu_ps(dst.as_mut_ptr().add(i), _mm256_cvtph_ps(h));
+            }
+        }
+        for (o, &v) in dst[n..].iter_mut().zip(&src[n..]) {
+            *o = v.to_f32();
+        }
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if LANES == 16 {
         use std::arch::x86_64::*;
         let n = src.len() - src.len() % 16;
-        // SAFETY: `AVX` means the caller enabled AVX-512F; `i + 16 <= n <= len` of both.
+        // SAFETY: `LANES == 16` means the caller enabled AVX-512F; `i + 16 <= n <= len` of both.
         unsafe {
             for i in (0..n).step_by(16) {
                 let h = _mm256_loadu_si256(src.as_ptr().add(i).cast());
