@@ -236,6 +236,16 @@ pub(super) unsafe fn dot_rows(ty: GgmlType, split: bool, w: &[u8], row_bytes: us
     let nb = x.len() / ty.block_size();
     let (wp, xp) = (w.as_ptr(), x.as_ptr());
     let ahead = Ahead::new(row_bytes);
+    // Q4_1 ([`q4_1_dot`]) with its block sums `Σ x_b` (rows up to 256 blocks; longer ones
+    // take the general loop).
+    let mut sums = [0f32; 256];
+    let q41 = ty == GgmlType::Q4_1 && nb <= sums.len();
+    if q41 {
+        for (o, c) in sums.iter_mut().zip(x.chunks_exact(32)) {
+            *o = c.iter().sum();
+        }
+    }
+    let tp = super::decode::f16_table().as_ptr();
     // The first rows, up to the first one prefetched ahead of a row.
     super::decode::prefetch(w, 0, prefetch_rows(row_bytes) * row_bytes);
     for (j, yj) in y.iter_mut().enumerate() {
@@ -244,6 +254,10 @@ pub(super) unsafe fn dot_rows(ty: GgmlType, split: bool, w: &[u8], row_bytes: us
         // every offset + 8 <= x.len().
         unsafe {
             prefetch_ahead(p, ahead, 0, row_bytes);
+            if q41 {
+                *yj = q4_1_dot(p, split, nb, xp, sums.as_ptr(), tp);
+                continue;
+            }
             // Four independent chains (a block's runs of 8 go to different accumulators): with
             // two, a Q4_0 block's two dependent FMAs per chain (4 cycles each) bound the loop.
             let mut acc = [_mm256_setzero_ps(); 4];
@@ -254,6 +268,51 @@ pub(super) unsafe fn dot_rows(ty: GgmlType, split: bool, w: &[u8], row_bytes: us
             *yj = hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
         }
     }
+}
+
+/// `Σ_b (d_b Σ q x + m_b Σ x_b)` of one Q4_1 row at `row` (`nb` blocks; with `split` in
+/// `Layout::SplitRows`) against `x` (`32 nb` floats at `xp`, block sums `Σ x_b` at `sp`). The
+/// quants go unscaled into each block's two partial sums, scaled by `d` once per block and the
+/// `m` term added per block: per 32 weights 5 FMA-port operations and a scalar FMA instead of
+/// [`visit`]'s 8 (one to dequantize, one to multiply per 8). 576 × 1536 from L2, one AMD Zen 3
+/// core, interleaved rounds: 0.0871–0.0877 → 0.0791–0.0795 ms. (The same form for Q4_0
+/// measured equal and for Q8_0 8% slower, so those keep [`visit`].)
+///
+/// # Safety
+/// AVX2, FMA and F16C; the row holds `nb` Q4_1 blocks; `tp` is [`super::decode::f16_table`].
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q4_1_dot(row: *const u8, split: bool, nb: usize, xp: *const f32, sp: *const f32, tp: *const f32) -> f32 {
+    let m15 = _mm256_set1_epi32(15);
+    let mut acc = [_mm256_setzero_ps(); 2];
+    let mut corr = 0f32;
+    let f16 = |p: *const u8| -> f32 {
+        // SAFETY: `p` points to 2 bytes of the row (below); the table has 65536 entries.
+        unsafe { *tp.add(usize::from(p.cast::<u16>().read_unaligned())) }
+    };
+    // SAFETY (every pointer below): block `b < nb` (or its entries in the split row's arrays),
+    // `x`'s block `b`, its sum.
+    unsafe {
+        for b in 0..nb {
+            // `m` follows `d`: in the block, and in a split row's `d` array `2 nb` on.
+            let (dp, mp, q) = if split {
+                let dp = row.add(16 * nb + 2 * b);
+                (dp, dp.add(2 * nb), row.add(16 * b))
+            } else {
+                let p = row.add(20 * b);
+                (p, p.add(2), p.add(4))
+            };
+            let xb = xp.add(32 * b);
+            let x = |e: usize| _mm256_loadu_ps(xb.add(e));
+            let (v0, v1) = (u8x8(q), u8x8(q.add(8)));
+            let lo = |v: __m256i| _mm256_cvtepi32_ps(_mm256_and_si256(v, m15));
+            let hi = |v: __m256i| _mm256_cvtepi32_ps(_mm256_srli_epi32(v, 4));
+            let t0 = _mm256_fmadd_ps(hi(v0), x(16), _mm256_mul_ps(lo(v0), x(0)));
+            let t1 = _mm256_fmadd_ps(hi(v1), x(24), _mm256_mul_ps(lo(v1), x(8)));
+            acc[b % 2] = _mm256_fmadd_ps(_mm256_set1_ps(f16(dp)), _mm256_add_ps(t0, t1), acc[b % 2]);
+            corr = f16(mp).mul_add(*sp.add(b), corr);
+        }
+    }
+    hsum(_mm256_add_ps(acc[0], acc[1])) + corr
 }
 
 /// The sum of `v`'s 8 lanes.
@@ -297,35 +356,42 @@ mod tests {
             GgmlType::Q5_K,
             GgmlType::Q6_K,
         ] {
-            let (k, n) = (3 * 256, 5);
-            let w: Vec<f32> = (0..n * k).map(|i| next() * (1.0 + (i % 97) as f32 / 10.0)).collect();
-            let x: Vec<f32> = (0..k).map(|_| next()).collect();
-            let blocks = quantize(ty, &w).unwrap();
-            let want = dequantize(ty, &blocks).unwrap();
-            let rb = blocks.len() / n;
-            let mut layouts = vec![(false, blocks.clone())];
-            if Layout::SplitRows.supports(ty) {
-                let mut split = blocks.clone();
-                to_split_rows(ty, &mut split, k).unwrap();
-                layouts.push((true, split));
-            }
-            for (split, data) in layouts {
-                let mut got = vec![f32::NAN; n * k];
-                for (row, out) in data.chunks_exact(rb).zip(got.chunks_exact_mut(k)) {
-                    // SAFETY: the features were detected; whole rows of `ty`.
-                    unsafe { super::decode_row(ty, split, row, out) };
+            // 288 blocks of 32 (Q4_1's per-block kernel takes rows up to 256, longer ones the
+            // general loop).
+            for k in [3 * 256, 36 * 256] {
+                let n = 5;
+                let w: Vec<f32> = (0..n * k).map(|i| next() * (1.0 + (i % 97) as f32 / 10.0)).collect();
+                let x: Vec<f32> = (0..k).map(|_| next()).collect();
+                let blocks = quantize(ty, &w).unwrap();
+                let want = dequantize(ty, &blocks).unwrap();
+                let rb = blocks.len() / n;
+                let mut layouts = vec![(false, blocks.clone())];
+                if Layout::SplitRows.supports(ty) {
+                    let mut split = blocks.clone();
+                    to_split_rows(ty, &mut split, k).unwrap();
+                    layouts.push((true, split));
                 }
-                let same = got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits());
-                assert!(same, "{ty:?} split={split}: decode_row differs from dequantize");
-                let mut y = vec![f32::NAN; n];
-                // SAFETY: as above; `y` has one entry per row.
-                unsafe { super::dot_rows(ty, split, &data, rb, &x, &mut y) };
-                for (j, &yj) in y.iter().enumerate() {
-                    let (dot, mag) = want[j * k..(j + 1) * k]
-                        .iter()
-                        .zip(&x)
-                        .fold((0f64, 0f64), |(d, m), (&a, &b)| (d + f64::from(a * b), m + f64::from((a * b).abs())));
-                    assert!((f64::from(yj) - dot).abs() <= 1e-6 * mag, "{ty:?} split={split} row {j}: {yj} vs {dot}");
+                for (split, data) in layouts {
+                    let mut got = vec![f32::NAN; n * k];
+                    for (row, out) in data.chunks_exact(rb).zip(got.chunks_exact_mut(k)) {
+                        // SAFETY: the features were detected; whole rows of `ty`.
+                        unsafe { super::decode_row(ty, split, row, out) };
+                    }
+                    let same = got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(same, "{ty:?} split={split}: decode_row differs from dequantize");
+                    let mut y = vec![f32::NAN; n];
+                    // SAFETY: as above; `y` has one entry per row.
+                    unsafe { super::dot_rows(ty, split, &data, rb, &x, &mut y) };
+                    for (j, &yj) in y.iter().enumerate() {
+                        let (dot, mag) =
+                            want[j * k..(j + 1) * k].iter().zip(&x).fold((0f64, 0f64), |(d, m), (&a, &b)| {
+                                (d + f64::from(a * b), m + f64::from((a * b).abs()))
+                            });
+                        assert!(
+                            (f64::from(yj) - dot).abs() <= 1e-6 * mag,
+                            "{ty:?} split={split} row {j}: {yj} vs {dot}"
+                        );
+                    }
                 }
             }
         }
