@@ -315,10 +315,10 @@ unsafe fn q4_1_dot(row: *const u8, split: bool, nb: usize, xp: *const f32, sp: *
     hsum(_mm256_add_ps(acc[0], acc[1])) + corr
 }
 
-/// The sum of `v`'s 8 lanes.
+/// The sum of `v`'s 8 lanes (also [`super::int8_avx2`]'s).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn hsum(v: __m256) -> f32 {
+pub(super) fn hsum(v: __m256) -> f32 {
     let s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
     _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)))

@@ -14,6 +14,7 @@
 //! [`super::decode::f16_table`].
 
 use super::decode::{Ahead, f16_table, prefetch, prefetch_ahead, prefetch_rows};
+use super::exact_avx2::hsum;
 use super::int8::QK;
 use rlx_gguf::GgmlType;
 use std::arch::x86_64::*;
@@ -143,13 +144,4 @@ unsafe fn rows_dot<const R: usize, const K: u8, const SPLIT: bool>(
         }
     }
     std::array::from_fn(|r| hsum(acc[r]) + corr[r])
-}
-
-/// The sum of `v`'s 8 lanes.
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-fn hsum(v: __m256) -> f32 {
-    let s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)))
 }
