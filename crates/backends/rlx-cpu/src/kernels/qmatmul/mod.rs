@@ -30,15 +30,21 @@
 //!     M = 35 70 → 91), or by the `gemm` crate where the
 //!     decoders or sgemm cannot run. 64 x 4096 x 4096 Q4_K / Q8_0, 1 thread, interleaved
 //!     runs: 38-50 ms with the `gemm` crate, 20-23 ms now (llama.cpp: 22 ms for Q4_K).
-//!   - `rowwise` (M = 1 otherwise: other schemes, or no AVX-512): one weight row at a time is
-//!     dequantized into scratch by `dequantize_into` and dotted in f32.
+//!   - On CPUs with AVX2 but no AVX-512, `fused` and `tile` run the 8-lane decoders of
+//!     [`exact_avx2`] (`dequant_matmul_fused_avx2`, `dequant_matmul_tile_avx2` on the `gemm`
+//!     crate); SmolLM2 decode on one AMD Zen 3 core went from 185 ms per token (`rowwise`) to
+//!     16 ms.
+//!   - `rowwise` (M = 1 otherwise: other schemes, or neither AVX-512 nor AVX2): one weight row
+//!     at a time is dequantized into scratch by `dequantize_into` and dotted in f32.
 //! - **Fast** (opt-in): integer dots against quantized activations, as llama.cpp: Q8_0, Q4_0,
 //!   Q4_1, Q5_0 and Q5_1 against Q8_0 activations ([`int8`]), Q4_K, Q5_K and Q6_K against Q8_K ([`q8k`]),
 //!   in `R × C` register tiles (weight rows × activation rows), or with at least
 //!   [`amx::MIN_M`] activation rows in panels of 16 weight rows × 16 activation rows
 //!   ([`amx`]): on AMX tiles where the CPU has AMX-INT8, else with `vpdpbusd` (64 × 4096 ×
 //!   4096 from DRAM, 1 core, AMD Zen 4, against the register tiles: Q4_K 19.0–19.8 → 8.8–12.0
-//!   ms, Q4_0 22.7 → 8.3–9.8, Q6_K 17.6–22.9 → 13.3–17.2); other schemes run exact.
+//!   ms, Q4_0 22.7 → 8.3–9.8, Q6_K 17.6–22.9 → 13.3–17.2); other schemes run exact. Without
+//!   VNNI, Q4_0 / Q4_1 / Q8_0 decode (M up to [`FUSED_ROWS`]) runs [`int8_avx2`]'s
+//!   `vpmaddubsw` dot, and the rest runs exact.
 //!   Results differ from the f32 reference by the activation quantization error.
 //!
 //! Weights in `rlx_gguf::Layout::SplitRows` (Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0, attribute `"layout"`; what the model
