@@ -25,6 +25,60 @@ pub(super) fn has_decoder(ty: GgmlType) -> bool {
     )
 }
 
+/// `(d, quants)` pointers of legacy block `b` of a row at `row` (`nb` blocks of `ts` bytes,
+/// `q` quant bytes per block, `d` at byte `dq` of a block; with `split` in
+/// `rlx_gguf::Layout::SplitRows`: quants at `q b`, `d` at `q nb + 2 b`). Shared by the AVX-512
+/// and AVX2 decoders. Pointer arithmetic only (wrapping), nothing is read.
+#[inline(always)]
+pub(super) fn legacy_block(
+    row: *const u8,
+    split: bool,
+    nb: usize,
+    ts: usize,
+    b: usize,
+    q: usize,
+    dq: usize,
+) -> (*const u8, *const u8) {
+    if split {
+        (row.wrapping_add(q * nb + 2 * b), row.wrapping_add(q * b))
+    } else {
+        let p = row.wrapping_add(b * ts);
+        (p, p.wrapping_add(dq))
+    }
+}
+
+/// `(d, m, qh, quants)` of Q5_0 / Q5_1 (`one`) block `b` of a row at `row` (`nb` blocks of `ts`
+/// bytes; with `split` in `rlx_gguf::Layout::SplitRows`: `d`, (Q5_1) `m`, then `qh`'s low and
+/// high halves in arrays of `2 nb` bytes after the quants). Bit `i` of `qh` is bit 4 of
+/// element `i`. Shared by the AVX-512 and AVX2 decoders.
+///
+/// # Safety
+/// `row` holds `nb` whole blocks (a split row of as many bytes with `split`) and `b < nb`.
+#[inline(always)]
+pub(super) unsafe fn q5_block(
+    row: *const u8,
+    split: bool,
+    nb: usize,
+    ts: usize,
+    one: bool,
+    b: usize,
+) -> (*const u8, *const u8, u32, *const u8) {
+    // SAFETY: every offset lies inside block `b` or its split arrays (caller).
+    unsafe {
+        if split {
+            let f = row.add(16 * nb + 2 * b);
+            let h = row.add(rlx_gguf::layout::split_qh_offset(nb, one) + 2 * b);
+            let qh = u32::from(h.cast::<u16>().read_unaligned())
+                | u32::from(h.add(2 * nb).cast::<u16>().read_unaligned()) << 16;
+            (f, f.add(2 * nb), qh, row.add(16 * b))
+        } else {
+            let qo = if one { 8 } else { 6 };
+            let p = row.add(b * ts);
+            (p, p.add(2), p.add(qo - 4).cast::<u32>().read_unaligned(), p.add(qo))
+        }
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 pub(super) use avx512::{decode_row, dot_row};
 
@@ -67,14 +121,7 @@ mod avx512 {
         let ts = ty.type_size();
         // `(d, quants)` of legacy block `b` with `q` quant bytes per block and its `d` at byte
         // `dq` of the block.
-        let legacy = |b: usize, q: usize, dq: usize| {
-            if split {
-                (row.wrapping_add(q * nb + 2 * b), row.wrapping_add(q * b))
-            } else {
-                let p = row.wrapping_add(b * ts);
-                (p, p.wrapping_add(dq))
-            }
-        };
+        let legacy = |b: usize, q: usize, dq: usize| super::legacy_block(row, split, nb, ts, b, q, dq);
         // SAFETY (every `add` / load below): offsets stay inside block `b` of `ts` bytes.
         unsafe {
             match ty {
@@ -117,20 +164,8 @@ mod avx512 {
                     // Q5_0 `d f16, qh u32, 16 bytes`, `w = d (q - 16)`; Q5_1 `d f16, m f16, qh
                     // u32, 16 bytes`, `w = d q + m`; bit `i` of `qh` is bit 4 of element `i`.
                     let (one, sixteen) = (ty == GgmlType::Q5_1, _mm512_set1_epi32(16));
-                    let qo = if one { 8 } else { 6 };
                     for b in 0..nb {
-                        // Split: `d`, (Q5_1) `m`, `qh`'s low and high halves in arrays of
-                        // `2 nb` bytes after the quants.
-                        let (d, m, qh, q) = if split {
-                            let f = row.add(16 * nb + 2 * b);
-                            let h = row.add(rlx_gguf::layout::split_qh_offset(nb, one) + 2 * b);
-                            let qh = u32::from(h.cast::<u16>().read_unaligned())
-                                | u32::from(h.add(2 * nb).cast::<u16>().read_unaligned()) << 16;
-                            (f, f.add(2 * nb), qh, row.add(16 * b))
-                        } else {
-                            let p = row.add(b * ts);
-                            (p, p.add(2), p.add(qo - 4).cast::<u32>().read_unaligned(), p.add(qo))
-                        };
+                        let (d, m, qh, q) = super::q5_block(row, split, nb, ts, one, b);
                         let d = _mm512_set1_ps(f16s(d));
                         let m = if one { _mm512_set1_ps(f16s(m)) } else { _mm512_setzero_ps() };
                         let v = u8x16(q);

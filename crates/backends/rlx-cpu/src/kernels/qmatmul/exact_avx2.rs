@@ -62,14 +62,7 @@ unsafe fn visit<F: FnMut(usize, __m256)>(ty: GgmlType, split: bool, row: *const 
     let ts = ty.type_size();
     let tp = super::decode::f16_table().as_ptr();
     // `(d, quants)` of legacy block `b` with `q` quant bytes per block and its `d` at byte `dq`.
-    let legacy = |b: usize, q: usize, dq: usize| {
-        if split {
-            (row.wrapping_add(q * nb + 2 * b), row.wrapping_add(q * b))
-        } else {
-            let p = row.wrapping_add(b * ts);
-            (p, p.wrapping_add(dq))
-        }
-    };
+    let legacy = |b: usize, q: usize, dq: usize| super::exact::legacy_block(row, split, nb, ts, b, q, dq);
     // SAFETY (every `add` / load below): offsets stay inside block `b` of `ts` bytes (split:
     // inside the row's arrays of `nb` entries).
     unsafe {
@@ -116,22 +109,12 @@ unsafe fn visit<F: FnMut(usize, __m256)>(ty: GgmlType, split: bool, row: *const 
             GgmlType::Q5_0 | GgmlType::Q5_1 => {
                 // Bit `i` of `qh` is bit 4 of element `i` (see `super::exact`).
                 let (one, sixteen) = (ty == GgmlType::Q5_1, _mm256_set1_epi32(16));
-                let qo = if one { 8 } else { 6 };
                 let lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
                 let at = |e: i32| _mm256_add_epi32(lane, _mm256_set1_epi32(e));
                 let shifts = [at(0), at(8), at(16), at(24)];
                 let one_bit = _mm256_set1_epi32(1);
                 for b in 0..nb {
-                    let (d, m, qh, q) = if split {
-                        let f = row.add(16 * nb + 2 * b);
-                        let h = row.add(rlx_gguf::layout::split_qh_offset(nb, one) + 2 * b);
-                        let qh = u32::from(h.cast::<u16>().read_unaligned())
-                            | u32::from(h.add(2 * nb).cast::<u16>().read_unaligned()) << 16;
-                        (f, f.add(2 * nb), qh, row.add(16 * b))
-                    } else {
-                        let p = row.add(b * ts);
-                        (p, p.add(2), p.add(qo - 4).cast::<u32>().read_unaligned(), p.add(qo))
-                    };
+                    let (d, m, qh, q) = super::exact::q5_block(row, split, nb, ts, one, b);
                     let d = _mm256_set1_ps(f16s(tp, d));
                     let m = if one { _mm256_set1_ps(f16s(tp, m)) } else { _mm256_setzero_ps() };
                     let qhv = _mm256_set1_epi32(qh as i32);
