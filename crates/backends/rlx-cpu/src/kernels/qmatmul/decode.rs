@@ -129,6 +129,19 @@ impl Ahead {
     pub(super) fn new(row_bytes: usize) -> Ahead {
         Ahead { near: prefetch_rows(row_bytes) * row_bytes, far: far_bytes(row_bytes) }
     }
+
+    /// The L1 distance of [`Ahead::new`] and no L2 prefetch: the AVX2 kernels', which run
+    /// where the CPU has no AVX-512. On an AMD EPYC Zen 3 host (AVX2, one core streams 15–18
+    /// GB/s) the L2 prefetch that the AVX-512 hosts (Zen 4 / Zen 5) gained from cost time:
+    /// `qmatmul_bench 1 20 Q4_1 1 fast 200 <K> <N>`, three interleaved rounds, with → without:
+    /// 1536 × 576 0.072–0.074 → 0.064–0.065 ms, 576 × 1536 0.058 → 0.049–0.050, the Q8_0 head
+    /// (`1 5 Q8_0 1 fast 4 576 49152`) 2.90–2.98 → 2.12–2.19; exact mode 1536 × 576 0.089–0.090
+    /// → 0.076–0.077, the others equal. (Zen 3's `prefetcht1` also fills L1, so the far lines
+    /// take L1 fill buffers and space from the rows being read.) Exact mode: two rounds.
+    #[inline(always)]
+    pub(super) fn near_only(row_bytes: usize) -> Ahead {
+        Ahead { near: prefetch_rows(row_bytes) * row_bytes, far: 0 }
+    }
 }
 
 /// Prefetch into L1 the bytes `from .. to` past `p` of the row [`prefetch_rows`] rows after
@@ -153,8 +166,10 @@ pub(super) unsafe fn prefetch_ahead(p: *const u8, ahead: Ahead, from: usize, to:
         while off < to {
             // SAFETY: a prefetch reads nothing architecturally and never faults.
             unsafe { _mm_prefetch::<_MM_HINT_T0>(q.wrapping_add(off).cast()) };
-            // SAFETY: as above.
-            unsafe { _mm_prefetch::<_MM_HINT_T1>(q2.wrapping_add(off).cast()) };
+            if ahead.far != 0 {
+                // SAFETY: as above.
+                unsafe { _mm_prefetch::<_MM_HINT_T1>(q2.wrapping_add(off).cast()) };
+            }
             off += 64;
         }
     }

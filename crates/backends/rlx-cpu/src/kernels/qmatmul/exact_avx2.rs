@@ -218,7 +218,7 @@ pub(super) unsafe fn dot_rows(ty: GgmlType, split: bool, w: &[u8], row_bytes: us
     debug_assert_eq!(w.len(), y.len() * row_bytes);
     let nb = x.len() / ty.block_size();
     let (wp, xp) = (w.as_ptr(), x.as_ptr());
-    let ahead = Ahead::new(row_bytes);
+    let ahead = Ahead::near_only(row_bytes);
     // Q4_1 ([`q4_1_dot`]) with its block sums `Σ x_b` (rows up to 256 blocks; longer ones
     // take the general loop).
     let mut sums = [0f32; 256];
