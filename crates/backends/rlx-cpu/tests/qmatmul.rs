@@ -111,13 +111,17 @@ fn check_fast_or_exact(ty: GgmlType, lead: &[usize], k: usize, n: usize, seed: u
     }
 }
 
-/// The exact-mode kernel expected for `ty` with `m` activation rows at `simd` on this CPU.
-fn exact_kernel(ty: GgmlType, m: usize, simd: SimdLevel) -> &'static str {
+/// The exact-mode kernel expected for `ty` with `m` activation rows of `k` at `simd` on this
+/// CPU.
+fn exact_kernel(ty: GgmlType, m: usize, k: usize, simd: SimdLevel) -> &'static str {
     let native = NATIVE.contains(&ty);
     let (avx512, avx2) = (simd.avx512(), !simd.avx512() && simd.avx2());
+    // AVX2's block floating point kernel: Q4_0 / Q4_1 rows of whole pairs of blocks.
+    let avx2_bfp = avx2 && matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1) && k.is_multiple_of(64);
     match m {
         1..=8 if native && avx512 && vnni() => "dequant_matmul_fused_vnni",
         1..=8 if native && avx512 => "dequant_matmul_fused_avx512",
+        1..=8 if avx2_bfp => "dequant_matmul_fused_avx2_bfp",
         1..=8 if native && avx2 => "dequant_matmul_fused_avx2",
         1 => "dequant_matmul_rowwise",
         _ if native && avx512 => "dequant_matmul_tile_avx512",
@@ -158,7 +162,7 @@ fn exact_mode_matches_f64_reference() {
                     let m: usize = lead.iter().product();
                     // Up to 8 activation rows run the fused kernel once per row (with VNNI: on
                     // integer dots against block floating point activations).
-                    assert_eq!(kernel, exact_kernel(ty, m, simd), "{} m={m} {simd:?}", ty.name());
+                    assert_eq!(kernel, exact_kernel(ty, m, k, simd), "{} m={m} {simd:?}", ty.name());
                 }
             }
         }
@@ -429,6 +433,9 @@ fn exact_decode_block_floating_point_edges() {
         check(ty, &ramp, &packed, "block scales");
         if vnni() && rlx_cpu::SimdLevel::Native.avx512() {
             assert_eq!(kernel, "dequant_matmul_fused_vnni");
+        } else if !rlx_cpu::SimdLevel::Native.avx512() && rlx_cpu::SimdLevel::Native.avx2() {
+            let avx2_bfp = matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1);
+            assert_eq!(kernel == "dequant_matmul_fused_avx2_bfp", avx2_bfp, "{}: {kernel}", ty.name());
         }
         // A block of magnitude 1e-30 (below 2^-81): the row runs the f32 kernel.
         let mut tiny = x.clone();

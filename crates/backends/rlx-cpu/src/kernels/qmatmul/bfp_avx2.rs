@@ -1,0 +1,287 @@
+//! Exact-mode decode of Q4_0 / Q4_1 on integer dot products where the CPU has AVX2 but not
+//! AVX-512 VNNI: [`super::bfp`]'s block floating point (the activation row as 22-bit integers
+//! per 32-element block, split into three signed byte planes `n = 2¹⁶ h + 2⁸ m + l`), with
+//! `vpmaddubsw` (unsigned nibbles × signed digits, 16-bit pair sums) and `vpmaddwd` in place of
+//! `vpdpbusd`. The error contract is `bfp`'s: each block's `Σ q n` is an exact integer, rounded
+//! to f32 once and scaled by `d · s_b`, so the dot agrees with the f64 reference up to f32
+//! rounding (`tests/qmatmul.rs`).
+//!
+//! Two blocks share every register: the activation row is laid out per pair of blocks `2p`,
+//! `2p + 1` and per plane as `x₂ₚ[0..16] | x₂ₚ₊₁[0..16]` then `x₂ₚ[16..32] | x₂ₚ₊₁[16..32]`, which
+//! meets one 256-bit load of the two blocks' nibbles (split rows: 32 contiguous bytes) masked to
+//! the low and shifted to the high nibbles. Per pair and row: six `vpmaddubsw` (two per plane,
+//! their 16-bit sums added: `|·| ≤ 4 · 15 · 128`), three `vpmaddwd` (`h` and `l` by 1, `m` by
+//! 256; `h`'s then shifted by 16), leaving block `2p` in lanes 0–3 and `2p + 1` in lanes 4–7
+//! (per lane eight elements: `|Σ q n| ≤ 8 · 15 · 2²²`, inside `i32`), one conversion, and one FMA
+//! with the pair's scales `[d₂ₚ s₂ₚ ×4, d₂ₚ₊₁ s₂ₚ₊₁ ×4]`. Q4_0's `-8 Σ n` per lane is an exact
+//! integer stored with the row and added before the conversion; Q4_1's `m · Σ x_b` is one FMA
+//! per 8 blocks. The f32 kernel ([`super::exact_avx2`]) spends about twice the vector
+//! instructions per block.
+//!
+//! Row layout ([`act_bytes`]): per pair [`PAIR_BYTES`] (planes `h`, `m`, `l`, 64 bytes each,
+//! then 32 bytes of Q4_0 correction, `i32` per lane), then `s_b` and `Σ x_b` as f32 per block.
+//! Rows with an odd block count are not planned here ([`has_path`]).
+
+use super::decode::{Ahead, prefetch, prefetch_ahead, prefetch_rows};
+use super::exact_avx2::hsum;
+use rlx_gguf::GgmlType;
+use std::arch::x86_64::*;
+
+/// Bytes of one pair of blocks: three 64-byte digit planes and the 32-byte correction.
+const PAIR_BYTES: usize = 3 * 64 + 32;
+/// Weight rows processed together.
+const ROWS: usize = 4;
+
+/// True when rows of `k` elements of `ty` have this kernel (Q4_0 / Q4_1, whole pairs of
+/// blocks).
+pub(super) fn has_path(ty: GgmlType, k: usize) -> bool {
+    matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1) && k.is_multiple_of(64)
+}
+
+/// Bytes of one converted activation row of `k` elements ([`has_path`]).
+pub(super) fn act_bytes(k: usize) -> usize {
+    let nb = k / 32;
+    nb / 2 * PAIR_BYTES + 8 * nb
+}
+
+/// Convert `x` (`k` elements, [`has_path`] for `ty`) into `out` ([`act_bytes`]). False (and `out`
+/// unspecified) when a block holds a non-finite value or its largest magnitude is below
+/// 2⁻⁸¹, as [`super::bfp`]'s conversion: the caller then runs the f32 kernel.
+///
+/// # Safety
+/// AVX2 must be available; `out.len() >= act_bytes(x.len())`.
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn quantize(ty: GgmlType, x: &[f32], out: &mut [u8]) -> bool {
+    const BITS: u32 = 22;
+    let nb = x.len() / 32;
+    debug_assert!(out.len() >= act_bytes(x.len()) && nb.is_multiple_of(2));
+    let (scales, sums) = (nb / 2 * PAIR_BYTES, nb / 2 * PAIR_BYTES + 4 * nb);
+    let (byte, half) = (_mm256_set1_epi32(255), _mm256_set1_epi32(128));
+    let expo = _mm256_set1_epi32(0x7f80_0000);
+    let o = out.as_mut_ptr();
+    for b in 0..nb {
+        let xb = &x[32 * b..32 * b + 32];
+        // SAFETY: 32 floats at `xb`.
+        let xs: [__m256; 4] = std::array::from_fn(|i| unsafe { _mm256_loadu_ps(xb.as_ptr().add(8 * i)) });
+        let mut bad = _mm256_setzero_si256();
+        let mut amax = _mm256_setzero_ps();
+        for &v in &xs {
+            bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_castps_si256(v), expo), expo));
+            amax = _mm256_max_ps(amax, _mm256_andnot_ps(_mm256_set1_ps(-0.0), v));
+        }
+        if _mm256_movemask_epi8(bad) != 0 {
+            return false;
+        }
+        let amax = hmax(amax);
+        // As `bfp`: amax in [2^(e-127), 2^(e-126)), s = 2^(e-126-BITS) so |x / s| < 2^BITS;
+        // e >= 46 keeps d·s a normal f32 for every f16 d.
+        let e = amax.to_bits() >> 23;
+        let (s, inv) = if amax == 0.0 {
+            (1.0, 1.0)
+        } else if e < 46 {
+            return false;
+        } else {
+            (f32::from_bits((e + 1 - BITS) << 23), f32::from_bits((253 + BITS - e) << 23))
+        };
+        let inv = _mm256_set1_ps(inv);
+        let mut total = _mm256_setzero_si256();
+        let mut ns = [_mm256_setzero_si256(); 4];
+        // Pair `b / 2`, block `b % 2`: elements `16 hf + 8 c ..` go to plane `p` at byte
+        // `64 p + 32 hf + 16 (b % 2) + 8 c`.
+        let base = b / 2 * PAIR_BYTES + 16 * (b % 2);
+        for (i, &v) in xs.iter().enumerate() {
+            // Exact scaling by a power of two, then rounding to nearest even.
+            let n = _mm256_cvtps_epi32(_mm256_mul_ps(v, inv));
+            ns[i] = n;
+            total = _mm256_add_epi32(total, n);
+            let l = _mm256_sub_epi32(_mm256_and_si256(_mm256_add_epi32(n, half), byte), half);
+            let t = _mm256_srai_epi32::<8>(_mm256_sub_epi32(n, l));
+            let m = _mm256_sub_epi32(_mm256_and_si256(_mm256_add_epi32(t, half), byte), half);
+            let h = _mm256_srai_epi32::<8>(_mm256_sub_epi32(t, m));
+            let (hf, c) = (i / 2, i % 2);
+            for (p, d) in [h, m, l].into_iter().enumerate() {
+                // The 8 lanes (each in -128..=127) as bytes.
+                let w = _mm_packs_epi32(_mm256_castsi256_si128(d), _mm256_extracti128_si256::<1>(d));
+                // SAFETY: inside the row's pair `b / 2` (`out` holds `act_bytes` bytes).
+                unsafe { _mm_storel_epi64(o.add(base + 64 * p + 32 * hf + 8 * c).cast(), _mm_packs_epi16(w, w)) };
+            }
+        }
+        // SAFETY: the scale and sum arrays hold `nb` f32 each; the pair's 32 correction bytes.
+        unsafe {
+            o.add(scales + 4 * b).cast::<f32>().write_unaligned(s);
+            // |Σ n| ≤ 2^27: exact in i32; one rounding to f32, exact scaling.
+            o.add(sums + 4 * b).cast::<f32>().write_unaligned(hsum_i32(total) as f32 * s);
+            if ty == GgmlType::Q4_0 {
+                // `-8 Σ n` per lane of the kernel's `vpmaddwd`: lane `4 (b % 2) + q` sums
+                // elements `4q ..` of both halves (registers 0, 1 hold the first half).
+                let (a, c) = (_mm256_add_epi32(ns[0], ns[2]), _mm256_add_epi32(ns[1], ns[3]));
+                let mut e = [0i32; 16];
+                _mm256_storeu_si256(e.as_mut_ptr().cast(), a);
+                _mm256_storeu_si256(e.as_mut_ptr().add(8).cast(), c);
+                let lanes: [i32; 4] = std::array::from_fn(|q| -8 * e[4 * q..4 * q + 4].iter().sum::<i32>());
+                o.add(b / 2 * PAIR_BYTES + 192 + 16 * (b % 2)).cast::<[i32; 4]>().write_unaligned(lanes);
+            }
+        }
+    }
+    true
+}
+
+/// The largest of `v`'s 8 lanes.
+#[inline(always)]
+fn hmax(v: __m256) -> f32 {
+    let mut a = [0f32; 8];
+    // SAFETY: 32 bytes into `a`.
+    unsafe { _mm256_storeu_ps(a.as_mut_ptr(), v) };
+    a.iter().fold(0f32, |m, &x| m.max(x))
+}
+
+/// The sum of `v`'s 8 lanes.
+#[inline(always)]
+fn hsum_i32(v: __m256i) -> i32 {
+    let mut a = [0i32; 8];
+    // SAFETY: 32 bytes into `a`.
+    unsafe { _mm256_storeu_si256(a.as_mut_ptr().cast(), v) };
+    a.iter().sum()
+}
+
+/// `y[j]` = the dot of weight row `j` of `w` (`y.len()` rows of `row_bytes`, Q4_0 / Q4_1
+/// blocks, or with `split` in `Layout::SplitRows`) with the converted activation row `xa`
+/// ([`quantize`], `nb` blocks).
+///
+/// # Safety
+/// AVX2, FMA and F16C must be available; `ty` and `nb` satisfy [`has_path`];
+/// `w.len() == y.len() · row_bytes`; `xa` was written by [`quantize`] for `32 nb` elements.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn dot_rows(
+    ty: GgmlType,
+    split: bool,
+    w: &[u8],
+    row_bytes: usize,
+    xa: &[u8],
+    nb: usize,
+    y: &mut [f32],
+) {
+    debug_assert!(w.len() == y.len() * row_bytes && xa.len() >= act_bytes(32 * nb));
+    type RowsFn<const R: usize> = unsafe fn([*const u8; R], usize, *const u8) -> [f32; R];
+    let (dot, dot1): (RowsFn<ROWS>, RowsFn<1>) = match (ty, split) {
+        (GgmlType::Q4_0, false) => (rows_dot::<ROWS, false, false>, rows_dot::<1, false, false>),
+        (GgmlType::Q4_0, true) => (rows_dot::<ROWS, false, true>, rows_dot::<1, false, true>),
+        (_, false) => (rows_dot::<ROWS, true, false>, rows_dot::<1, true, false>),
+        (_, true) => (rows_dot::<ROWS, true, true>, rows_dot::<1, true, true>),
+    };
+    let (wp, xp) = (w.as_ptr(), xa.as_ptr());
+    let full = y.len() / ROWS * ROWS;
+    let ahead = Ahead::near_only(row_bytes);
+    // SAFETY: rows `j .. j + ROWS` (or `j`) lie inside `w`, and a prefetch never faults; the
+    // callee's contract is ours.
+    unsafe {
+        prefetch(w, ROWS * row_bytes, prefetch_rows(row_bytes) * row_bytes);
+        for j in (0..full).step_by(ROWS) {
+            let rows = std::array::from_fn(|r| wp.add((j + r) * row_bytes));
+            for &p in &rows {
+                prefetch_ahead(p, ahead, 0, row_bytes);
+            }
+            y[j..j + ROWS].copy_from_slice(&dot(rows, nb, xp));
+        }
+        for (j, yj) in y.iter_mut().enumerate().skip(full) {
+            *yj = dot1([wp.add(j * row_bytes)], nb, xp)[0];
+        }
+    }
+}
+
+/// The dots of `R` rows (`nb` blocks each; `Q41`: Q4_1, else Q4_0; `SPLIT`: in
+/// `Layout::SplitRows`) with the converted activation row at `xp`.
+///
+/// # Safety
+/// As [`dot_rows`]; every `rows[r]` points to one row of `nb` blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn rows_dot<const R: usize, const Q41: bool, const SPLIT: bool>(
+    rows: [*const u8; R],
+    nb: usize,
+    xp: *const u8,
+) -> [f32; R] {
+    let ts: usize = if Q41 { 20 } else { 18 };
+    let qo: usize = if Q41 { 4 } else { 2 };
+    // Block `b`'s quants and `d` in row `r` (Q4_1's `m` `min_of` bytes after its `d`).
+    let quants =
+        |r: usize, b: usize| if SPLIT { rows[r].wrapping_add(16 * b) } else { rows[r].wrapping_add(ts * b + qo) };
+    let scale =
+        |r: usize, b: usize| if SPLIT { rows[r].wrapping_add(16 * nb + 2 * b) } else { rows[r].wrapping_add(ts * b) };
+    let min_of = if SPLIT { 2 * nb } else { 2 };
+    let stride = if SPLIT { 2 } else { ts };
+    let np = nb / 2;
+    let (sp, xs) =
+        (xp.wrapping_add(np * PAIR_BYTES).cast::<f32>(), xp.wrapping_add(np * PAIR_BYTES + 4 * nb).cast::<f32>());
+    let (m4, ones, c256) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi16(1), _mm256_set1_epi16(256));
+    let pick: [__m256i; 4] = std::array::from_fn(|p| {
+        let (a, b) = (2 * p as i32, 2 * p as i32 + 1);
+        _mm256_setr_epi32(a, a, a, a, b, b, b, b)
+    });
+    let mut acc = [_mm256_setzero_ps(); R];
+    // SAFETY (every pointer below): block `b < nb` of row `r` (or its entries in the split
+    // row's arrays of `nb`), activation pair `b / 2 < np`, scales and sums `b < nb`; the
+    // 8-value loads read whole groups only.
+    unsafe {
+        // Pair `b / 2` of every row, `sc[r]` holding row `r`'s scales of the pair's group.
+        let pair = |acc: &mut [__m256; R], sc: &[__m256; R], b: usize, pick: __m256i| {
+            let xa = xp.add(b / 2 * PAIR_BYTES);
+            let x: [__m256i; 6] = std::array::from_fn(|i| _mm256_loadu_si256(xa.add(32 * i).cast()));
+            let corr = if Q41 { _mm256_setzero_si256() } else { _mm256_loadu_si256(xa.add(192).cast()) };
+            for r in 0..R {
+                let v = if SPLIT {
+                    _mm256_loadu_si256(quants(r, b).cast())
+                } else {
+                    _mm256_loadu2_m128i(quants(r, b + 1).cast(), quants(r, b).cast())
+                };
+                let (lo, hi) = (_mm256_and_si256(v, m4), _mm256_and_si256(_mm256_srli_epi16::<4>(v), m4));
+                let plane = |p: usize| {
+                    _mm256_add_epi16(_mm256_maddubs_epi16(lo, x[2 * p]), _mm256_maddubs_epi16(hi, x[2 * p + 1]))
+                };
+                let hm = _mm256_add_epi32(
+                    _mm256_slli_epi32::<16>(_mm256_madd_epi16(plane(0), ones)),
+                    _mm256_madd_epi16(plane(1), c256),
+                );
+                let mut isum = _mm256_add_epi32(hm, _mm256_madd_epi16(plane(2), ones));
+                if !Q41 {
+                    isum = _mm256_add_epi32(isum, corr);
+                }
+                let d = _mm256_permutevar8x32_ps(sc[r], pick);
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), d, acc[r]);
+            }
+        };
+        // The `n` f16 values from `p` on, `stride` bytes apart, in lanes `0..n` (zero after).
+        let halves = |p: *const u8, n: usize| {
+            if SPLIT && n == 8 {
+                _mm256_cvtph_ps(_mm_loadu_si128(p.cast()))
+            } else {
+                let h = |i: usize| if i < n { p.add(stride * i).cast::<i16>().read_unaligned() } else { 0 };
+                _mm256_cvtph_ps(_mm_setr_epi16(h(0), h(1), h(2), h(3), h(4), h(5), h(6), h(7)))
+            }
+        };
+        let f32s = |p: *const f32, n: usize| {
+            if n == 8 {
+                _mm256_loadu_ps(p)
+            } else {
+                _mm256_insertf128_ps::<0>(_mm256_setzero_ps(), _mm_castsi128_ps(_mm_loadl_epi64(p.cast())))
+            }
+        };
+        // Groups of 4 pairs (8 scales per conversion), then the last pairs one at a time.
+        let groups = np / 4;
+        for b0 in (0..8 * groups).step_by(8).chain((8 * groups..nb).step_by(2)) {
+            let n = if b0 < 8 * groups { 8 } else { 2 };
+            let s = f32s(sp.add(b0), n);
+            let sc: [__m256; R] = std::array::from_fn(|r| {
+                if Q41 {
+                    // Only lanes `0..n` are nonzero: `m` past them is zero.
+                    acc[r] = _mm256_fmadd_ps(halves(scale(r, b0).add(min_of), n), f32s(xs.add(b0), n), acc[r]);
+                }
+                _mm256_mul_ps(halves(scale(r, b0), n), s)
+            });
+            for (p, &pk) in pick.iter().enumerate().take(n / 2) {
+                pair(&mut acc, &sc, b0 + 2 * p, pk);
+            }
+        }
+    }
+    std::array::from_fn(|r| hsum(acc[r]))
+}
