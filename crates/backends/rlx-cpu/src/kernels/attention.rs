@@ -571,7 +571,10 @@ pub(super) fn row_max(x: &[f32]) -> f32 {
         // SAFETY: AVX-512 checked.
         return unsafe { super::math_avx512::max_slice(x) };
     }
-    max_row(x)
+    super::simd::dispatch(
+        #[inline(always)]
+        || max_row(x),
+    )
 }
 
 /// `x = exp(x - m)` in place; returns the sum (16 partial sums, so the loop vectorizes; with
@@ -583,20 +586,26 @@ pub(super) fn exp_sum(x: &mut [f32], m: f32) -> f32 {
         // SAFETY: AVX-512 checked.
         return unsafe { super::math_avx512::exp_sum_slice(x, m) };
     }
-    let mut acc = [0f32; 16];
-    let mut chunks = x.chunks_exact_mut(16);
-    for c in &mut chunks {
-        for (e, a) in c.iter_mut().zip(&mut acc) {
-            *e = exp_f32(*e - m);
-            *a += *e;
-        }
-    }
-    let mut sum = 0f32;
-    for e in chunks.into_remainder() {
-        *e = exp_f32(*e - m);
-        sum += *e;
-    }
-    sum + acc.iter().sum::<f32>()
+    // Compiled for AVX2 + FMA where the CPU has them (without AVX-512).
+    super::simd::dispatch(
+        #[inline(always)]
+        || {
+            let mut acc = [0f32; 16];
+            let mut chunks = x.chunks_exact_mut(16);
+            for c in &mut chunks {
+                for (e, a) in c.iter_mut().zip(&mut acc) {
+                    *e = exp_f32(*e - m);
+                    *a += *e;
+                }
+            }
+            let mut sum = 0f32;
+            for e in chunks.into_remainder() {
+                *e = exp_f32(*e - m);
+                sum += *e;
+            }
+            sum + acc.iter().sum::<f32>()
+        },
+    )
 }
 
 /// Hide keys `j > i` from the scores `sr` of query `i` against keys `j0 ..`.

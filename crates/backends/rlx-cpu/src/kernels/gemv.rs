@@ -413,12 +413,19 @@ fn axpy<M: MatElem>(w: &[M], ws: usize, v: &[f32], vs: usize, k: usize, y: &mut 
         // SAFETY: AVX-512F present; bounds asserted by the caller ((k-1)*ws + y.len() <= w.len()).
         return unsafe { avx512::axpy(w.as_ptr(), ws, v, vs, k, y) };
     }
-    y.fill(0.0);
-    for kk in 0..k {
-        let x = v[kk * vs];
-        let row = &w[kk * ws..kk * ws + y.len()];
-        y.iter_mut().zip(row).for_each(|(y, &a)| *y += x * a.to_f32());
-    }
+    // Without AVX-512: compiled for AVX2 + FMA + F16C where the CPU has them (8 lanes, one
+    // `vcvtph2ps` per 8 f16 elements).
+    super::simd::dispatch(
+        #[inline(always)]
+        || {
+            y.fill(0.0);
+            for kk in 0..k {
+                let x = v[kk * vs];
+                let row = &w[kk * ws..kk * ws + y.len()];
+                y.iter_mut().zip(row).for_each(|(y, &a)| *y += x * a.to_f32());
+            }
+        },
+    )
 }
 
 fn dot_rows<M: MatElem>(w: &[M], ws: usize, v: &[f32], y: &mut [f32]) {
@@ -428,18 +435,24 @@ fn dot_rows<M: MatElem>(w: &[M], ws: usize, v: &[f32], y: &mut [f32]) {
         // SAFETY: AVX-512F present; bounds asserted by the caller.
         return unsafe { avx512::dot_rows(w.as_ptr(), ws, v, y) };
     }
-    for (j, yj) in y.iter_mut().enumerate() {
-        let row = &w[j * ws..j * ws + k];
-        let mut acc = [0f32; 16];
-        let (rc, vc) = (row.chunks_exact(16), v.chunks_exact(16));
-        let tail: f32 = rc.remainder().iter().zip(vc.remainder()).map(|(a, b)| a.to_f32() * b).sum();
-        for (r, x) in rc.zip(vc) {
-            for l in 0..16 {
-                acc[l] += r[l].to_f32() * x[l];
+    // As `axpy`: AVX2 + FMA + F16C where the CPU has them.
+    super::simd::dispatch(
+        #[inline(always)]
+        || {
+            for (j, yj) in y.iter_mut().enumerate() {
+                let row = &w[j * ws..j * ws + k];
+                let mut acc = [0f32; 16];
+                let (rc, vc) = (row.chunks_exact(16), v.chunks_exact(16));
+                let tail: f32 = rc.remainder().iter().zip(vc.remainder()).map(|(a, b)| a.to_f32() * b).sum();
+                for (r, x) in rc.zip(vc) {
+                    for l in 0..16 {
+                        acc[l] += r[l].to_f32() * x[l];
+                    }
+                }
+                *yj = acc.iter().sum::<f32>() + tail;
             }
-        }
-        *yj = acc.iter().sum::<f32>() + tail;
-    }
+        },
+    )
 }
 
 #[cfg(target_arch = "x86_64")]
