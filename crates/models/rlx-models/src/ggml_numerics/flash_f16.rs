@@ -253,17 +253,16 @@ mod avx {
     }
 }
 
-/// [`group`] with AVX2, F16C and FMA: f16 roundings 8 at a time, the portable dot inlined with
-/// these features (the same results as the portable and AVX-512 forms).
+/// [`group`] with AVX2, F16C and FMA: f16 roundings 8 at a time, scores by
+/// [`super::dot_ggml_avx2`] (the same results as the portable and AVX-512 forms).
 ///
 /// # Safety
 /// AVX2, F16C and FMA are available.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,f16c,fma")]
 pub(super) unsafe fn group_avx2(t: &Task, row: usize, g: usize, out: &mut [f32]) {
-    // A closure, so that `dot_ggml` is inlined with this function's features.
-    #[allow(clippy::redundant_closure)]
-    group::<8>(|a, b| super::dot_ggml(a, b), t, row, g, out)
+    // SAFETY: the caller's contract (AVX2 and FMA).
+    group::<8>(|a, b| unsafe { super::dot_ggml_avx2(a, b) }, t, row, g, out)
 }
 
 /// [`group`] with AVX-512, F16C and FMA, scores by [`super::dot_ggml_avx512`].
