@@ -69,6 +69,22 @@ pub(super) fn act_bytes(k: usize) -> usize {
     nb.div_ceil(4) * (QUAD_BYTES + 2 * CORR_BYTES) + 8 * nb
 }
 
+/// The power of two `s` that block floating point holds a block whose largest magnitude is
+/// `amax` with (`|x / s| < 2^bits`), and `1 / s`; `None` where the block is not converted.
+/// `amax` in `[2^(e-127), 2^(e-126))` gives `s = 2^(e-126-bits)`; `e >= 46` keeps
+/// `s >= 2^-102`, so `d · s` is a normal f32 for every f16 `d`. An all-zero block takes `s = 1`.
+#[inline(always)]
+pub(super) fn block_scale(amax: f32, bits: u32) -> Option<(f32, f32)> {
+    let e = amax.to_bits() >> 23;
+    if amax == 0.0 {
+        Some((1.0, 1.0))
+    } else if e < 46 {
+        None
+    } else {
+        Some((f32::from_bits((e + 1 - bits) << 23), f32::from_bits((253 + bits - e) << 23)))
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 pub(super) use avx512::{dot_rows, quantize};
 
@@ -138,16 +154,7 @@ mod avx512 {
                     return false;
                 }
                 let amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(xs[0]), _mm512_abs_ps(xs[1])));
-                // amax in [2^(e-127), 2^(e-126)): s = 2^(e-126-bits), so |x / s| < 2^bits;
-                // e >= 46 keeps s >= 2^-102, so d s is a normal f32 for every f16 d.
-                let e = amax.to_bits() >> 23;
-                let (s, inv) = if amax == 0.0 {
-                    (1.0, 1.0)
-                } else if e < 46 {
-                    return false;
-                } else {
-                    (f32::from_bits((e + 1 - bits) << 23), f32::from_bits((253 + bits - e) << 23))
-                };
+                let Some((s, inv)) = super::block_scale(amax, bits) else { return false };
                 let inv = _mm512_set1_ps(inv);
                 let mut total = _mm512_setzero_si512();
                 for (hf, &xv) in xs.iter().enumerate() {

@@ -22,7 +22,7 @@
 //! then 32 bytes of Q4_0 correction, `i32` per lane), then `s_b` and `Σ x_b` as f32 per block.
 //! Rows with an odd block count are not planned here ([`has_path`]).
 
-use super::decode::{Ahead, prefetch, prefetch_ahead, prefetch_rows};
+use super::decode::row_groups;
 use super::exact_avx2::hsum;
 use rlx_gguf::GgmlType;
 use std::arch::x86_64::*;
@@ -73,16 +73,7 @@ pub(super) unsafe fn quantize(ty: GgmlType, x: &[f32], out: &mut [u8]) -> bool {
             return false;
         }
         let amax = hmax(amax);
-        // As `bfp`: amax in [2^(e-127), 2^(e-126)), s = 2^(e-126-BITS) so |x / s| < 2^BITS;
-        // e >= 46 keeps d·s a normal f32 for every f16 d.
-        let e = amax.to_bits() >> 23;
-        let (s, inv) = if amax == 0.0 {
-            (1.0, 1.0)
-        } else if e < 46 {
-            return false;
-        } else {
-            (f32::from_bits((e + 1 - BITS) << 23), f32::from_bits((253 + BITS - e) << 23))
-        };
+        let Some((s, inv)) = super::bfp::block_scale(amax, BITS) else { return false };
         let inv = _mm256_set1_ps(inv);
         let mut total = _mm256_setzero_si256();
         let mut ns = [_mm256_setzero_si256(); 4];
@@ -169,24 +160,9 @@ pub(super) unsafe fn dot_rows(
         (_, false) => (rows_dot::<ROWS, true, false>, rows_dot::<1, true, false>),
         (_, true) => (rows_dot::<ROWS, true, true>, rows_dot::<1, true, true>),
     };
-    let (wp, xp) = (w.as_ptr(), xa.as_ptr());
-    let full = y.len() / ROWS * ROWS;
-    let ahead = Ahead::near_only(row_bytes);
-    // SAFETY: rows `j .. j + ROWS` (or `j`) lie inside `w`, and a prefetch never faults; the
-    // callee's contract is ours.
-    unsafe {
-        prefetch(w, ROWS * row_bytes, prefetch_rows(row_bytes) * row_bytes);
-        for j in (0..full).step_by(ROWS) {
-            let rows = std::array::from_fn(|r| wp.add((j + r) * row_bytes));
-            for &p in &rows {
-                prefetch_ahead(p, ahead, 0, row_bytes);
-            }
-            y[j..j + ROWS].copy_from_slice(&dot(rows, nb, xp));
-        }
-        for (j, yj) in y.iter_mut().enumerate().skip(full) {
-            *yj = dot1([wp.add(j * row_bytes)], nb, xp)[0];
-        }
-    }
+    let xp = xa.as_ptr();
+    // SAFETY: the row pointers are rows of `w` (`row_groups`); the callees' contract is ours.
+    unsafe { row_groups::<ROWS>(w, row_bytes, y, |rows| dot(rows, nb, xp), |row| dot1([row], nb, xp)[0]) }
 }
 
 /// The dots of `R` rows (`nb` blocks each; `Q41`: Q4_1, else Q4_0; `SPLIT`: in

@@ -177,6 +177,40 @@ pub(super) unsafe fn prefetch_ahead(p: *const u8, ahead: Ahead, from: usize, to:
     let _ = (p, ahead, from, to);
 }
 
+/// `y[j]` for every weight row `j` of `w` (`y.len()` rows of `row_bytes`): `dot` on groups of
+/// `R` row pointers, `dot1` on the last `y.len() % R` rows, each group's rows prefetched
+/// [`prefetch_rows`] ahead into L1 as it runs ([`Ahead::near_only`]): the AVX2 decode kernels'
+/// driver (`int8_avx2`, `bfp_avx2`).
+///
+/// # Safety
+/// `w.len() == y.len() · row_bytes`; `dot` and `dot1` may be called on any row pointers of
+/// `w` (their own contracts are the caller's).
+#[inline(always)]
+pub(super) unsafe fn row_groups<const R: usize>(
+    w: &[u8],
+    row_bytes: usize,
+    y: &mut [f32],
+    dot: impl Fn([*const u8; R]) -> [f32; R],
+    dot1: impl Fn(*const u8) -> f32,
+) {
+    debug_assert_eq!(w.len(), y.len() * row_bytes);
+    let wp = w.as_ptr();
+    let full = y.len() / R * R;
+    let ahead = Ahead::near_only(row_bytes);
+    prefetch(w, R * row_bytes, prefetch_rows(row_bytes) * row_bytes);
+    for j in (0..full).step_by(R) {
+        let rows = std::array::from_fn(|r| wp.wrapping_add((j + r) * row_bytes));
+        for &p in &rows {
+            // SAFETY: a prefetch never faults.
+            unsafe { prefetch_ahead(p, ahead, 0, row_bytes) };
+        }
+        y[j..j + R].copy_from_slice(&dot(rows));
+    }
+    for (j, yj) in y.iter_mut().enumerate().skip(full) {
+        *yj = dot1(wp.wrapping_add(j * row_bytes));
+    }
+}
+
 /// `f32` value of every f16 bit pattern (256 KiB; a model's scales use few distinct values, so
 /// the lines read stay in L1).
 pub(super) fn f16_table() -> &'static [f32] {

@@ -10,11 +10,11 @@
 //!
 //! [`ROWS`] weight rows share each activation load; weights in `rlx_gguf::Layout::SplitRows`
 //! are read in place (quants at `16 b` (`32 b`), `d` at `16 nb + 2 b` (`32 nb + 2 b`), Q4_1's
-//! `m` `2 nb` after its `d`); the rows [`prefetch_rows`] ahead are prefetched into L1
-//! ([`Ahead::near_only`]), in step with the reads; split rows' f16 scales 8 at a time by
+//! `m` `2 nb` after its `d`); the rows ahead are prefetched into L1
+//! ([`super::decode::row_groups`]), in step with the reads; split rows' f16 scales 8 at a time by
 //! `vcvtph2ps`.
 
-use super::decode::{Ahead, prefetch, prefetch_ahead, prefetch_rows};
+use super::decode::row_groups;
 use super::exact_avx2::hsum;
 use super::int8::QK;
 use rlx_gguf::GgmlType;
@@ -57,25 +57,9 @@ pub(super) unsafe fn dot_rows(ty: GgmlType, split: bool, w: &[u8], row_bytes: us
         (_, false) => (rows_dot::<ROWS, Q8_0, false>, rows_dot::<1, Q8_0, false>),
         (_, true) => (rows_dot::<ROWS, Q8_0, true>, rows_dot::<1, Q8_0, true>),
     };
-    let (wp, xp) = (w.as_ptr(), x.as_ptr());
-    let full = y.len() / ROWS * ROWS;
-    let ahead = Ahead::near_only(row_bytes);
-    // SAFETY: rows `j .. j + ROWS` (or `j`) lie inside `w`, and a prefetch never faults; the
-    // callee's contract is ours.
-    unsafe {
-        prefetch(w, ROWS * row_bytes, prefetch_rows(row_bytes) * row_bytes);
-        for j in (0..full).step_by(ROWS) {
-            let rows = std::array::from_fn(|r| wp.add((j + r) * row_bytes));
-            // Each row's successor `prefetch_rows` rows on into L1, and further on into L2.
-            for &p in &rows {
-                prefetch_ahead(p, ahead, 0, row_bytes);
-            }
-            y[j..j + ROWS].copy_from_slice(&dot(rows, nb, xp));
-        }
-        for (j, yj) in y.iter_mut().enumerate().skip(full) {
-            *yj = dot1([wp.add(j * row_bytes)], nb, xp)[0];
-        }
-    }
+    let xp = x.as_ptr();
+    // SAFETY: the row pointers are rows of `w` (`row_groups`); the callees' contract is ours.
+    unsafe { row_groups::<ROWS>(w, row_bytes, y, |rows| dot(rows, nb, xp), |row| dot1([row], nb, xp)[0]) }
 }
 
 /// The dot products of `R` rows of kind `K` (`nb` blocks each, `SPLIT`: in
