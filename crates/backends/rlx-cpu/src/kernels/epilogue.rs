@@ -4,14 +4,17 @@
 //!
 //! The product runs on [`super::dot`] into a scratch buffer planned at compile time, and the
 //! region on [`super::fused`] with that buffer as its first operand. On one thread, with a
-//! single-batch `gemm` product, both go block by block: each block of [`BLOCK_ELEMS`] product
-//! elements (whole rows; on our [`sgemm`], its own row blocks of at most [`sgemm::MC`] rows) is
+//! single-batch product on our [`sgemm`], both go block by block: each of sgemm's row blocks
+//! (at most [`sgemm::MC`] rows) is
 //! computed into the start of the product buffer (the same L2-resident lines for every block,
 //! when the region reads the product element for element) and then immediately read by the
 //! region while it is still in cache. On several threads with a rhs packed at compile time
 //! and a row block per thread, each thread does the same over its own contiguous rows, in its
 //! own part of the buffer. Otherwise (batches, a GEMV, a rhs packed per run on several
-//! threads) the whole product runs first, then the whole region, each parallel. Results equal the unfused steps' within the f32 rounding of
+//! threads, the `gemm` crate's products on CPUs without AVX-512) the whole product runs first,
+//! then the whole region, each parallel: the `gemm` crate packs the rhs again for every call,
+//! so row blocks cost one packing each (MiniLM's FFN-up on Zen 3, 128 × 384 × 1536 with the
+//! exact GELU, 1 thread: 3.59–3.66 → 3.02–3.03 ms). Results equal the unfused steps' within the f32 rounding of
 //! a `K`-term sum (`gemm` may block a row block's sums differently from the whole product's);
 //! the region computes exactly what the unfused elementwise kernels compute.
 
@@ -26,8 +29,6 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// Name of the composite this kernel runs.
 pub const NAME: &str = "dot_epilogue";
-/// Product elements per block on one thread (256 KiB of f32).
-const BLOCK_ELEMS: usize = 1 << 16;
 
 /// A planned product plus its epilogue region.
 #[derive(Clone, Debug)]
@@ -142,7 +143,7 @@ pub fn run(k: &mut EpilogueKernel, ins: &[&Tensor], outs: &mut [Tensor]) -> Resu
 
 fn run_with(k: &mut EpilogueKernel, ins: &[&Tensor], outs: &mut [Tensor], acc: &mut Tensor) -> Result<(), IrError> {
     let (batch, m, n) = (k.dot.plan.batch, k.dot.plan.m, k.dot.plan.n);
-    let blocked = threads() == 1 && batch == 1 && matches!(k.dot.path, Path::Gemm) && k.f32_operands;
+    let blocked = threads() == 1 && batch == 1 && k.f32_operands && dot::on_sgemm(&k.dot);
     if !blocked && k.f32_operands && run_blocks_in_parallel(k, ins, outs, acc)? {
         return Ok(());
     }
@@ -152,13 +153,10 @@ fn run_with(k: &mut EpilogueKernel, ins: &[&Tensor], outs: &mut [Tensor], acc: &
     }
     let bad = || IrError::Eval { op: NAME.into(), msg: "operand dtype differs from the plan".into() };
     let (a, b) = (ins[0].as_slice::<f32>().ok_or_else(bad)?, ins[1].as_slice::<f32>().ok_or_else(bad)?);
-    let mut rows = (BLOCK_ELEMS / n.max(1)).max(1);
-    if dot::on_sgemm(&k.dot) {
-        // sgemm's own row blocks (at most MC rows, split evenly, whole micro-kernel tiles):
-        // every block streams all of the packed rhs, so smaller blocks would read it from
-        // memory again (MiniLM's FFN-up rhs is 2.4 MB: 48-row blocks read it three times).
-        rows = m.div_ceil(m.div_ceil(sgemm::MC).max(1)).next_multiple_of(sgemm::MR);
-    }
+    // sgemm's own row blocks (at most MC rows, split evenly, whole micro-kernel tiles): every
+    // block streams all of the packed rhs, so smaller blocks would read it from memory again
+    // (MiniLM's FFN-up rhs is 2.4 MB: 48-row blocks read it three times).
+    let rows = m.div_ceil(m.div_ceil(sgemm::MC).max(1)).next_multiple_of(sgemm::MR);
     // Every block goes to the start of `acc`, which stays in L2 from block to block (a fresh
     // block of a whole-size product costs a read-for-ownership of every line it writes), when
     // the region reads the product element for element.
