@@ -22,7 +22,7 @@
 //! Results match the decomposition within f32 rounding (`exp` is [`super::simd::exp_f32`]).
 
 use super::reduce::max_row;
-use super::simd::{PAR_THRESHOLD, dispatch, exp_f32, has_avx512, threads};
+use super::simd::{PAR_THRESHOLD, dispatch, exp_f32, has_avx2, has_avx512, threads};
 use super::spin;
 use rlx_ir::ops::Composite;
 use rlx_ir::{Attr, DType, IrError, Tensor};
@@ -149,6 +149,7 @@ pub fn run(k: &NormKernel, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrEr
         return Ok(());
     }
     let avx512 = has_avx512();
+    let avx2 = !avx512 && has_avx2();
     let stream = streams_f32(y.len());
     // Rows run in parallel tasks of at least `per_task` rows when `par` (`len > 0`: `y` is not
     // empty).
@@ -158,15 +159,22 @@ pub fn run(k: &NormKernel, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrEr
     // with tasks of PAR_THRESHOLD / 4 elements than rayon's contiguous halves).
     let per_task = (PAR_THRESHOLD / 4 / len).max(k.rows.div_ceil(4 * threads())).max(1);
     #[cfg(target_arch = "x86_64")]
-    if avx512 && k.op == NormOp::Softmax && len <= super::norm_avx512::SCRATCH {
+    if (avx512 || avx2) && k.op == NormOp::Softmax && len <= super::norm_avx512::SCRATCH {
         // Blocks of rows: each row's write pass overlaps the next row's `exp` pass.
         let rows = if par { per_task.min(k.rows) } else { k.rows };
         let block = |(b, yb): (usize, &mut [f32])| {
             let at = b * rows * len;
             let xb = &x[at..at + yb.len()];
             let next = x.get(at + yb.len()..(at + yb.len() + len).min(x.len())).unwrap_or(&[]);
-            // SAFETY: AVX-512 is present (checked); `xb` / `yb` hold whole rows of `len` ≤ SCRATCH.
-            unsafe { super::norm_avx512::softmax_rows(xb, yb, len, stream, next) }
+            // SAFETY: AVX-512 or AVX2 is present (checked); `xb` / `yb` hold whole rows of
+            // `len` ≤ SCRATCH.
+            unsafe {
+                if avx512 {
+                    super::norm_avx512::softmax_rows(xb, yb, len, stream, next)
+                } else {
+                    super::norm_vec::softmax_rows_avx2(xb, yb, len, stream, next)
+                }
+            }
         };
         if rows < k.rows {
             spin::for_chunks_mut(y, rows * len, |b, yb| block((b, yb)));
@@ -192,7 +200,22 @@ pub fn run(k: &NormKernel, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrEr
             }
             return;
         }
-        let _ = (avx512, stream, next);
+        #[cfg(target_arch = "x86_64")]
+        if avx2 {
+            use super::norm_vec as v;
+            // SAFETY: AVX2 + FMA are present (checked); gamma / beta have `len` elements
+            // (checked).
+            unsafe {
+                match k.op {
+                    NormOp::Softmax => v::softmax_row_avx2(xr, yr, false, stream, next),
+                    NormOp::LogSoftmax => v::softmax_row_avx2(xr, yr, true, stream, next),
+                    NormOp::LayerNorm { eps } => v::layer_norm_row_avx2(xr, yr, eps, gamma, beta, stream),
+                    NormOp::RmsNorm { eps } => v::rms_norm_row_avx2(xr, yr, eps, gamma, stream),
+                }
+            }
+            return;
+        }
+        let _ = (avx512, avx2, stream, next);
         match k.op {
             NormOp::Softmax => dispatch(
                 #[inline(always)]

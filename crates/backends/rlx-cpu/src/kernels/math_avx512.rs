@@ -10,7 +10,7 @@
 
 #![cfg(target_arch = "x86_64")]
 
-use super::simd::{ERF_BIG, ERF_SMALL, TANH_P};
+use super::simd::{ERF_BIG, ERF_SMALL, ERFC_BIG, EXP_POLY, TANH_P};
 use std::arch::x86_64::*;
 
 /// Lanes per vector.
@@ -37,11 +37,7 @@ pub(crate) unsafe fn exp512_clamped(xc: __m512) -> __m512 {
         let n = _mm512_sub_ps(_mm512_fmadd_ps(xc, _mm512_set1_ps(std::f32::consts::LOG2_E), magic), magic);
         let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693_359_4), xc);
         let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.121_944_4e-4), r);
-        let mut p = _mm512_set1_ps(1.987_569_1e-4);
-        for c in [1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 0.5, 1.0, 1.0] {
-            p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
-        }
-        _mm512_scalef_ps(p, n)
+        _mm512_scalef_ps(horner(r, &EXP_POLY), n)
     }
 }
 
@@ -79,21 +75,6 @@ pub(crate) unsafe fn erf512(x: __m512) -> __m512 {
         _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x), r, x)
     }
 }
-
-/// Coefficients of [`erfc512`]'s `P(t)` for `|x| ≥ 1/2` (highest degree first; degree 9
-/// fitted on `[0.5, 10]` by `tools/refgen/fit_erf_f32.py`, relative error 2.5e-9 in f64).
-const ERFC_BIG: [f32; 10] = [
-    0.257_901_67,
-    -1.211_861_4,
-    2.234_537_9,
-    -1.932_326_5,
-    0.799_735_8,
-    -0.400_802_8,
-    0.152_134_26,
-    0.365_501_74,
-    1.000_751_1,
-    -1.265_538,
-];
 
 /// `erfc(x) = 1 - erf(x)` on 16 lanes without `1 - erf`'s cancellation for large `x`:
 /// `1 - x·S(x²)` (erf's Maclaurin series) for `|x| < 1/2`; for `x ≥ 1/2`, `t·exp(P(t) - x²)`
@@ -412,139 +393,6 @@ mod tests {
         }
     }
 
-    fn run(f: unsafe fn(&[f32], &mut [f32]), x: &[f32]) -> Vec<f32> {
-        let mut o = vec![0f32; x.len()];
-        // SAFETY: callers check AVX-512 first.
-        unsafe { f(x, &mut o) };
-        o
-    }
-
-    /// Every 97th f32 bit pattern with `|x| ≤ limit`, both signs.
-    fn sweep(limit: f32) -> Vec<f32> {
-        (0..u32::MAX / 97).map(|i| f32::from_bits(i * 97)).filter(|v| v.abs() <= limit).flat_map(|v| [v, -v]).collect()
-    }
-
-    /// `erfc` within 8 ulps of f64 libm wherever erfc is a normal f32 (worst measured 6.6, at
-    /// x ≈ 0.59: the f32 evaluation of `P` carries ~1e-7 absolute into the exponent), over every
-    /// 97th f32 bit pattern in [-10, 10] (both signs) plus the branch edges; in the subnormal
-    /// range (x > 9.19) within 8 ulps of the smallest normal.
-    #[test]
-    fn erfc_slice_matches_libm() {
-        if !super::super::simd::has_avx512() {
-            eprintln!("SKIP erfc_slice: no AVX-512 on this CPU");
-            return;
-        }
-        let mut xs = sweep(10.0);
-        xs.extend([0.0, -0.0, 0.5, -0.5, 0.499_999_97, -0.499_999_97, 9.0, 9.5, 10.0, 11.0, 1e-40, -1e-40]);
-        let got = run(erfc_slice, &xs);
-        let mut worst = (0.0f64, 0.0f32);
-        for (&x, &g) in xs.iter().zip(&got) {
-            let want = rlx_ir::ops::UnaryOp::Erfc.apply_f64(x as f64);
-            let ulp = (want.abs().max(f32::MIN_POSITIVE as f64) * f32::EPSILON as f64) / 2.0;
-            let err = (g as f64 - want).abs() / ulp;
-            if err > worst.0 {
-                worst = (err, x);
-            }
-            assert!(err <= 8.0, "erfc({x:e}) = {g:e}, libm {want:e}: {err:.2} ulps");
-        }
-        eprintln!("erfc worst {:.2} ulps at {:e}", worst.0, worst.1);
-        let edge = run(erfc_slice, &[f32::INFINITY, f32::NEG_INFINITY, f32::NAN]);
-        assert_eq!(edge[..2], [0.0, 2.0]);
-        assert!(edge[2].is_nan());
-    }
-
-    /// `erf` on every 97th f32 bit pattern in [-6, 6], the edges and the specials, against
-    /// f64 libm (through the IR's `erf`), with the portable form's bound (`simd::erf_error`).
-    #[test]
-    fn erf_slice_matches_libm() {
-        if !super::super::simd::has_avx512() {
-            eprintln!("SKIP erf_slice: no AVX-512 on this CPU");
-            return;
-        }
-        let mut xs = sweep(6.0);
-        xs.extend([0.0, -0.0, 1.0, -1.0, 4.0, -4.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 1e-40, -1e-40]);
-        let got = run(erf_slice, &xs);
-        for (&x, &g) in xs.iter().zip(&got) {
-            let want = rlx_ir::ops::UnaryOp::Erf.apply_f64(x as f64);
-            if x.is_nan() {
-                assert!(g.is_nan(), "erf(NaN) = {g}");
-            } else {
-                assert!(super::super::simd::erf_error(g as f64, want) <= 1.0, "erf({x:e}) = {g:e}, libm {want:e}");
-            }
-        }
-        assert_eq!(run(erf_slice, &[f32::INFINITY, f32::NEG_INFINITY]), [1.0, -1.0]);
-    }
-
-    /// `exp` over [-110, 90], the specials and every tail length, against f64 libm.
-    #[test]
-    fn exp_slice_matches_libm() {
-        if !super::super::simd::has_avx512() {
-            eprintln!("SKIP exp_slice: no AVX-512 on this CPU");
-            return;
-        }
-        for n in [1usize, 15, 16, 17, 4101] {
-            let xs: Vec<f32> = (0..n).map(|i| -110.0 + i as f32 * (200.0 / n as f32)).collect();
-            for (&x, &g) in xs.iter().zip(&run(exp_slice, &xs)) {
-                let want = (x as f64).exp();
-                if want > 1e-37 && want < 3e38 {
-                    assert!(((g as f64 - want) / want).abs() < 3e-7, "exp({x}) = {g}, want {want}");
-                } else if want <= 1e-37 {
-                    assert!((g as f64 - want).abs() < 1e-44, "exp({x}) = {g}, want {want}");
-                } else if want > f32::MAX as f64 {
-                    assert_eq!(g, f32::INFINITY, "exp({x})");
-                }
-            }
-        }
-        let s = run(exp_slice, &[f32::NEG_INFINITY, f32::NAN]);
-        assert_eq!(s[0], 0.0);
-        assert!(s[1].is_nan());
-    }
-
-    /// Worst error in f32 ulps of `f` against `want` (f64) over `xs`, where the result is a
-    /// normal f32 (below: in ulps of the smallest normal); returns (ulps, x).
-    fn worst_ulps(f: unsafe fn(&[f32], &mut [f32]), xs: &[f32], want: impl Fn(f64) -> f64) -> (f64, f32) {
-        let got = run(f, xs);
-        let mut worst = (0.0f64, 0.0f32);
-        for (&x, &g) in xs.iter().zip(&got) {
-            let w = want(x as f64);
-            if w.abs() > f32::MAX as f64 {
-                continue;
-            }
-            let ulp = (w.abs().max(f32::MIN_POSITIVE as f64) * f32::EPSILON as f64) / 2.0;
-            let err = (g as f64 - w).abs() / ulp;
-            if err > worst.0 || err.is_nan() {
-                worst = (err, x);
-            }
-        }
-        worst
-    }
-
-    /// `exp`, the logistic function and `tanh` on every 97th f32 bit pattern of their ranges
-    /// (both signs), in ulps of f64 libm: exp within 2 (Cephes' polynomial by Horner's rule, the
-    /// 2ⁿ scale exact; measured 1.66, the Cephes-form evaluation it replaced 1.49), logistic
-    /// within 3.5 below 0 (`e·r`: exp's 1.66, the reciprocal's `rcp14` + Newton step within 1,
-    /// the product's rounding ½; measured 3.36, with a division 3.25), tanh within the 3 ulps of
-    /// `tanh_and_logistic_match_libm` (measured 2.40, at x ≈ 0.628, just past the polynomial's
-    /// range, where `1 - 2/(e + 1)` loses a bit to cancellation; `rcp14` + Newton for the
-    /// division measured the same 2.40 and no faster on `fusion_bench chain-l2`).
-    #[test]
-    fn exp_logistic_tanh_ulps_over_a_sweep() {
-        if !super::super::simd::has_avx512() {
-            eprintln!("SKIP exp/logistic sweep: no AVX-512 on this CPU");
-            return;
-        }
-        let xs: Vec<f32> = sweep(104.0).into_iter().filter(|&v| v <= 88.7).collect();
-        let (e, at) = worst_ulps(exp_slice, &xs, f64::exp);
-        eprintln!("exp worst {e:.2} ulps at {at:e}");
-        assert!(e <= 2.0, "exp({at:e}): {e:.2} ulps");
-        let (l, at) = worst_ulps(logistic_slice, &sweep(120.0), |x| 1.0 / (1.0 + (-x).exp()));
-        eprintln!("logistic worst {l:.2} ulps at {at:e}");
-        assert!(l <= 3.5, "logistic({at:e}): {l:.2} ulps");
-        let (t, at) = worst_ulps(tanh_slice, &sweep(50.0), f64::tanh);
-        eprintln!("tanh worst {t:.2} ulps at {at:e}");
-        assert!(t <= 3.0, "tanh({at:e}): {t:.2} ulps");
-    }
-
     /// `exp_sum_slice` over every tail length, with `-inf` scores (masked keys), against f64.
     #[test]
     fn exp_sum_slice_matches_libm() {
@@ -568,29 +416,6 @@ mod tests {
             }
             assert!((sum as f64 - want_sum).abs() <= 1e-6 * want_sum.max(1.0), "n {n}: sum {sum} vs {want_sum}");
         }
-    }
-
-    /// `tanh` and the logistic function over [-30, 30] (every tail length) and the specials,
-    /// against f64 libm: within 3 f32 ulps relative or 1e-7 absolute.
-    #[test]
-    fn tanh_and_logistic_match_libm() {
-        if !super::super::simd::has_avx512() {
-            eprintln!("SKIP tanh/logistic: no AVX-512 on this CPU");
-            return;
-        }
-        let close = |g: f32, w: f64| (g as f64 - w).abs() <= (w.abs() * 3.0 * f32::EPSILON as f64).max(1e-7);
-        for n in [1usize, 15, 17, 6001] {
-            let xs: Vec<f32> = (0..n).map(|i| -30.0 + i as f32 * (60.0 / n as f32)).collect();
-            for ((&x, &t), &l) in xs.iter().zip(&run(tanh_slice, &xs)).zip(&run(logistic_slice, &xs)) {
-                assert!(close(t, (x as f64).tanh()), "tanh({x}) = {t}");
-                assert!(close(l, 1.0 / (1.0 + (-(x as f64)).exp())), "logistic({x}) = {l}");
-            }
-        }
-        let sp = [f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 0.0, -0.0];
-        let (t, l) = (run(tanh_slice, &sp), run(logistic_slice, &sp));
-        assert_eq!((t[0], t[1], t[3]), (1.0, -1.0, 0.0));
-        assert_eq!((l[0], l[1], l[3]), (1.0, 0.0, 0.5));
-        assert!(t[2].is_nan() && l[2].is_nan());
     }
 
     /// The batched sums give `_mm512_reduce_add_ps`'s bits on vectors whose lanes differ by

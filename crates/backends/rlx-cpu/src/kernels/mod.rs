@@ -21,9 +21,13 @@ mod fused_tile;
 pub use fused_tile::{TILE_BINARY_OPS, TILE_UNARY_OPS};
 pub mod gemv;
 mod math_avx512;
+#[cfg(target_arch = "x86_64")]
+mod math_vec;
 pub mod movement;
 #[cfg(target_arch = "x86_64")]
 mod norm_avx512;
+#[cfg(target_arch = "x86_64")]
+mod norm_vec;
 pub mod qmatmul;
 pub mod reduce;
 pub mod rope;
@@ -32,6 +36,8 @@ pub mod sgemm;
 pub mod simd;
 pub(crate) mod spin;
 pub mod transpose;
+#[cfg(target_arch = "x86_64")]
+mod vf32;
 pub mod window;
 
 use rlx_ir::{DType, Graph, IrError, NodeId, Op, Tensor};

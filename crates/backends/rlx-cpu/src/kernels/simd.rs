@@ -249,6 +249,27 @@ pub fn exp_f32(x: f32) -> f32 {
     e * s1 * s2
 }
 
+/// Coefficients of the vector `erfc`'s `P(t)` (`math_avx512::erfc512`, `math_vec::erfc`) for
+/// `|x| ≥ 1/2` (highest degree first; degree 9 fitted on `[0.5, 10]` by
+/// `tools/refgen/fit_erf_f32.py`, relative error 2.5e-9 in f64).
+pub(crate) const ERFC_BIG: [f32; 10] = [
+    0.257_901_67,
+    -1.211_861_4,
+    2.234_537_9,
+    -1.932_326_5,
+    0.799_735_8,
+    -0.400_802_8,
+    0.152_134_26,
+    0.365_501_74,
+    1.000_751_1,
+    -1.265_538,
+];
+
+/// Cephes `expf`'s polynomial in the reduced argument `r`, highest degree first, as the vector
+/// forms evaluate it with FMAs (Horner): `exp(r) ≈ ((…(c₀·r + c₁)·r + …)·r + 1)·r + 1`.
+pub(crate) const EXP_POLY: [f32; 8] =
+    [1.987_569_1e-4, 1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 0.5, 1.0, 1.0];
+
 /// Coefficients of [`tanh_f32`]'s odd polynomial for `|x| < 0.625` (Cephes `tanhf`; highest
 /// degree first, in `x²`; the result is `x + x·x²·P(x²)`).
 pub(crate) const TANH_P: [f32; 5] = [-5.704_988_7e-3, 0.020_639_09, -5.373_971_6e-2, 1.333_144_2e-1, -3.333_328e-1];

@@ -1,0 +1,360 @@
+//! The f32 transcendental functions on any [`Vf32`] width, with explicit FMAs, for the
+//! elementwise and fused kernels on CPUs without AVX-512 ([`F32x8`] entry points below;
+//! callers check [`super::simd::has_avx2`] first).
+//!
+//! Op for op the forms of [`super::math_avx512`] (same range reductions, coefficients from
+//! [`super::simd`], same rounding steps; `2ⁿ` by [`Vf32::scale_pow2`], exact as `vscalefps`),
+//! so `exp`, `erf`, `erfc` and `tanh` give the AVX-512 kernels' bits; the logistic function's
+//! reciprocal is a division on AVX2 (`rcp14` and a Newton step on AVX-512), so it may differ
+//! from AVX-512 in the last bit. Before these, an AVX2 CPU ran LLVM's vectorization of the portable
+//! scalar forms, and `erfc` (the exact GELU) ran f64 libm per element.
+
+#![cfg(target_arch = "x86_64")]
+
+use super::simd::{ERF_BIG, ERF_SMALL, ERFC_BIG, EXP_POLY, TANH_P};
+use super::vf32::{F32x8, Vf32};
+
+/// `c[0]·xⁿ + … + c[n]` by Horner's rule with FMAs (coefficients highest degree first).
+#[inline(always)]
+unsafe fn horner<V: Vf32>(x: V, c: &[f32]) -> V {
+    unsafe {
+        let mut p = V::splat(c[0]);
+        for &ci in &c[1..] {
+            p = p.fmadd(x, V::splat(ci));
+        }
+        p
+    }
+}
+
+/// `exp(x)` (Cephes `expf`, about 1 ulp): clamped to `[-104, 88.8]` (NaN passes through: x86
+/// `min` / `max` return their second operand), then [`exp_clamped`]. `exp(-inf) = 0`.
+#[inline(always)]
+pub(crate) unsafe fn exp<V: Vf32>(x: V) -> V {
+    unsafe { exp_clamped(V::splat(88.8).min(V::splat(-104.0).max(x))) }
+}
+
+/// `exp` of an `x` already in `[-104, 88.8]` (or NaN): `n = round(x·log₂e)` by the 1.5·2²³
+/// shifter, the Cody–Waite reduction `r = x - n·ln 2` in two parts, the polynomial by Horner's
+/// rule, then `·2ⁿ`.
+#[inline(always)]
+pub(crate) unsafe fn exp_clamped<V: Vf32>(xc: V) -> V {
+    unsafe {
+        let magic = V::splat(12_582_912.0);
+        let n = xc.fmadd(V::splat(std::f32::consts::LOG2_E), magic).sub(magic);
+        let r = n.fnmadd(V::splat(0.693_359_4), xc);
+        let r = n.fnmadd(V::splat(-2.121_944_4e-4), r);
+        horner(r, &EXP_POLY).scale_pow2(n)
+    }
+}
+
+/// `erf(x)` ([`super::simd::erf_f32`]'s method): the Maclaurin series for `|x| < 1`, else
+/// `±(1 - t·exp(P(t) - x²))` with `t = 1 / (1 + |x|/2)` (`|x|` clamped to 4).
+#[inline(always)]
+pub(crate) unsafe fn erf<V: Vf32>(x: V) -> V {
+    unsafe {
+        let one = V::splat(1.0);
+        let a = x.abs();
+        let small = x.mul(horner(x.mul(x), &ERF_SMALL));
+        let ac = a.min(V::splat(4.0));
+        let t = one.div(ac.fmadd(V::splat(0.5), one));
+        let p = horner(t, &ERF_BIG);
+        let big = t.fnmadd(exp(ac.fnmadd(ac, p)), one).or_sign_of(x);
+        V::keep_nan(x, V::select_lt(a, one, small, big))
+    }
+}
+
+/// `erfc(x) = 1 - erf(x)` without `1 - erf`'s cancellation (`math_avx512::erfc512`'s
+/// method): `1 - x·S(x²)` for `|x| < 1/2`; for `x ≥ 1/2`, `t·exp(P(t) - x²)` with `x²` split
+/// exactly and `P - x²` summed exactly (TwoSum); for `x ≤ -1/2`, `2 -` that at `|x|`.
+/// Within 8 ulps of f64 libm where erfc is a normal f32.
+#[inline(always)]
+pub(crate) unsafe fn erfc<V: Vf32>(x: V) -> V {
+    unsafe {
+        let one = V::splat(1.0);
+        let a = x.abs();
+        let small = x.fnmadd(horner(x.mul(x), &ERF_SMALL), one);
+        let ac = a.min(V::splat(11.0));
+        let t = one.div(ac.fmadd(V::splat(0.5), one));
+        let p = horner(t, &ERFC_BIG);
+        // x² = hi + lo exactly; P - hi = sum + err exactly (Knuth's TwoSum).
+        let hi = ac.mul(ac);
+        let lo = ac.fmsub(ac, hi);
+        let sum = p.sub(hi);
+        let pv = sum.add(hi);
+        let hv = sum.sub(pv);
+        let err = p.sub(pv).add(hi.add(hv));
+        // exp(sum + err - lo) = exp(sum)·(1 + (err - lo)) to 1e-10.
+        let e = exp(sum);
+        let tail = t.mul(e.fmadd(err.sub(lo), e));
+        let big = V::select_lt(x, V::splat(0.0), V::splat(2.0).sub(tail), tail);
+        V::keep_nan(x, V::select_lt(a, V::splat(0.5), small, big))
+    }
+}
+
+/// `tanh(x)` ([`super::simd::tanh_f32`]'s method): the odd polynomial for `|x| < 0.625`, else
+/// `±(1 - 2 / (exp(2|x|) + 1))`.
+#[inline(always)]
+pub(crate) unsafe fn tanh<V: Vf32>(x: V) -> V {
+    unsafe {
+        let one = V::splat(1.0);
+        let a = x.abs();
+        let z = x.mul(x);
+        let small = horner(z, &TANH_P).mul(z).fmadd(x, x);
+        let e = exp(V::splat(2.0).mul(a.min(V::splat(44.0))));
+        let big = one.sub(V::splat(2.0).div(e.add(one))).or_sign_of(x);
+        V::keep_nan(x, V::select_lt(a, V::splat(0.625), small, big))
+    }
+}
+
+/// The logistic function `1 / (1 + exp(-x))` in the form that never overflows: `e =
+/// exp(-|x|)`, `r = 1 / (1 + e)`, then `r` for `x ≥ 0` and `e·r` below.
+#[inline(always)]
+pub(crate) unsafe fn logistic<V: Vf32>(x: V) -> V {
+    unsafe {
+        let e = exp_clamped(V::splat(-104.0).max(x.neg_abs()));
+        let r = V::splat(1.0).add(e).recip_1_2();
+        V::select_lt(x, V::splat(0.0), e.mul(r), r)
+    }
+}
+
+/// `o[i] = f(x[i])` over equal-length slices, `V::LANES` at a time, the tail by partial loads
+/// and stores.
+#[inline(always)]
+pub(crate) unsafe fn map<V: Vf32>(x: &[f32], o: &mut [f32], f: impl Fn(V) -> V) {
+    let n = o.len().min(x.len());
+    let (xp, op) = (x.as_ptr(), o.as_mut_ptr());
+    let mut i = 0;
+    // SAFETY: every access is below `n`, inside both slices.
+    unsafe {
+        while i + V::LANES <= n {
+            f(V::load(xp.add(i))).store(op.add(i));
+            i += V::LANES;
+        }
+        if i < n {
+            f(V::load_part(xp.add(i), n - i, 0.0)).store_part(op.add(i), n - i);
+        }
+    }
+}
+
+/// The AVX2 slice functions: `o = f(x)` elementwise, 8 lanes at a time.
+macro_rules! avx2_slices {
+    ($($(#[$doc:meta])* $name:ident => $f:ident;)*) => {$(
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// AVX2 and FMA are available.
+        #[target_feature(enable = "avx2,fma")]
+        pub(crate) unsafe fn $name(x: &[f32], o: &mut [f32]) {
+            // SAFETY: the caller's contract.
+            unsafe { map::<F32x8>(x, o, |v| $f(v)) }
+        }
+    )*};
+}
+
+avx2_slices! {
+    /// `o = exp(x)` ([`exp`]).
+    exp_slice_avx2 => exp;
+    /// `o = erf(x)` ([`erf`]).
+    erf_slice_avx2 => erf;
+    /// `o = erfc(x)` ([`erfc`]).
+    erfc_slice_avx2 => erfc;
+    /// `o = tanh(x)` ([`tanh`]).
+    tanh_slice_avx2 => tanh;
+    /// `o = logistic(x)` ([`logistic`]).
+    logistic_slice_avx2 => logistic;
+}
+
+#[cfg(test)]
+mod tests {
+    //! The vector forms against f64 libm, each width this CPU has (AVX-512's from
+    //! [`super::super::math_avx512`], AVX2's from here).
+    use super::*;
+
+    type SliceFn = unsafe fn(&[f32], &mut [f32]);
+
+    /// One width's slice functions.
+    struct Forms {
+        name: &'static str,
+        exp: SliceFn,
+        erf: SliceFn,
+        erfc: SliceFn,
+        tanh: SliceFn,
+        logistic: SliceFn,
+    }
+
+    /// The widths this CPU runs.
+    fn forms() -> Vec<Forms> {
+        let mut v = Vec::new();
+        if super::super::simd::has_avx512() {
+            use super::super::math_avx512 as m;
+            v.push(Forms {
+                name: "avx512",
+                exp: m::exp_slice,
+                erf: m::erf_slice,
+                erfc: m::erfc_slice,
+                tanh: m::tanh_slice,
+                logistic: m::logistic_slice,
+            });
+        }
+        if super::super::simd::has_avx2() {
+            v.push(Forms {
+                name: "avx2",
+                exp: exp_slice_avx2,
+                erf: erf_slice_avx2,
+                erfc: erfc_slice_avx2,
+                tanh: tanh_slice_avx2,
+                logistic: logistic_slice_avx2,
+            });
+        }
+        if v.is_empty() {
+            eprintln!("SKIP math_vec: neither AVX-512 nor AVX2 on this CPU");
+        }
+        v
+    }
+
+    fn run(f: SliceFn, x: &[f32]) -> Vec<f32> {
+        let mut o = vec![0f32; x.len()];
+        // SAFETY: `forms` lists only what this CPU has.
+        unsafe { f(x, &mut o) };
+        o
+    }
+
+    /// Every 97th f32 bit pattern with `|x| ≤ limit`, both signs.
+    fn sweep(limit: f32) -> Vec<f32> {
+        (0..u32::MAX / 97).map(|i| f32::from_bits(i * 97)).filter(|v| v.abs() <= limit).flat_map(|v| [v, -v]).collect()
+    }
+
+    /// `erfc` within 8 ulps of f64 libm wherever erfc is a normal f32 (worst measured 6.6, at
+    /// x ≈ 0.59: the f32 evaluation of `P` carries ~1e-7 absolute into the exponent), over every
+    /// 97th f32 bit pattern in [-10, 10] (both signs) plus the branch edges; in the subnormal
+    /// range (x > 9.19) within 8 ulps of the smallest normal.
+    #[test]
+    fn erfc_slice_matches_libm() {
+        for fm in forms() {
+            let mut xs = sweep(10.0);
+            xs.extend([0.0, -0.0, 0.5, -0.5, 0.499_999_97, -0.499_999_97, 9.0, 9.5, 10.0, 11.0, 1e-40, -1e-40]);
+            let got = run(fm.erfc, &xs);
+            let mut worst = (0.0f64, 0.0f32);
+            for (&x, &g) in xs.iter().zip(&got) {
+                let want = rlx_ir::ops::UnaryOp::Erfc.apply_f64(x as f64);
+                let ulp = (want.abs().max(f32::MIN_POSITIVE as f64) * f32::EPSILON as f64) / 2.0;
+                let err = (g as f64 - want).abs() / ulp;
+                if err > worst.0 {
+                    worst = (err, x);
+                }
+                assert!(err <= 8.0, "{}: erfc({x:e}) = {g:e}, libm {want:e}: {err:.2} ulps", fm.name);
+            }
+            eprintln!("{}: erfc worst {:.2} ulps at {:e}", fm.name, worst.0, worst.1);
+            let edge = run(fm.erfc, &[f32::INFINITY, f32::NEG_INFINITY, f32::NAN]);
+            assert_eq!(edge[..2], [0.0, 2.0], "{}", fm.name);
+            assert!(edge[2].is_nan(), "{}", fm.name);
+        }
+    }
+
+    /// `erf` on every 97th f32 bit pattern in [-6, 6], the edges and the specials, against
+    /// f64 libm (through the IR's `erf`), with the portable form's bound (`simd::erf_error`).
+    #[test]
+    fn erf_slice_matches_libm() {
+        for fm in forms() {
+            let mut xs = sweep(6.0);
+            xs.extend([0.0, -0.0, 1.0, -1.0, 4.0, -4.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 1e-40, -1e-40]);
+            let got = run(fm.erf, &xs);
+            for (&x, &g) in xs.iter().zip(&got) {
+                let want = rlx_ir::ops::UnaryOp::Erf.apply_f64(x as f64);
+                if x.is_nan() {
+                    assert!(g.is_nan(), "{}: erf(NaN) = {g}", fm.name);
+                } else {
+                    let e = super::super::simd::erf_error(g as f64, want);
+                    assert!(e <= 1.0, "{}: erf({x:e}) = {g:e}, libm {want:e}", fm.name);
+                }
+            }
+            assert_eq!(run(fm.erf, &[f32::INFINITY, f32::NEG_INFINITY]), [1.0, -1.0], "{}", fm.name);
+        }
+    }
+
+    /// `exp` over [-110, 90], the specials and every tail length, against f64 libm.
+    #[test]
+    fn exp_slice_matches_libm() {
+        for fm in forms() {
+            for n in [1usize, 7, 8, 9, 15, 16, 17, 4101] {
+                let xs: Vec<f32> = (0..n).map(|i| -110.0 + i as f32 * (200.0 / n as f32)).collect();
+                for (&x, &g) in xs.iter().zip(&run(fm.exp, &xs)) {
+                    let want = (x as f64).exp();
+                    if want > 1e-37 && want < 3e38 {
+                        assert!(((g as f64 - want) / want).abs() < 3e-7, "{}: exp({x}) = {g}, want {want}", fm.name);
+                    } else if want <= 1e-37 {
+                        assert!((g as f64 - want).abs() < 1e-44, "{}: exp({x}) = {g}, want {want}", fm.name);
+                    } else if want > f32::MAX as f64 {
+                        assert_eq!(g, f32::INFINITY, "{}: exp({x})", fm.name);
+                    }
+                }
+            }
+            let s = run(fm.exp, &[f32::NEG_INFINITY, f32::NAN]);
+            assert_eq!(s[0], 0.0, "{}", fm.name);
+            assert!(s[1].is_nan(), "{}", fm.name);
+        }
+    }
+
+    /// Worst error in f32 ulps of `f` against `want` (f64) over `xs`, where the result is a
+    /// normal f32 (below: in ulps of the smallest normal); returns (ulps, x).
+    fn worst_ulps(f: SliceFn, xs: &[f32], want: impl Fn(f64) -> f64) -> (f64, f32) {
+        let got = run(f, xs);
+        let mut worst = (0.0f64, 0.0f32);
+        for (&x, &g) in xs.iter().zip(&got) {
+            let w = want(x as f64);
+            if w.abs() > f32::MAX as f64 {
+                continue;
+            }
+            let ulp = (w.abs().max(f32::MIN_POSITIVE as f64) * f32::EPSILON as f64) / 2.0;
+            let err = (g as f64 - w).abs() / ulp;
+            if err > worst.0 || err.is_nan() {
+                worst = (err, x);
+            }
+        }
+        worst
+    }
+
+    /// `exp`, the logistic function and `tanh` on every 97th f32 bit pattern of their ranges
+    /// (both signs), in ulps of f64 libm: exp within 2 (Cephes' polynomial by Horner's rule, the
+    /// 2ⁿ scale exact; measured 1.66), logistic within 3.5 below 0 (`e·r`: exp's 1.66, the
+    /// reciprocal within 1, the product's rounding ½; measured 3.36 with AVX-512's `rcp14` +
+    /// Newton, 3.25 with a division), tanh within the 3 ulps of
+    /// `tanh_and_logistic_match_libm` (measured 2.40, at x ≈ 0.628, just past the polynomial's
+    /// range, where `1 - 2/(e + 1)` loses a bit to cancellation).
+    #[test]
+    fn exp_logistic_tanh_ulps_over_a_sweep() {
+        for fm in forms() {
+            let xs: Vec<f32> = sweep(104.0).into_iter().filter(|&v| v <= 88.7).collect();
+            let (e, at) = worst_ulps(fm.exp, &xs, f64::exp);
+            eprintln!("{}: exp worst {e:.2} ulps at {at:e}", fm.name);
+            assert!(e <= 2.0, "{}: exp({at:e}): {e:.2} ulps", fm.name);
+            let (l, at) = worst_ulps(fm.logistic, &sweep(120.0), |x| 1.0 / (1.0 + (-x).exp()));
+            eprintln!("{}: logistic worst {l:.2} ulps at {at:e}", fm.name);
+            assert!(l <= 3.5, "{}: logistic({at:e}): {l:.2} ulps", fm.name);
+            let (t, at) = worst_ulps(fm.tanh, &sweep(50.0), f64::tanh);
+            eprintln!("{}: tanh worst {t:.2} ulps at {at:e}", fm.name);
+            assert!(t <= 3.0, "{}: tanh({at:e}): {t:.2} ulps", fm.name);
+        }
+    }
+
+    /// `tanh` and the logistic function over [-30, 30] (every tail length) and the specials,
+    /// against f64 libm: within 3 f32 ulps relative or 1e-7 absolute.
+    #[test]
+    fn tanh_and_logistic_match_libm() {
+        let close = |g: f32, w: f64| (g as f64 - w).abs() <= (w.abs() * 3.0 * f32::EPSILON as f64).max(1e-7);
+        for fm in forms() {
+            for n in [1usize, 7, 9, 15, 17, 6001] {
+                let xs: Vec<f32> = (0..n).map(|i| -30.0 + i as f32 * (60.0 / n as f32)).collect();
+                for ((&x, &t), &l) in xs.iter().zip(&run(fm.tanh, &xs)).zip(&run(fm.logistic, &xs)) {
+                    assert!(close(t, (x as f64).tanh()), "{}: tanh({x}) = {t}", fm.name);
+                    assert!(close(l, 1.0 / (1.0 + (-(x as f64)).exp())), "{}: logistic({x}) = {l}", fm.name);
+                }
+            }
+            let sp = [f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 0.0, -0.0];
+            let (t, l) = (run(fm.tanh, &sp), run(fm.logistic, &sp));
+            assert_eq!((t[0], t[1], t[3]), (1.0, -1.0, 0.0), "{}", fm.name);
+            assert_eq!((l[0], l[1], l[3]), (1.0, 0.0, 0.5), "{}", fm.name);
+            assert!(t[2].is_nan() && l[2].is_nan(), "{}", fm.name);
+        }
+    }
+}

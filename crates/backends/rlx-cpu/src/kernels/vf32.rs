@@ -1,0 +1,223 @@
+//! A vector of f32 lanes on one x86 SIMD level ([`Vf32`]), so that a row kernel or a
+//! transcendental function is written once and compiled for each width: [`F32x8`] (AVX2 + FMA,
+//! 8 lanes) here. The generic code lives in [`super::math_vec`] (`exp`, `erf`, `erfc`, `tanh`,
+//! the logistic function) and [`super::norm_vec`] (softmax / layer_norm / rms_norm rows).
+//!
+//! Every method is `#[inline(always)]` and is only called from inside a function compiled with
+//! the level's `#[target_feature]` (the `*_avx2` entry points), where the intrinsics inline;
+//! callers check [`super::simd::has_avx2`] first. Closures in the generic code carry no target
+//! features of their own: each is passed in argument position with `#[inline(always)]` (a
+//! `let` closure cannot carry it), and arrays are built element by element, not by
+//! `[..].map(closure)`: one closure left out of line made softmax over [4096, 4096] 36 times
+//! slower (13.3 → 483 ms), every intrinsic in it a call.
+//!
+//! The AVX-512 kernels ([`super::math_avx512`], [`super::norm_avx512`]) predate this trait and
+//! compute the same operations in 16 lanes (the generic forms follow them op for op, so `exp`,
+//! `erf`, `erfc` and `tanh` give the same bits at both widths); moving them onto an `__m512`
+//! implementation needs an AVX-512 host to measure on.
+
+#![cfg(target_arch = "x86_64")]
+
+use std::arch::x86_64::*;
+
+/// f32 lanes of one SIMD level (see the module docs). `unsafe`: each method needs its level's
+/// CPU features; pointer methods read or write `LANES` (or `n`) floats.
+#[allow(clippy::missing_safety_doc)]
+pub(crate) trait Vf32: Copy {
+    /// Lanes per vector.
+    const LANES: usize;
+    unsafe fn splat(v: f32) -> Self;
+    unsafe fn load(p: *const f32) -> Self;
+    /// Lanes `0..n` from `p` (`n < LANES`), `fill` in the others; reads nothing past `p + n`.
+    unsafe fn load_part(p: *const f32, n: usize, fill: f32) -> Self;
+    unsafe fn store(self, p: *mut f32);
+    /// Lanes `0..n` to `p` (`n < LANES`); writes nothing past `p + n`.
+    unsafe fn store_part(self, p: *mut f32, n: usize);
+    /// Non-temporal store to `p`, aligned to `4 · LANES` bytes.
+    unsafe fn stream(self, p: *mut f32);
+    unsafe fn add(self, b: Self) -> Self;
+    unsafe fn sub(self, b: Self) -> Self;
+    unsafe fn mul(self, b: Self) -> Self;
+    unsafe fn div(self, b: Self) -> Self;
+    /// x86 `min`: `b` when either is NaN.
+    unsafe fn min(self, b: Self) -> Self;
+    /// x86 `max`: `b` when either is NaN.
+    unsafe fn max(self, b: Self) -> Self;
+    /// `self · b + c`, one rounding.
+    unsafe fn fmadd(self, b: Self, c: Self) -> Self;
+    /// `c - self · b`, one rounding.
+    unsafe fn fnmadd(self, b: Self, c: Self) -> Self;
+    /// `self · b - c`, one rounding.
+    unsafe fn fmsub(self, b: Self, c: Self) -> Self;
+    unsafe fn abs(self) -> Self;
+    /// `self` with the sign bit of `x` or-ed in.
+    unsafe fn or_sign_of(self, x: Self) -> Self;
+    /// `-|self|` (the sign bit set).
+    unsafe fn neg_abs(self) -> Self;
+    /// Per lane: `t` where `a < b` (ordered), else `f`.
+    unsafe fn select_lt(a: Self, b: Self, t: Self, f: Self) -> Self;
+    /// Per lane: `x` where `x` is NaN, else `r`.
+    unsafe fn keep_nan(x: Self, r: Self) -> Self;
+    /// Whether any lane of `self` differs from `b` (NaN lanes differ).
+    unsafe fn any_ne(self, b: Self) -> bool;
+    /// `self · 2ⁿ` for integral `n` in `[-150, 128]`, rounded once (subnormal results and
+    /// overflow to `inf` exact, as `vscalefps`).
+    unsafe fn scale_pow2(self, n: Self) -> Self;
+    /// `1 / self` for `self` in `[1, 2]` within one ulp, exact at 1 (NaN stays NaN).
+    unsafe fn recip_1_2(self) -> Self;
+    /// Lanes `n..` set to zero (`n < LANES`).
+    unsafe fn zero_from(self, n: usize) -> Self;
+    /// Maximum of the lanes (NaN lanes: one of them or another lane; callers check NaN).
+    unsafe fn reduce_max(self) -> f32;
+    /// Sum of the lanes in f64.
+    unsafe fn hsum_f64(self) -> f64;
+    /// Prefetch the line holding `p` into L2.
+    #[inline(always)]
+    unsafe fn prefetch_l2(p: *const f32) {
+        unsafe { _mm_prefetch::<_MM_HINT_T1>(p as *const i8) }
+    }
+}
+
+/// 8 f32 lanes on AVX2 + FMA.
+#[derive(Clone, Copy)]
+pub(crate) struct F32x8(pub(crate) __m256);
+
+/// The `vmaskmovps` mask of lanes `0..n`.
+#[inline(always)]
+unsafe fn lanes_below(n: usize) -> __m256i {
+    unsafe { _mm256_cmpgt_epi32(_mm256_set1_epi32(n as i32), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)) }
+}
+
+impl Vf32 for F32x8 {
+    const LANES: usize = 8;
+    #[inline(always)]
+    unsafe fn splat(v: f32) -> Self {
+        unsafe { F32x8(_mm256_set1_ps(v)) }
+    }
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> Self {
+        unsafe { F32x8(_mm256_loadu_ps(p)) }
+    }
+    #[inline(always)]
+    unsafe fn load_part(p: *const f32, n: usize, fill: f32) -> Self {
+        unsafe {
+            let m = lanes_below(n);
+            F32x8(_mm256_blendv_ps(_mm256_set1_ps(fill), _mm256_maskload_ps(p, m), _mm256_castsi256_ps(m)))
+        }
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f32) {
+        unsafe { _mm256_storeu_ps(p, self.0) }
+    }
+    #[inline(always)]
+    unsafe fn store_part(self, p: *mut f32, n: usize) {
+        unsafe { _mm256_maskstore_ps(p, lanes_below(n), self.0) }
+    }
+    #[inline(always)]
+    unsafe fn stream(self, p: *mut f32) {
+        unsafe { _mm256_stream_ps(p, self.0) }
+    }
+    #[inline(always)]
+    unsafe fn add(self, b: Self) -> Self {
+        unsafe { F32x8(_mm256_add_ps(self.0, b.0)) }
+    }
+    #[inline(always)]
+    unsafe fn sub(self, b: Self) -> Self {
+        unsafe { F32x8(_mm256_sub_ps(self.0, b.0)) }
+    }
+    #[inline(always)]
+    unsafe fn mul(self, b: Self) -> Self {
+        unsafe { F32x8(_mm256_mul_ps(self.0, b.0)) }
+    }
+    #[inline(always)]
+    unsafe fn div(self, b: Self) -> Self {
+        unsafe { F32x8(_mm256_div_ps(self.0, b.0)) }
+    }
+    #[inline(always)]
+    unsafe fn min(self, b: Self) -> Self {
+        unsafe { F32x8(_mm256_min_ps(self.0, b.0)) }
+    }
+    #[inline(always)]
+    unsafe fn max(self, b: Self) -> Self {
+        unsafe { F32x8(_mm256_max_ps(self.0, b.0)) }
+    }
+    #[inline(always)]
+    unsafe fn fmadd(self, b: Self, c: Self) -> Self {
+        unsafe { F32x8(_mm256_fmadd_ps(self.0, b.0, c.0)) }
+    }
+    #[inline(always)]
+    unsafe fn fnmadd(self, b: Self, c: Self) -> Self {
+        unsafe { F32x8(_mm256_fnmadd_ps(self.0, b.0, c.0)) }
+    }
+    #[inline(always)]
+    unsafe fn fmsub(self, b: Self, c: Self) -> Self {
+        unsafe { F32x8(_mm256_fmsub_ps(self.0, b.0, c.0)) }
+    }
+    #[inline(always)]
+    unsafe fn abs(self) -> Self {
+        unsafe { F32x8(_mm256_andnot_ps(_mm256_set1_ps(-0.0), self.0)) }
+    }
+    #[inline(always)]
+    unsafe fn or_sign_of(self, x: Self) -> Self {
+        unsafe { F32x8(_mm256_or_ps(self.0, _mm256_and_ps(x.0, _mm256_set1_ps(-0.0)))) }
+    }
+    #[inline(always)]
+    unsafe fn neg_abs(self) -> Self {
+        unsafe { F32x8(_mm256_or_ps(self.0, _mm256_set1_ps(-0.0))) }
+    }
+    #[inline(always)]
+    unsafe fn select_lt(a: Self, b: Self, t: Self, f: Self) -> Self {
+        unsafe { F32x8(_mm256_blendv_ps(f.0, t.0, _mm256_cmp_ps::<_CMP_LT_OQ>(a.0, b.0))) }
+    }
+    #[inline(always)]
+    unsafe fn keep_nan(x: Self, r: Self) -> Self {
+        unsafe { F32x8(_mm256_blendv_ps(r.0, x.0, _mm256_cmp_ps::<_CMP_UNORD_Q>(x.0, x.0))) }
+    }
+    #[inline(always)]
+    unsafe fn any_ne(self, b: Self) -> bool {
+        unsafe { _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_NEQ_UQ>(self.0, b.0)) != 0 }
+    }
+    #[inline(always)]
+    unsafe fn scale_pow2(self, n: Self) -> Self {
+        // 2ⁿ as two normal factors 2^(n/2) · 2^(n - n/2) (each exponent in [-75, 64]): the
+        // first product is exact (`self` is normal and stays normal), the second rounds once.
+        unsafe {
+            let ni = _mm256_cvtps_epi32(n.0);
+            let n1 = _mm256_srai_epi32::<1>(ni);
+            let n2 = _mm256_sub_epi32(ni, n1);
+            let bias = _mm256_set1_epi32(127);
+            let s1 = _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(n1, bias)));
+            let s2 = _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(n2, bias)));
+            F32x8(_mm256_mul_ps(_mm256_mul_ps(self.0, s1), s2))
+        }
+    }
+    #[inline(always)]
+    unsafe fn recip_1_2(self) -> Self {
+        // A division: `vrcpps`' 12 bits and one Newton step left the logistic function 3.98
+        // ulps from libm (AVX-512's `rcp14` + one step: 3.36); two steps were 18% slower than
+        // the division on `fusion_bench chain-l2` (Zen 3: 0.553–0.575 → 0.653–0.657 ms).
+        unsafe { F32x8(_mm256_div_ps(_mm256_set1_ps(1.0), self.0)) }
+    }
+    #[inline(always)]
+    unsafe fn zero_from(self, n: usize) -> Self {
+        unsafe { F32x8(_mm256_and_ps(self.0, _mm256_castsi256_ps(lanes_below(n)))) }
+    }
+    #[inline(always)]
+    unsafe fn reduce_max(self) -> f32 {
+        unsafe {
+            let m = _mm_max_ps(_mm256_castps256_ps128(self.0), _mm256_extractf128_ps::<1>(self.0));
+            let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+            _mm_cvtss_f32(_mm_max_ss(m, _mm_shuffle_ps::<0b01>(m, m)))
+        }
+    }
+    #[inline(always)]
+    unsafe fn hsum_f64(self) -> f64 {
+        unsafe {
+            let lo = _mm256_cvtps_pd(_mm256_castps256_ps128(self.0));
+            let hi = _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(self.0));
+            let s = _mm256_add_pd(lo, hi);
+            let s = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd::<1>(s));
+            _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)))
+        }
+    }
+}
