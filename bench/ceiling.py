@@ -12,7 +12,7 @@ GFLOP/s of its products (encoder 478 MFLOP: projections, QK^T, PV, FFN; MLP step
 1.2x / 1.3x result would need.
 
 Usage: python3 bench/ceiling.py [--rounds N]
-Needs: cc (AVX-512), cargo, onnxruntime + onnx (requirements-fusion.txt), jax (requirements-autodiff.txt).
+Needs: cc (AVX-512 or AVX2 + FMA), cargo, onnxruntime + onnx (requirements-fusion.txt), jax (requirements-autodiff.txt).
 """
 
 import argparse
