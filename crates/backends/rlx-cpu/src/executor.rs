@@ -153,7 +153,8 @@ pub struct StepInfo {
     pub node: usize,
     /// Op name.
     pub op: String,
-    /// Kernel name (`reference` for the rlx-ir reference evaluation).
+    /// Kernel name (`reference` for the rlx-ir reference evaluation, `custom_op` for a
+    /// custom op's registered evaluation).
     pub kernel: &'static str,
 }
 
@@ -328,7 +329,7 @@ impl CpuExecutable {
             _ => None,
         }));
         for st in &steps {
-            lir.set_kernel(NodeId(st.node as u32), kernel_name(&st.how));
+            lir.set_kernel(NodeId(st.node as u32), kernel_name(&st.how, &g.nodes()[st.node].op));
         }
         let pool_err = |e: String| IrError::Invalid(format!("thread pool: {e}"));
         let threads = opts.threads.map(|t| t.min(std::thread::available_parallelism().map_or(t, |c| c.get())));
@@ -407,7 +408,10 @@ impl CpuExecutable {
     pub fn steps(&self) -> Vec<StepInfo> {
         self.steps
             .iter()
-            .map(|s| StepInfo { node: s.node, op: self.graph.nodes()[s.node].op.name(), kernel: kernel_name(&s.how) })
+            .map(|s| {
+                let op = &self.graph.nodes()[s.node].op;
+                StepInfo { node: s.node, op: op.name(), kernel: kernel_name(&s.how, op) }
+            })
             .collect()
     }
 
@@ -600,8 +604,11 @@ impl CpuExecutable {
     }
 }
 
-fn kernel_name(h: &How) -> &'static str {
+/// The name a report gives step `h` of `op`: a custom op's evaluation is its registered
+/// implementation (often vectorized), not rlx-ir's reference, so it reports `custom_op`.
+fn kernel_name(h: &How, op: &Op) -> &'static str {
     match h {
+        How::Kernel(Kernel::Reference) if matches!(op, Op::Custom { .. }) => "custom_op",
         How::Kernel(k) => k.name(),
         How::View => "view",
         How::InPlace { .. } => "in_place_f32",

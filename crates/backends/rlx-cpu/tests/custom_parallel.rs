@@ -47,6 +47,9 @@ fn parallel_for_runs_each_task_once_in_a_threaded_run() {
     let y = g.custom("test_chunked_square", Attrs::new(), &[x])[0];
     g.set_outputs(vec![y]);
     let mut exe = CpuExecutable::compile(&g, &CpuOptions { threads: Some(2), ..Default::default() }).unwrap();
+    // Reports name the op's own evaluation, not rlx-ir's reference.
+    let kernels: Vec<_> = exe.steps().iter().map(|s| s.kernel).collect();
+    assert_eq!(kernels, ["custom_op"]);
     let xs: Vec<f32> = (0..n).map(|i| i as f32 * 0.5 - 100.0).collect();
     let xt = Tensor::from_vec(xs.clone(), &[n]).unwrap();
     let runs = 50;
