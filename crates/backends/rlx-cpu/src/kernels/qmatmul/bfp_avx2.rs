@@ -1,4 +1,4 @@
-//! Exact-mode decode of Q4_0 / Q4_1 on integer dot products where the CPU has AVX2 but not
+//! Exact-mode decode of Q4_0 / Q4_1 / Q5_0 / Q5_1 on integer dot products where the CPU has AVX2 but not
 //! AVX-512 VNNI: [`super::bfp`]'s block floating point (the activation row as 22-bit integers
 //! per 32-element block, split into three signed byte planes `n = 2¹⁶ h + 2⁸ m + l`), with
 //! `vpmaddubsw` (unsigned nibbles × signed digits, 16-bit pair sums) and `vpmaddwd` in place of
@@ -10,16 +10,18 @@
 //! `2p + 1` and per plane as `x₂ₚ[0..16] | x₂ₚ₊₁[0..16]` then `x₂ₚ[16..32] | x₂ₚ₊₁[16..32]`, which
 //! meets one 256-bit load of the two blocks' nibbles (split rows: 32 contiguous bytes) masked to
 //! the low and shifted to the high nibbles. Per pair and row: six `vpmaddubsw` (two per plane,
-//! their 16-bit sums added: `|·| ≤ 4 · 15 · 128`), three `vpmaddwd` (`h` and `l` by 1, `m` by
+//! their 16-bit sums added: `|·| ≤ 4 · 15 · 128`, Q5 `4 · 31 · 128`), three `vpmaddwd` (`h` and `l` by 1, `m` by
 //! 256; `h`'s then shifted by 16), leaving block `2p` in lanes 0–3 and `2p + 1` in lanes 4–7
 //! (per lane eight elements: `|Σ q n| ≤ 8 · 15 · 2²²`, inside `i32`), one conversion, and one FMA
 //! with the pair's scales `[d₂ₚ s₂ₚ ×4, d₂ₚ₊₁ s₂ₚ₊₁ ×4]`. Q4_0's `-8 Σ n` per lane is an exact
 //! integer stored with the row and added before the conversion; Q4_1's `m · Σ x_b` is one FMA
-//! per 8 blocks. The f32 kernel ([`super::exact_avx2`]) spends about twice the vector
-//! instructions per block.
+//! per 8 blocks. Q5_0 / Q5_1 the same, their fifth bits (`qh`) or-ed into the nibble bytes as
+//! 16 (unsigned quants up to 31; Q5_0's correction `-16 Σ n`). The f32 kernel
+//! ([`super::exact_avx2`]) spends about twice the vector instructions per block.
 //!
 //! Row layout ([`act_bytes`]): per pair [`PAIR_BYTES`] (planes `h`, `m`, `l`, 64 bytes each,
-//! then 32 bytes of Q4_0 correction, `i32` per lane), then `s_b` and `Σ x_b` as f32 per block.
+//! then 32 bytes of Q4_0 / Q5_0 correction, `i32` per lane), then `s_b` and `Σ x_b` as f32 per
+//! block.
 //! Rows with an odd block count are not planned here ([`has_path`]).
 
 use super::decode::row_groups;
@@ -32,10 +34,20 @@ const PAIR_BYTES: usize = 3 * 64 + 32;
 /// Weight rows processed together.
 const ROWS: usize = 4;
 
-/// True when rows of `k` elements of `ty` have this kernel (Q4_0 / Q4_1, whole pairs of
-/// blocks).
+/// True when rows of `k` elements of `ty` have this kernel (Q4_0 / Q4_1 / Q5_0 / Q5_1, whole
+/// pairs of blocks).
 pub(super) fn has_path(ty: GgmlType, k: usize) -> bool {
-    matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1) && k.is_multiple_of(64)
+    matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1) && k.is_multiple_of(64)
+}
+
+/// The sign offset of `ty`'s quants (`w = d (q - offset)`: Q4_0 8, Q5_0 16), 0 for the schemes
+/// with a minimum `m`.
+fn offset(ty: GgmlType) -> i32 {
+    match ty {
+        GgmlType::Q4_0 => 8,
+        GgmlType::Q5_0 => 16,
+        _ => 0,
+    }
 }
 
 /// Bytes of one converted activation row of `k` elements ([`has_path`]).
@@ -102,14 +114,16 @@ pub(super) unsafe fn quantize(ty: GgmlType, x: &[f32], out: &mut [u8]) -> bool {
             o.add(scales + 4 * b).cast::<f32>().write_unaligned(s);
             // |Σ n| ≤ 2^27: exact in i32; one rounding to f32, exact scaling.
             o.add(sums + 4 * b).cast::<f32>().write_unaligned(hsum_i32(total) as f32 * s);
-            if ty == GgmlType::Q4_0 {
-                // `-8 Σ n` per lane of the kernel's `vpmaddwd`: lane `4 (b % 2) + q` sums
-                // elements `4q ..` of both halves (registers 0, 1 hold the first half).
+            if offset(ty) != 0 {
+                // `-8 Σ n` (Q4_0) or `-16 Σ n` (Q5_0) per lane of the kernel's `vpmaddwd`: lane
+                // `4 (b % 2) + q` sums elements `4q ..` of both halves (registers 0, 1 hold the
+                // first half).
                 let (a, c) = (_mm256_add_epi32(ns[0], ns[2]), _mm256_add_epi32(ns[1], ns[3]));
                 let mut e = [0i32; 16];
                 _mm256_storeu_si256(e.as_mut_ptr().cast(), a);
                 _mm256_storeu_si256(e.as_mut_ptr().add(8).cast(), c);
-                let lanes: [i32; 4] = std::array::from_fn(|q| -8 * e[4 * q..4 * q + 4].iter().sum::<i32>());
+                let off = offset(ty);
+                let lanes: [i32; 4] = std::array::from_fn(|q| -off * e[4 * q..4 * q + 4].iter().sum::<i32>());
                 o.add(b / 2 * PAIR_BYTES + 192 + 16 * (b % 2)).cast::<[i32; 4]>().write_unaligned(lanes);
             }
         }
@@ -135,8 +149,8 @@ fn hsum_i32(v: __m256i) -> i32 {
     a.iter().sum()
 }
 
-/// `y[j]` = the dot of weight row `j` of `w` (`y.len()` rows of `row_bytes`, Q4_0 / Q4_1
-/// blocks, or with `split` in `Layout::SplitRows`) with the converted activation row `xa`
+/// `y[j]` = the dot of weight row `j` of `w` (`y.len()` rows of `row_bytes`, Q4_0 / Q4_1 /
+/// Q5_0 / Q5_1 blocks, or with `split` in `Layout::SplitRows`) with the converted activation row `xa`
 /// ([`quantize`], `nb` blocks).
 ///
 /// # Safety
@@ -155,31 +169,64 @@ pub(super) unsafe fn dot_rows(
     debug_assert!(w.len() == y.len() * row_bytes && xa.len() >= act_bytes(32 * nb));
     type RowsFn<const R: usize> = unsafe fn([*const u8; R], usize, *const u8) -> [f32; R];
     let (dot, dot1): (RowsFn<ROWS>, RowsFn<1>) = match (ty, split) {
-        (GgmlType::Q4_0, false) => (rows_dot::<ROWS, false, false>, rows_dot::<1, false, false>),
-        (GgmlType::Q4_0, true) => (rows_dot::<ROWS, false, true>, rows_dot::<1, false, true>),
-        (_, false) => (rows_dot::<ROWS, true, false>, rows_dot::<1, true, false>),
-        (_, true) => (rows_dot::<ROWS, true, true>, rows_dot::<1, true, true>),
+        (GgmlType::Q4_0, false) => (rows_dot::<ROWS, Q4_0, false>, rows_dot::<1, Q4_0, false>),
+        (GgmlType::Q4_0, true) => (rows_dot::<ROWS, Q4_0, true>, rows_dot::<1, Q4_0, true>),
+        (GgmlType::Q4_1, false) => (rows_dot::<ROWS, Q4_1, false>, rows_dot::<1, Q4_1, false>),
+        (GgmlType::Q4_1, true) => (rows_dot::<ROWS, Q4_1, true>, rows_dot::<1, Q4_1, true>),
+        (GgmlType::Q5_0, false) => (rows_dot::<ROWS, Q5_0, false>, rows_dot::<1, Q5_0, false>),
+        (GgmlType::Q5_0, true) => (rows_dot::<ROWS, Q5_0, true>, rows_dot::<1, Q5_0, true>),
+        (_, false) => (rows_dot::<ROWS, Q5_1, false>, rows_dot::<1, Q5_1, false>),
+        (_, true) => (rows_dot::<ROWS, Q5_1, true>, rows_dot::<1, Q5_1, true>),
     };
     let xp = xa.as_ptr();
     // SAFETY: the row pointers are rows of `w` (`row_groups`); the callees' contract is ours.
     unsafe { row_groups::<ROWS>(w, row_bytes, y, |rows| dot(rows, nb, xp), |row| dot1([row], nb, xp)[0]) }
 }
 
-/// The dots of `R` rows (`nb` blocks each; `Q41`: Q4_1, else Q4_0; `SPLIT`: in
-/// `Layout::SplitRows`) with the converted activation row at `xp`.
+/// [`rows_dot`]'s schemes.
+const Q4_0: u8 = 0;
+const Q4_1: u8 = 1;
+const Q5_0: u8 = 2;
+const Q5_1: u8 = 3;
+
+/// Bytes `0..32` of the result: `0xff` where bit `i` of `bits` is set (the `qh` bits of two
+/// blocks' 16 elements, as bytes that line up with their nibbles), else 0.
+#[inline(always)]
+unsafe fn bit_bytes(bits: u32) -> __m256i {
+    unsafe {
+        // Byte `i` takes byte `i / 8` of `bits` (both 128-bit lanes hold all four), then tests
+        // its bit `i % 8`.
+        let b = _mm256_shuffle_epi8(
+            _mm256_set1_epi32(bits as i32),
+            _mm256_setr_epi64x(0, 0x0101_0101_0101_0101, 0x0202_0202_0202_0202, 0x0303_0303_0303_0303),
+        );
+        let sel = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+        _mm256_cmpeq_epi8(_mm256_and_si256(b, sel), sel)
+    }
+}
+
+/// The dots of `R` rows (`nb` blocks each of scheme `K`, one of [`Q4_0`], [`Q4_1`], [`Q5_0`],
+/// [`Q5_1`]; `SPLIT`: in `Layout::SplitRows`) with the converted activation row at `xp`. The
+/// Q5 schemes' fifth bits (`qh`) are or-ed into the nibble bytes as 16 ([`bit_bytes`]).
+/// Q5: `|Σ q n|` per lane ≤ 8 · 31 · 2²² plus the correction's 8 · 16 · 2²², inside `i32`.
 ///
 /// # Safety
 /// As [`dot_rows`]; every `rows[r]` points to one row of `nb` blocks.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-unsafe fn rows_dot<const R: usize, const Q41: bool, const SPLIT: bool>(
+unsafe fn rows_dot<const R: usize, const K: u8, const SPLIT: bool>(
     rows: [*const u8; R],
     nb: usize,
     xp: *const u8,
 ) -> [f32; R] {
-    let ts: usize = if Q41 { 20 } else { 18 };
-    let qo: usize = if Q41 { 4 } else { 2 };
-    // Block `b`'s quants and `d` in row `r` (Q4_1's `m` `min_of` bytes after its `d`).
+    let (has_m, five) = (K == Q4_1 || K == Q5_1, K >= Q5_0);
+    // Block bytes and where its quants start: Q4_0 18 / 2, Q4_1 20 / 4, Q5_0 22 / 6, Q5_1 24 / 8
+    // (Q5's `qh` the 4 bytes before the quants).
+    let ts: usize = [18, 20, 22, 24][K as usize];
+    let qo: usize = [2, 4, 6, 8][K as usize];
+    // Split rows: the `qh` low halves of every block, then the high halves.
+    let qh_at = rlx_gguf::layout::split_qh_offset(nb, has_m);
+    // Block `b`'s quants and `d` in row `r` (`m` `min_of` bytes after its `d`).
     let quants =
         |r: usize, b: usize| if SPLIT { rows[r].wrapping_add(16 * b) } else { rows[r].wrapping_add(ts * b + qo) };
     let scale =
@@ -203,14 +250,29 @@ unsafe fn rows_dot<const R: usize, const Q41: bool, const SPLIT: bool>(
         let pair = |acc: &mut [__m256; R], sc: &[__m256; R], b: usize, pick: __m256i| {
             let xa = xp.add(b / 2 * PAIR_BYTES);
             let x: [__m256i; 6] = std::array::from_fn(|i| _mm256_loadu_si256(xa.add(32 * i).cast()));
-            let corr = if Q41 { _mm256_setzero_si256() } else { _mm256_loadu_si256(xa.add(192).cast()) };
+            let corr = if has_m { _mm256_setzero_si256() } else { _mm256_loadu_si256(xa.add(192).cast()) };
             for r in 0..R {
                 let v = if SPLIT {
                     _mm256_loadu_si256(quants(r, b).cast())
                 } else {
                     _mm256_loadu2_m128i(quants(r, b + 1).cast(), quants(r, b).cast())
                 };
-                let (lo, hi) = (_mm256_and_si256(v, m4), _mm256_and_si256(_mm256_srli_epi16::<4>(v), m4));
+                let (mut lo, mut hi) = (_mm256_and_si256(v, m4), _mm256_and_si256(_mm256_srli_epi16::<4>(v), m4));
+                if five {
+                    // Bits 0–15 of both blocks' `qh` go with `lo` (block `b` in bytes 0–15),
+                    // bits 16–31 with `hi`.
+                    let (q0, q1) = if SPLIT {
+                        let at = rows[r].add(qh_at + 2 * b);
+                        (at.cast::<u32>().read_unaligned(), at.add(2 * nb).cast::<u32>().read_unaligned())
+                    } else {
+                        let qh = |j: usize| rows[r].add(ts * (b + j) + qo - 4).cast::<u32>().read_unaligned();
+                        let (h0, h1) = (qh(0), qh(1));
+                        ((h0 & 0xffff) | (h1 << 16), (h0 >> 16) | (h1 & 0xffff_0000))
+                    };
+                    let sixteen = _mm256_set1_epi8(16);
+                    lo = _mm256_or_si256(lo, _mm256_and_si256(bit_bytes(q0), sixteen));
+                    hi = _mm256_or_si256(hi, _mm256_and_si256(bit_bytes(q1), sixteen));
+                }
                 let plane = |p: usize| {
                     _mm256_add_epi16(_mm256_maddubs_epi16(lo, x[2 * p]), _mm256_maddubs_epi16(hi, x[2 * p + 1]))
                 };
@@ -219,7 +281,7 @@ unsafe fn rows_dot<const R: usize, const Q41: bool, const SPLIT: bool>(
                     _mm256_madd_epi16(plane(1), c256),
                 );
                 let mut isum = _mm256_add_epi32(hm, _mm256_madd_epi16(plane(2), ones));
-                if !Q41 {
+                if !has_m {
                     isum = _mm256_add_epi32(isum, corr);
                 }
                 let d = _mm256_permutevar8x32_ps(sc[r], pick);
@@ -248,7 +310,7 @@ unsafe fn rows_dot<const R: usize, const Q41: bool, const SPLIT: bool>(
             let n = if b0 < 8 * groups { 8 } else { 2 };
             let s = f32s(sp.add(b0), n);
             let sc: [__m256; R] = std::array::from_fn(|r| {
-                if Q41 {
+                if has_m {
                     // Only lanes `0..n` are nonzero: `m` past them is zero.
                     acc[r] = _mm256_fmadd_ps(halves(scale(r, b0).add(min_of), n), f32s(xs.add(b0), n), acc[r]);
                 }
