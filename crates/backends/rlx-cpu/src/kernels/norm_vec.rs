@@ -456,14 +456,53 @@ pub(crate) unsafe fn stream_copy_avx2(x: &[f32], y: &mut [f32]) {
 
 #[cfg(test)]
 mod tests {
+    //! The row kernels of each width this CPU has: AVX-512's ([`super::super::norm_avx512`])
+    //! and AVX2's (here).
     use super::*;
 
-    fn avx2() -> bool {
-        let ok = super::super::simd::has_avx2();
-        if !ok {
-            eprintln!("SKIP norm_vec: no AVX2 on this CPU");
+    type RowsFn = unsafe fn(&[f32], &mut [f32], usize, bool, &[f32]);
+    type SoftmaxFn = unsafe fn(&[f32], &mut [f32], bool, bool, &[f32]);
+    type LayerNormFn = unsafe fn(&[f32], &mut [f32], f64, Option<&[f32]>, Option<&[f32]>, bool);
+    type RmsNormFn = unsafe fn(&[f32], &mut [f32], f64, Option<&[f32]>, bool);
+
+    /// One width's row kernels.
+    struct Forms {
+        name: &'static str,
+        softmax_rows: RowsFn,
+        softmax_row: SoftmaxFn,
+        layer_norm_row: LayerNormFn,
+        rms_norm_row: RmsNormFn,
+        stream_copy: unsafe fn(&[f32], &mut [f32]),
+    }
+
+    /// The widths this CPU runs.
+    fn forms() -> Vec<Forms> {
+        let mut v = Vec::new();
+        if super::super::simd::has_avx512() {
+            use super::super::norm_avx512 as n;
+            v.push(Forms {
+                name: "avx512",
+                softmax_rows: n::softmax_rows,
+                softmax_row: n::softmax_row,
+                layer_norm_row: n::layer_norm_row,
+                rms_norm_row: n::rms_norm_row,
+                stream_copy: n::stream_copy,
+            });
         }
-        ok
+        if super::super::simd::has_avx2() {
+            v.push(Forms {
+                name: "avx2",
+                softmax_rows: softmax_rows_avx2,
+                softmax_row: softmax_row_avx2,
+                layer_norm_row: layer_norm_row_avx2,
+                rms_norm_row: rms_norm_row_avx2,
+                stream_copy: stream_copy_avx2,
+            });
+        }
+        if v.is_empty() {
+            eprintln!("SKIP norm_vec: neither AVX-512 nor AVX2 on this CPU");
+        }
+        v
     }
 
     /// Several rows through `softmax_rows` (each row's write overlapped with the next row's
@@ -471,16 +510,20 @@ mod tests {
     /// and agree with an f64 softmax to within f32 rounding.
     #[test]
     fn pipelined_rows_match_single_rows() {
-        if !avx2() {
-            return;
+        for f in forms() {
+            pipelined_rows(&f);
         }
+    }
+
+    fn pipelined_rows(f: &Forms) {
+        let name = f.name;
         for len in [1usize, 5, 7, 8, 9, 16, 17, 63, 64, 100, 1030, SCRATCH] {
             for rows in [1usize, 2, 3, 5] {
                 let x: Vec<f32> = (0..rows * len).map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.21).collect();
                 let mut one = vec![0f32; rows * len];
                 for (xr, yr) in x.chunks(len).zip(one.chunks_mut(len)) {
                     // SAFETY: AVX2 checked above; one row of `len` ≤ SCRATCH.
-                    unsafe { softmax_rows_avx2(xr, yr, len, false, &[]) };
+                    unsafe { (f.softmax_rows)(xr, yr, len, false, &[]) };
                 }
                 for (xr, yr) in x.chunks(len).zip(one.chunks(len)) {
                     let m = xr.iter().fold(f64::MIN, |a, &b| a.max(b as f64));
@@ -492,15 +535,15 @@ mod tests {
                         // reciprocal and the product.
                         let eps = f32::EPSILON as f64;
                         let tol = want * (0.5 * eps * (v as f64 - m).abs() + 4.0 * eps);
-                        assert!((got as f64 - want).abs() <= tol, "len={len}: {got} vs {want}");
+                        assert!((got as f64 - want).abs() <= tol, "{name} len={len}: {got} vs {want}");
                     }
                 }
                 for off in 0..4 {
                     for stream in [false, true] {
                         let mut y = vec![0f32; rows * len + off];
                         // SAFETY: as above; `x` and `y[off..]` hold `rows` rows.
-                        unsafe { softmax_rows_avx2(&x, &mut y[off..], len, stream, &[]) };
-                        assert_eq!(&y[off..], &one[..], "len={len} rows={rows} off={off} stream={stream}");
+                        unsafe { (f.softmax_rows)(&x, &mut y[off..], len, stream, &[]) };
+                        assert_eq!(&y[off..], &one[..], "{name} len={len} rows={rows} off={off} stream={stream}");
                     }
                 }
             }
@@ -512,9 +555,13 @@ mod tests {
     /// f64 within f32 rounding.
     #[test]
     fn rows_match_f64_and_streamed_rows_match() {
-        if !avx2() {
-            return;
+        for f in forms() {
+            rows_match(&f);
         }
+    }
+
+    fn rows_match(f: &Forms) {
+        let name = f.name;
         for n in [1usize, 5, 8, 9, 16, 17, 64, 100, 1030, 2100, SCRATCH + 9] {
             let x: Vec<f32> = (0..n).map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.07 + 3.0).collect();
             let g: Vec<f32> = (0..n).map(|i| 0.5 + (i % 7) as f32 * 0.1).collect();
@@ -528,37 +575,37 @@ mod tests {
             let close = |got: &[f32], want: &dyn Fn(usize) -> f64, tol: f64, what: &str| {
                 for (i, &v) in got.iter().enumerate() {
                     let w = want(i);
-                    assert!((v as f64 - w).abs() <= tol * w.abs().max(1.0), "{what} n={n} [{i}]: {v} vs {w}");
+                    assert!((v as f64 - w).abs() <= tol * w.abs().max(1.0), "{name} {what} n={n} [{i}]: {v} vs {w}");
                 }
             };
             let mut y = vec![0f32; n];
             // SAFETY (each call): AVX2 checked above; gamma / beta have the row's length.
-            unsafe { softmax_row_avx2(&x, &mut y, false, false, &[]) };
+            unsafe { (f.softmax_row)(&x, &mut y, false, false, &[]) };
             close(&y, &|i| (xd[i] - lse).exp(), 1e-5, "softmax");
-            unsafe { softmax_row_avx2(&x, &mut y, true, false, &[]) };
+            unsafe { (f.softmax_row)(&x, &mut y, true, false, &[]) };
             close(&y, &|i| xd[i] - lse, 1e-5, "log_softmax");
-            unsafe { layer_norm_row_avx2(&x, &mut y, 1e-5, Some(&g), Some(&b), false) };
+            unsafe { (f.layer_norm_row)(&x, &mut y, 1e-5, Some(&g), Some(&b), false) };
             close(&y, &|i| (xd[i] - mean) / (var + 1e-5).sqrt() * g[i] as f64 + b[i] as f64, 1e-5, "layer_norm");
-            unsafe { rms_norm_row_avx2(&x, &mut y, 1e-6, Some(&g), false) };
+            unsafe { (f.rms_norm_row)(&x, &mut y, 1e-6, Some(&g), false) };
             close(&y, &|i| xd[i] / (ms + 1e-6).sqrt() * g[i] as f64, 1e-5, "rms_norm");
             for off in 0..4 {
                 let mut a = vec![0f32; n + off];
                 let mut c = vec![0f32; n + off];
                 unsafe {
-                    softmax_row_avx2(&x, &mut a[off..], false, false, &[]);
-                    softmax_row_avx2(&x, &mut c[off..], false, true, &g);
-                    assert_eq!(a, c, "softmax n={n} off={off}");
-                    softmax_row_avx2(&x, &mut a[off..], true, false, &[]);
-                    softmax_row_avx2(&x, &mut c[off..], true, true, &g);
-                    assert_eq!(a, c, "log_softmax n={n} off={off}");
-                    layer_norm_row_avx2(&x, &mut a[off..], 1e-5, Some(&g), None, false);
-                    layer_norm_row_avx2(&x, &mut c[off..], 1e-5, Some(&g), None, true);
-                    assert_eq!(a, c, "layer_norm n={n} off={off}");
-                    rms_norm_row_avx2(&x, &mut a[off..], 1e-6, None, false);
-                    rms_norm_row_avx2(&x, &mut c[off..], 1e-6, None, true);
-                    assert_eq!(a, c, "rms_norm n={n} off={off}");
-                    stream_copy_avx2(&x, &mut c[off..]);
-                    assert_eq!(&c[off..], &x[..], "stream_copy n={n} off={off}");
+                    (f.softmax_row)(&x, &mut a[off..], false, false, &[]);
+                    (f.softmax_row)(&x, &mut c[off..], false, true, &g);
+                    assert_eq!(a, c, "{name} softmax n={n} off={off}");
+                    (f.softmax_row)(&x, &mut a[off..], true, false, &[]);
+                    (f.softmax_row)(&x, &mut c[off..], true, true, &g);
+                    assert_eq!(a, c, "{name} log_softmax n={n} off={off}");
+                    (f.layer_norm_row)(&x, &mut a[off..], 1e-5, Some(&g), None, false);
+                    (f.layer_norm_row)(&x, &mut c[off..], 1e-5, Some(&g), None, true);
+                    assert_eq!(a, c, "{name} layer_norm n={n} off={off}");
+                    (f.rms_norm_row)(&x, &mut a[off..], 1e-6, None, false);
+                    (f.rms_norm_row)(&x, &mut c[off..], 1e-6, None, true);
+                    assert_eq!(a, c, "{name} rms_norm n={n} off={off}");
+                    (f.stream_copy)(&x, &mut c[off..]);
+                    assert_eq!(&c[off..], &x[..], "{name} stream_copy n={n} off={off}");
                 }
             }
         }
