@@ -176,8 +176,9 @@ pub struct QMatmulKernel {
     ct: usize,
     /// `Σ x` per 32- (16-) element block (`fused` path, schemes with [`decode::needs_block_sums`]).
     xblk: Vec<f32>,
-    /// Bytes of the `fused` path's activation row as [`bfp`]'s block floating point (in the
-    /// calling thread's [`Work::xq`]; with VNNI, else 0).
+    /// Bytes of the `fused` path's activation row as block floating point (in the calling
+    /// thread's [`Work::xq`]): [`bfp`]'s with VNNI, [`bfp_avx2`]'s on AVX2 for its schemes,
+    /// else 0.
     xbfp: usize,
     /// The `amx` path's activation layout and per-chunk scratch.
     amx: Option<amx::AmxScratch>,
