@@ -22,7 +22,7 @@
 //! Results match the decomposition within f32 rounding (`exp` is [`super::simd::exp_f32`]).
 
 use super::reduce::max_row;
-use super::simd::{PAR_THRESHOLD, dispatch, exp_f32, has_avx2, has_avx512, threads};
+use super::simd::{PAR_THRESHOLD, dispatch, exp_f32, threads};
 use super::spin;
 use rlx_ir::ops::Composite;
 use rlx_ir::{Attr, DType, IrError, Tensor};
@@ -148,8 +148,9 @@ pub fn run(k: &NormKernel, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrEr
     if y.is_empty() {
         return Ok(());
     }
-    let avx512 = has_avx512();
-    let avx2 = !avx512 && has_avx2();
+    // The vector row kernels of the widest SIMD level this CPU has (None: the portable rows).
+    #[cfg(target_arch = "x86_64")]
+    let vk = super::norm_vec::RowKernels::best();
     let stream = streams_f32(y.len());
     // Rows run in parallel tasks of at least `per_task` rows when `par` (`len > 0`: `y` is not
     // empty).
@@ -159,22 +160,16 @@ pub fn run(k: &NormKernel, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrEr
     // with tasks of PAR_THRESHOLD / 4 elements than rayon's contiguous halves).
     let per_task = (PAR_THRESHOLD / 4 / len).max(k.rows.div_ceil(4 * threads())).max(1);
     #[cfg(target_arch = "x86_64")]
-    if (avx512 || avx2) && k.op == NormOp::Softmax && len <= super::norm_avx512::SCRATCH {
+    if let Some(vk) = vk.filter(|_| k.op == NormOp::Softmax && len <= super::norm_avx512::SCRATCH) {
         // Blocks of rows: each row's write pass overlaps the next row's `exp` pass.
         let rows = if par { per_task.min(k.rows) } else { k.rows };
         let block = |(b, yb): (usize, &mut [f32])| {
             let at = b * rows * len;
             let xb = &x[at..at + yb.len()];
             let next = x.get(at + yb.len()..(at + yb.len() + len).min(x.len())).unwrap_or(&[]);
-            // SAFETY: AVX-512 or AVX2 is present (checked); `xb` / `yb` hold whole rows of
+            // SAFETY: `best` lists only kernels the CPU runs; `xb` / `yb` hold whole rows of
             // `len` ≤ SCRATCH.
-            unsafe {
-                if avx512 {
-                    super::norm_avx512::softmax_rows(xb, yb, len, stream, next)
-                } else {
-                    super::norm_vec::softmax_rows_avx2(xb, yb, len, stream, next)
-                }
-            }
+            unsafe { (vk.softmax_rows)(xb, yb, len, stream, next) }
         };
         if rows < k.rows {
             spin::for_chunks_mut(y, rows * len, |b, yb| block((b, yb)));
@@ -187,35 +182,20 @@ pub fn run(k: &NormKernel, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrEr
         let xr = &x[i * len..(i + 1) * len];
         let next = x.get((i + 1) * len..(i + 2) * len).unwrap_or(&[]);
         #[cfg(target_arch = "x86_64")]
-        if avx512 {
-            use super::norm_avx512 as v;
-            // SAFETY: AVX-512 is present (checked); gamma / beta have `len` elements (checked).
-            unsafe {
-                match k.op {
-                    NormOp::Softmax => v::softmax_row(xr, yr, false, stream, next),
-                    NormOp::LogSoftmax => v::softmax_row(xr, yr, true, stream, next),
-                    NormOp::LayerNorm { eps } => v::layer_norm_row(xr, yr, eps, gamma, beta, stream),
-                    NormOp::RmsNorm { eps } => v::rms_norm_row(xr, yr, eps, gamma, stream),
-                }
-            }
-            return;
-        }
-        #[cfg(target_arch = "x86_64")]
-        if avx2 {
-            use super::norm_vec as v;
-            // SAFETY: AVX2 + FMA are present (checked); gamma / beta have `len` elements
+        if let Some(v) = vk {
+            // SAFETY: `best` lists only kernels the CPU runs; gamma / beta have `len` elements
             // (checked).
             unsafe {
                 match k.op {
-                    NormOp::Softmax => v::softmax_row_avx2(xr, yr, false, stream, next),
-                    NormOp::LogSoftmax => v::softmax_row_avx2(xr, yr, true, stream, next),
-                    NormOp::LayerNorm { eps } => v::layer_norm_row_avx2(xr, yr, eps, gamma, beta, stream),
-                    NormOp::RmsNorm { eps } => v::rms_norm_row_avx2(xr, yr, eps, gamma, stream),
+                    NormOp::Softmax => (v.softmax_row)(xr, yr, false, stream, next),
+                    NormOp::LogSoftmax => (v.softmax_row)(xr, yr, true, stream, next),
+                    NormOp::LayerNorm { eps } => (v.layer_norm_row)(xr, yr, eps, gamma, beta, stream),
+                    NormOp::RmsNorm { eps } => (v.rms_norm_row)(xr, yr, eps, gamma, stream),
                 }
             }
             return;
         }
-        let _ = (avx512, avx2, stream, next);
+        let _ = (stream, next);
         match k.op {
             NormOp::Softmax => dispatch(
                 #[inline(always)]

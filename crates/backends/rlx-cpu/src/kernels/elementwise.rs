@@ -12,7 +12,7 @@
 //! evaluates the reference's f64 formula per element (bit-identical, parallel, not
 //! vectorized).
 
-use super::simd::{PAR_THRESHOLD, dispatch, erf_f32, exp_f32, has_avx2, has_avx512, tanh_f32, threads};
+use super::simd::{PAR_THRESHOLD, dispatch, erf_f32, exp_f32, has_avx512, tanh_f32, threads};
 use super::spin;
 use rlx_ir::ops::{BinaryOp, CompareOp, UnaryOp};
 use rlx_ir::{DType, Elem, IrError, Op, Tensor, with_dtype};
@@ -361,28 +361,17 @@ pub(crate) fn unary_block(u: UnaryOp, x: &[f32], o: &mut [f32]) {
         Square => map!(|v: f32| v * v),
         Reciprocal => map!(|v: f32| 1.0 / v),
         Rsqrt => map!(|v: f32| 1.0 / v.sqrt()),
-        // SAFETY (these five): AVX-512 checked first.
+        // SAFETY (these five): `best` lists only functions the CPU runs.
         #[cfg(target_arch = "x86_64")]
-        Exp if has_avx512() => unsafe { super::math_avx512::exp_slice(x, o) },
-        #[cfg(target_arch = "x86_64")]
-        Erf if has_avx512() => unsafe { super::math_avx512::erf_slice(x, o) },
-        #[cfg(target_arch = "x86_64")]
-        Erfc if has_avx512() => unsafe { super::math_avx512::erfc_slice(x, o) },
-        #[cfg(target_arch = "x86_64")]
-        Tanh if has_avx512() => unsafe { super::math_avx512::tanh_slice(x, o) },
-        #[cfg(target_arch = "x86_64")]
-        Logistic if has_avx512() => unsafe { super::math_avx512::logistic_slice(x, o) },
-        // SAFETY (these five): AVX2 + FMA checked first.
-        #[cfg(target_arch = "x86_64")]
-        Exp if has_avx2() => unsafe { super::math_vec::exp_slice_avx2(x, o) },
-        #[cfg(target_arch = "x86_64")]
-        Erf if has_avx2() => unsafe { super::math_vec::erf_slice_avx2(x, o) },
-        #[cfg(target_arch = "x86_64")]
-        Erfc if has_avx2() => unsafe { super::math_vec::erfc_slice_avx2(x, o) },
-        #[cfg(target_arch = "x86_64")]
-        Tanh if has_avx2() => unsafe { super::math_vec::tanh_slice_avx2(x, o) },
-        #[cfg(target_arch = "x86_64")]
-        Logistic if has_avx2() => unsafe { super::math_vec::logistic_slice_avx2(x, o) },
+        Exp | Erf | Erfc | Tanh | Logistic if let Some(m) = super::math_vec::MathKernels::best() => unsafe {
+            match u {
+                Exp => (m.exp)(x, o),
+                Erf => (m.erf)(x, o),
+                Erfc => (m.erfc)(x, o),
+                Tanh => (m.tanh)(x, o),
+                _ => (m.logistic)(x, o),
+            }
+        },
         Exp => map!(exp_f32),
         Tanh => map!(tanh_f32),
         Erf => map!(erf_f32),

@@ -933,13 +933,13 @@ fn run_task(
                     } else {
                         let out = unsafe { std::slice::from_raw_parts_mut((p.0 as *mut f32).add(s), len) };
                         match src(x) {
-                            // SAFETY: `stream` is set only where AVX-512 or AVX2 is available.
+                            // SAFETY: `best` lists only kernels the CPU runs (`stream` is set
+                            // only where there is one).
                             #[cfg(target_arch = "x86_64")]
-                            Src::Slice(x) if k.stream && super::simd::has_avx512() => unsafe {
-                                super::norm_avx512::stream_copy(x, out)
-                            },
-                            #[cfg(target_arch = "x86_64")]
-                            Src::Slice(x) if k.stream => unsafe { super::norm_vec::stream_copy_avx2(x, out) },
+                            Src::Slice(x)
+                                if k.stream
+                                    && let Some(v) = super::norm_vec::RowKernels::best() =>
+                            unsafe { (v.stream_copy)(x, out) },
                             Src::Slice(x) => out.copy_from_slice(x),
                             Src::Scalar(v) => out.fill(v),
                         }

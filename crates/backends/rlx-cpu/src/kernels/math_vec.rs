@@ -164,6 +164,56 @@ avx2_slices! {
     logistic_slice_avx2 => logistic;
 }
 
+/// One width's slice functions (`o = f(x)` over equal-length slices): what
+/// `elementwise::unary_block` and the tests dispatch through.
+pub(crate) struct MathKernels {
+    /// `"avx512"` or `"avx2"` (test messages).
+    #[cfg(test)]
+    pub(crate) name: &'static str,
+    pub(crate) exp: unsafe fn(&[f32], &mut [f32]),
+    pub(crate) erf: unsafe fn(&[f32], &mut [f32]),
+    pub(crate) erfc: unsafe fn(&[f32], &mut [f32]),
+    pub(crate) tanh: unsafe fn(&[f32], &mut [f32]),
+    pub(crate) logistic: unsafe fn(&[f32], &mut [f32]),
+}
+
+impl MathKernels {
+    /// The widest this CPU has: AVX-512 ([`super::math_avx512`]), else AVX2 (here), else
+    /// `None` (the portable scalar forms of `simd`).
+    pub(crate) fn best() -> Option<&'static MathKernels> {
+        Self::avx512().or_else(Self::avx2)
+    }
+
+    /// [`super::math_avx512`]'s functions, where the CPU has AVX-512.
+    pub(crate) fn avx512() -> Option<&'static MathKernels> {
+        use super::math_avx512 as m;
+        static K: MathKernels = MathKernels {
+            #[cfg(test)]
+            name: "avx512",
+            exp: m::exp_slice,
+            erf: m::erf_slice,
+            erfc: m::erfc_slice,
+            tanh: m::tanh_slice,
+            logistic: m::logistic_slice,
+        };
+        super::simd::has_avx512().then_some(&K)
+    }
+
+    /// This module's 8-lane functions, where the CPU has AVX2 + FMA.
+    pub(crate) fn avx2() -> Option<&'static MathKernels> {
+        static K: MathKernels = MathKernels {
+            #[cfg(test)]
+            name: "avx2",
+            exp: exp_slice_avx2,
+            erf: erf_slice_avx2,
+            erfc: erfc_slice_avx2,
+            tanh: tanh_slice_avx2,
+            logistic: logistic_slice_avx2,
+        };
+        super::simd::has_avx2().then_some(&K)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     //! The vector forms against f64 libm, each width this CPU has (AVX-512's from
@@ -172,40 +222,9 @@ mod tests {
 
     type SliceFn = unsafe fn(&[f32], &mut [f32]);
 
-    /// One width's slice functions.
-    struct Forms {
-        name: &'static str,
-        exp: SliceFn,
-        erf: SliceFn,
-        erfc: SliceFn,
-        tanh: SliceFn,
-        logistic: SliceFn,
-    }
-
     /// The widths this CPU runs.
-    fn forms() -> Vec<Forms> {
-        let mut v = Vec::new();
-        if super::super::simd::has_avx512() {
-            use super::super::math_avx512 as m;
-            v.push(Forms {
-                name: "avx512",
-                exp: m::exp_slice,
-                erf: m::erf_slice,
-                erfc: m::erfc_slice,
-                tanh: m::tanh_slice,
-                logistic: m::logistic_slice,
-            });
-        }
-        if super::super::simd::has_avx2() {
-            v.push(Forms {
-                name: "avx2",
-                exp: exp_slice_avx2,
-                erf: erf_slice_avx2,
-                erfc: erfc_slice_avx2,
-                tanh: tanh_slice_avx2,
-                logistic: logistic_slice_avx2,
-            });
-        }
+    fn forms() -> Vec<&'static MathKernels> {
+        let v: Vec<_> = [MathKernels::avx512(), MathKernels::avx2()].into_iter().flatten().collect();
         if v.is_empty() {
             eprintln!("SKIP math_vec: neither AVX-512 nor AVX2 on this CPU");
         }

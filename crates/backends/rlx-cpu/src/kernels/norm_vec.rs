@@ -400,6 +400,61 @@ unsafe fn rms_norm_row<V: Vf32>(x: &[f32], y: &mut [f32], eps: f64, gamma: Optio
     }
 }
 
+/// One width's row kernels, each with the signature of its `*_avx2` form here: what
+/// `composite::run` and the tests dispatch through.
+pub(crate) struct RowKernels {
+    /// `"avx512"` or `"avx2"` (test messages).
+    #[cfg(test)]
+    pub(crate) name: &'static str,
+    pub(crate) softmax_rows: unsafe fn(&[f32], &mut [f32], usize, bool, &[f32]),
+    pub(crate) softmax_row: unsafe fn(&[f32], &mut [f32], bool, bool, &[f32]),
+    pub(crate) layer_norm_row: LayerNormFn,
+    pub(crate) rms_norm_row: RmsNormFn,
+    pub(crate) stream_copy: unsafe fn(&[f32], &mut [f32]),
+}
+
+/// [`layer_norm_row_avx2`]'s signature.
+type LayerNormFn = unsafe fn(&[f32], &mut [f32], f64, Option<&[f32]>, Option<&[f32]>, bool);
+/// [`rms_norm_row_avx2`]'s signature.
+type RmsNormFn = unsafe fn(&[f32], &mut [f32], f64, Option<&[f32]>, bool);
+
+impl RowKernels {
+    /// The widest this CPU has: AVX-512 ([`super::norm_avx512`]), else AVX2 (here), else
+    /// `None` (the portable rows of `composite`).
+    pub(crate) fn best() -> Option<&'static RowKernels> {
+        Self::avx512().or_else(Self::avx2)
+    }
+
+    /// [`super::norm_avx512`]'s kernels, where the CPU has AVX-512.
+    pub(crate) fn avx512() -> Option<&'static RowKernels> {
+        use super::norm_avx512 as n;
+        static K: RowKernels = RowKernels {
+            #[cfg(test)]
+            name: "avx512",
+            softmax_rows: n::softmax_rows,
+            softmax_row: n::softmax_row,
+            layer_norm_row: n::layer_norm_row,
+            rms_norm_row: n::rms_norm_row,
+            stream_copy: n::stream_copy,
+        };
+        super::simd::has_avx512().then_some(&K)
+    }
+
+    /// This module's 8-lane kernels, where the CPU has AVX2 + FMA.
+    pub(crate) fn avx2() -> Option<&'static RowKernels> {
+        static K: RowKernels = RowKernels {
+            #[cfg(test)]
+            name: "avx2",
+            softmax_rows: softmax_rows_avx2,
+            softmax_row: softmax_row_avx2,
+            layer_norm_row: layer_norm_row_avx2,
+            rms_norm_row: rms_norm_row_avx2,
+            stream_copy: stream_copy_avx2,
+        };
+        super::simd::has_avx2().then_some(&K)
+    }
+}
+
 /// [`softmax_rows`] in 8 lanes.
 ///
 /// # Safety
@@ -460,45 +515,9 @@ mod tests {
     //! and AVX2's (here).
     use super::*;
 
-    type RowsFn = unsafe fn(&[f32], &mut [f32], usize, bool, &[f32]);
-    type SoftmaxFn = unsafe fn(&[f32], &mut [f32], bool, bool, &[f32]);
-    type LayerNormFn = unsafe fn(&[f32], &mut [f32], f64, Option<&[f32]>, Option<&[f32]>, bool);
-    type RmsNormFn = unsafe fn(&[f32], &mut [f32], f64, Option<&[f32]>, bool);
-
-    /// One width's row kernels.
-    struct Forms {
-        name: &'static str,
-        softmax_rows: RowsFn,
-        softmax_row: SoftmaxFn,
-        layer_norm_row: LayerNormFn,
-        rms_norm_row: RmsNormFn,
-        stream_copy: unsafe fn(&[f32], &mut [f32]),
-    }
-
     /// The widths this CPU runs.
-    fn forms() -> Vec<Forms> {
-        let mut v = Vec::new();
-        if super::super::simd::has_avx512() {
-            use super::super::norm_avx512 as n;
-            v.push(Forms {
-                name: "avx512",
-                softmax_rows: n::softmax_rows,
-                softmax_row: n::softmax_row,
-                layer_norm_row: n::layer_norm_row,
-                rms_norm_row: n::rms_norm_row,
-                stream_copy: n::stream_copy,
-            });
-        }
-        if super::super::simd::has_avx2() {
-            v.push(Forms {
-                name: "avx2",
-                softmax_rows: softmax_rows_avx2,
-                softmax_row: softmax_row_avx2,
-                layer_norm_row: layer_norm_row_avx2,
-                rms_norm_row: rms_norm_row_avx2,
-                stream_copy: stream_copy_avx2,
-            });
-        }
+    fn forms() -> Vec<&'static RowKernels> {
+        let v: Vec<_> = [RowKernels::avx512(), RowKernels::avx2()].into_iter().flatten().collect();
         if v.is_empty() {
             eprintln!("SKIP norm_vec: neither AVX-512 nor AVX2 on this CPU");
         }
@@ -511,11 +530,11 @@ mod tests {
     #[test]
     fn pipelined_rows_match_single_rows() {
         for f in forms() {
-            pipelined_rows(&f);
+            pipelined_rows(f);
         }
     }
 
-    fn pipelined_rows(f: &Forms) {
+    fn pipelined_rows(f: &RowKernels) {
         let name = f.name;
         for len in [1usize, 5, 7, 8, 9, 16, 17, 63, 64, 100, 1030, SCRATCH] {
             for rows in [1usize, 2, 3, 5] {
@@ -556,11 +575,11 @@ mod tests {
     #[test]
     fn rows_match_f64_and_streamed_rows_match() {
         for f in forms() {
-            rows_match(&f);
+            rows_match(f);
         }
     }
 
-    fn rows_match(f: &Forms) {
+    fn rows_match(f: &RowKernels) {
         let name = f.name;
         for n in [1usize, 5, 8, 9, 16, 17, 64, 100, 1030, 2100, SCRATCH + 9] {
             let x: Vec<f32> = (0..n).map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.07 + 3.0).collect();
