@@ -116,9 +116,11 @@ fn check_fast_or_exact(ty: GgmlType, lead: &[usize], k: usize, n: usize, seed: u
 fn exact_kernel(ty: GgmlType, m: usize, k: usize, simd: SimdLevel) -> &'static str {
     let native = NATIVE.contains(&ty);
     let (avx512, avx2) = (simd.avx512(), !simd.avx512() && simd.avx2());
-    // AVX2's block floating point kernel: Q4_0 / Q4_1 / Q5_0 / Q5_1 rows of whole pairs of blocks.
-    let avx2_bfp =
-        avx2 && matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1) && k.is_multiple_of(64);
+    // AVX2's block floating point kernel: Q4_0 / Q4_1 / Q5_0 / Q5_1 rows of whole pairs of
+    // blocks, and the K-quants but Q2_K / Q3_K.
+    let avx2_bfp = avx2
+        && (matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1) && k.is_multiple_of(64)
+            || matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K));
     match m {
         1..=8 if native && avx512 && vnni() => "dequant_matmul_fused_vnni",
         1..=8 if native && avx512 => "dequant_matmul_fused_avx512",
@@ -435,7 +437,7 @@ fn exact_decode_block_floating_point_edges() {
         if vnni() && rlx_cpu::SimdLevel::Native.avx512() {
             assert_eq!(kernel, "dequant_matmul_fused_vnni");
         } else if !rlx_cpu::SimdLevel::Native.avx512() && rlx_cpu::SimdLevel::Native.avx2() {
-            let avx2_bfp = matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1);
+            let avx2_bfp = ty != GgmlType::Q8_0;
             assert_eq!(kernel == "dequant_matmul_fused_avx2_bfp", avx2_bfp, "{}: {kernel}", ty.name());
         }
         // A block of magnitude 1e-30 (below 2^-81): the row runs the f32 kernel.

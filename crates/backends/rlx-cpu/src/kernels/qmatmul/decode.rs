@@ -242,14 +242,41 @@ pub(super) fn block_sums(x: &[f32], len: usize, out: &mut [f32]) {
     }
 }
 
+/// A Q4_K / Q5_K block's 8 sub-block factors `(d · sc_j, dmin · m_j)` (the block starts
+/// with `d`, `dmin` as f16, then the 12 bytes of 6-bit scales and mins).
+///
+/// Shared by the AVX-512 and the AVX2 kernels (inlined into both).
+///
+/// # Safety
+/// AVX2, FMA, F16C; `p` points to a whole block.
 #[cfg(target_arch = "x86_64")]
-pub(super) use avx512::{dot_rows, k4_scales};
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) unsafe fn k4_scales(p: *const u8) -> (std::arch::x86_64::__m256, std::arch::x86_64::__m256) {
+    use std::arch::x86_64::*;
+    // SAFETY: 16 header bytes of the block (caller).
+    let (hd, u) = unsafe {
+        (
+            _mm_cvtph_ps(_mm_cvtsi32_si128(p.cast::<i32>().read_unaligned())),
+            crate::kernels::qmatmul::q8k::scales_mins_k4(p.add(4).cast::<[u8; 12]>().read_unaligned()),
+        )
+    };
+    // Bytes 0..8: the 8 scales, 8..16: the 8 mins.
+    let sm = _mm_set_epi32(u[3] as i32, u[2] as i32, u[1] as i32, u[0] as i32);
+    let to_f = |v: __m128i| _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
+    let d = _mm256_broadcastss_ps(hd);
+    let dmin = _mm256_broadcastss_ps(_mm_movehdup_ps(hd));
+    (_mm256_mul_ps(d, to_f(sm)), _mm256_mul_ps(dmin, to_f(_mm_srli_si128::<8>(sm))))
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(super) use avx512::dot_rows;
 
 #[cfg(target_arch = "x86_64")]
 // The kernels index several per-row arrays with one row index.
 #[allow(clippy::needless_range_loop)]
 mod avx512 {
-    use super::{ROWS, prefetch_rows};
+    use super::{ROWS, k4_scales, prefetch_rows};
     use rlx_gguf::GgmlType;
     use std::arch::x86_64::*;
 
@@ -377,29 +404,6 @@ mod avx512 {
             }
         }
         std::array::from_fn(|r| _mm512_reduce_add_ps(acc[r]))
-    }
-
-    /// A Q4_K / Q5_K block's 8 sub-block factors `(d · sc_j, dmin · m_j)` (the block starts
-    /// with `d`, `dmin` as f16, then the 12 bytes of 6-bit scales and mins).
-    ///
-    /// # Safety
-    /// AVX2, F16C; `p` points to a whole block.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-    #[inline]
-    pub(in crate::kernels::qmatmul) unsafe fn k4_scales(p: *const u8) -> (__m256, __m256) {
-        // SAFETY: 16 header bytes of the block (caller).
-        let (hd, u) = unsafe {
-            (
-                _mm_cvtph_ps(_mm_cvtsi32_si128(p.cast::<i32>().read_unaligned())),
-                crate::kernels::qmatmul::q8k::scales_mins_k4(p.add(4).cast::<[u8; 12]>().read_unaligned()),
-            )
-        };
-        // Bytes 0..8: the 8 scales, 8..16: the 8 mins.
-        let sm = _mm_set_epi32(u[3] as i32, u[2] as i32, u[1] as i32, u[0] as i32);
-        let to_f = |v: __m128i| _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
-        let d = _mm256_broadcastss_ps(hd);
-        let dmin = _mm256_broadcastss_ps(_mm_movehdup_ps(hd));
-        (_mm256_mul_ps(d, to_f(sm)), _mm256_mul_ps(dmin, to_f(_mm_srli_si128::<8>(sm))))
     }
 
     /// [`rows_dot`] for Q4_K (`FIVE = false`, 144-byte blocks) and Q5_K (176) (`nb32` 32-weight

@@ -359,7 +359,7 @@ pub fn select(
         xbfp: match path {
             Path::Fused if bfp_ok => bfp::act_bytes(k),
             #[cfg(target_arch = "x86_64")]
-            Path::Fused if avx2 && bfp_avx2::has_path(ty, k) => bfp_avx2::act_bytes(k),
+            Path::Fused if avx2 && bfp_avx2::has_path(ty, k) => bfp_avx2::act_bytes(ty, k),
             _ => 0,
         },
         amx,
