@@ -90,11 +90,12 @@ const LEVELS: [SimdLevel; 4] = [SimdLevel::Native, SimdLevel::Avx512, SimdLevel:
 
 /// True when the fast mode runs `ty` with `m` activation rows on integer dots at `simd`:
 /// everywhere with VNNI, the portable scalar loop, and with AVX2 the decode (up to 8 rows) of
-/// Q4_0 / Q4_1 / Q8_0; the rest runs the exact mode's vector kernels where the CPU has AVX2
-/// but no VNNI.
+/// Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0; the rest runs the exact mode's vector kernels where the
+/// CPU has AVX2 but no VNNI.
 fn runs_fast(ty: GgmlType, m: usize, simd: SimdLevel) -> bool {
     let level2 = simd.avx512() && vnni();
-    !simd.avx2() || level2 || m <= 8 && matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0)
+    let avx2 = matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::Q8_0);
+    !simd.avx2() || level2 || m <= 8 && avx2
 }
 
 /// [`check_fast`] where the fast mode runs `ty` on integer dots at `opts.simd` ([`runs_fast`]),

@@ -222,10 +222,11 @@ const Q5_1: u8 = 3;
 const Q4_K: u8 = 4;
 const Q5_K: u8 = 5;
 
-/// Bytes `0..32` of the result: `0xff` where bit `i` of `bits` is set (the `qh` bits of two
-/// blocks' 16 elements, as bytes that line up with their nibbles), else 0.
+/// Bytes `0..32` of the result: `0xff` where bit `i` of `bits` is set, else 0 (the `qh` bits of
+/// two blocks' 16 elements here, or of one block's 32 in [`super::int8_avx2`], as bytes that
+/// line up with their nibbles; llama.cpp's `bytes_from_bits_32`).
 #[inline(always)]
-unsafe fn bit_bytes(bits: u32) -> __m256i {
+pub(super) unsafe fn bit_bytes(bits: u32) -> __m256i {
     unsafe {
         // Byte `i` takes byte `i / 8` of `bits` (both 128-bit lanes hold all four), then tests
         // its bit `i % 8`.

@@ -1,9 +1,12 @@
-//! Fast mode on x86-64 CPUs with AVX2 but no AVX-512 VNNI: Q4_0 / Q4_1 / Q8_0 weight rows
-//! against one Q8_0 activation row ([`super::int8::quantize_acts`]), as llama.cpp's AVX2
-//! `ggml_vec_dot_q4_0_q8_0` / `_q4_1_q8_1` / `_q8_0_q8_0`: per 32-weight block one 256-bit
-//! `vpmaddubsw` of unsigned weight bytes against signed activation bytes (Q4_0 / Q8_0: llama.cpp's
+//! Fast mode on x86-64 CPUs with AVX2 but no AVX-512 VNNI: Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0
+//! weight rows against one Q8_0 activation row ([`super::int8::quantize_acts`]), as llama.cpp's
+//! AVX2 `ggml_vec_dot_q4_0_q8_0` / `_q4_1_q8_1` / `_q5_0_q8_0` / `_q5_1_q8_1` / `_q8_0_q8_0`
+//! (Q5's fifth bits as bytes, [`super::bfp_avx2::bit_bytes`]: Q5_0's `q - 16` as the signed
+//! nibble byte or-ed with `0xf0` where the bit is clear, Q5_1's `q` with 16 where it is set):
+//! per 32-weight block one 256-bit
+//! `vpmaddubsw` of unsigned weight bytes against signed activation bytes (Q4_0 / Q5_0 / Q8_0: llama.cpp's
 //! `|w| · sign(x, w)` form, weights in `-127..=127`), `vpmaddwd` into 8 exact `i32` lanes,
-//! converted and FMA'd with `d_w · d_x` into one f32 accumulator per row; Q4_1's `m_w · s_x`
+//! converted and FMA'd with `d_w · d_x` into one f32 accumulator per row; Q4_1's / Q5_1's `m_w · s_x`
 //! accumulated in a scalar per row: llama.cpp's operations in its order, so the results are
 //! bit-identical with its AVX2 (and AVX-512 VNNI) dots. The same math as [`super::int8`]'s
 //! other levels: results equal up to f32 rounding of the per-block sums.
@@ -27,10 +30,12 @@ const ROWS: usize = 4;
 const Q4_0: u8 = 0;
 const Q4_1: u8 = 1;
 const Q8_0: u8 = 2;
+const Q5_0: u8 = 3;
+const Q5_1: u8 = 4;
 
 /// True when `ty` has this kernel.
 pub(super) fn has_kernel(ty: GgmlType) -> bool {
-    matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0)
+    matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::Q8_0)
 }
 
 /// The dot products of `R` rows (`nb` blocks each) with one activation row.
@@ -54,6 +59,10 @@ pub(super) unsafe fn dot_rows(ty: GgmlType, split: bool, w: &[u8], row_bytes: us
         (GgmlType::Q4_0, true) => (rows_dot::<ROWS, Q4_0, true>, rows_dot::<1, Q4_0, true>),
         (GgmlType::Q4_1, false) => (rows_dot::<ROWS, Q4_1, false>, rows_dot::<1, Q4_1, false>),
         (GgmlType::Q4_1, true) => (rows_dot::<ROWS, Q4_1, true>, rows_dot::<1, Q4_1, true>),
+        (GgmlType::Q5_0, false) => (rows_dot::<ROWS, Q5_0, false>, rows_dot::<1, Q5_0, false>),
+        (GgmlType::Q5_0, true) => (rows_dot::<ROWS, Q5_0, true>, rows_dot::<1, Q5_0, true>),
+        (GgmlType::Q5_1, false) => (rows_dot::<ROWS, Q5_1, false>, rows_dot::<1, Q5_1, false>),
+        (GgmlType::Q5_1, true) => (rows_dot::<ROWS, Q5_1, true>, rows_dot::<1, Q5_1, true>),
         (_, false) => (rows_dot::<ROWS, Q8_0, false>, rows_dot::<1, Q8_0, false>),
         (_, true) => (rows_dot::<ROWS, Q8_0, true>, rows_dot::<1, Q8_0, true>),
     };
@@ -65,7 +74,7 @@ pub(super) unsafe fn dot_rows(ty: GgmlType, split: bool, w: &[u8], row_bytes: us
 /// The dot products of `R` rows of kind `K` (`nb` blocks each, `SPLIT`: in
 /// `Layout::SplitRows`) with the activation row at `xp`, in llama.cpp's order: per row one
 /// 8-lane accumulator taking `fma(d_w·d_x, Σ lanes, acc)` block after block, Q4_1's `m_w s_x`
-/// in a scalar FMA chain, then [`hsum`] plus that chain (bit-identical with llama.cpp's AVX2
+/// (Q5_1's) in a scalar FMA chain, then [`hsum`] plus that chain (bit-identical with llama.cpp's AVX2
 /// loops, which the fast mode's agreement with llama.cpp rests on: summed in another order,
 /// SmolLM2's teacher-forced top-1 agreement fell from 100% to 97%).
 ///
@@ -86,14 +95,22 @@ unsafe fn rows_dot<const R: usize, const K: u8, const SPLIT: bool>(
     let ts: usize = match K {
         Q4_0 => 18,
         Q4_1 => 20,
+        Q5_0 => 22,
+        Q5_1 => 24,
         _ => 34,
     };
-    // Quant bytes per block, and the quants' offset in a block.
+    // Quant bytes per block, and the quants' offset in a block (Q5's `qh` the 4 bytes before).
     let (qb, qo) = match K {
         Q4_0 => (16, 2),
         Q4_1 => (16, 4),
+        Q5_0 => (16, 6),
+        Q5_1 => (16, 8),
         _ => (32, 2),
     };
+    // Weights with a minimum `m` (unsigned quants), and the Q5 schemes.
+    let (has_m, five) = (K == Q4_1 || K == Q5_1, K == Q5_0 || K == Q5_1);
+    // Split rows: the `qh` low halves of every block, then the high halves.
+    let qh_at = rlx_gguf::layout::split_qh_offset(nb, has_m);
     // Block `b`'s quants and `d` in row `r`: in the block, or in a split row's arrays; Q4_1's
     // `m` follows `d` (in a split row `2 nb` on).
     let quants =
@@ -124,16 +141,15 @@ unsafe fn rows_dot<const R: usize, const K: u8, const SPLIT: bool>(
                      w: &dyn Fn(usize) -> __m256i| {
             let xv = _mm256_loadu_si256(xp.add(QK * b).cast());
             for r in 0..R {
-                let p16 = match K {
-                    Q4_1 => _mm256_maddubs_epi16(w(r), xv),
-                    _ => {
-                        let wv = if K == Q4_0 { _mm256_sub_epi8(w(r), eight) } else { w(r) };
-                        _mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xv, wv))
-                    }
+                let p16 = if has_m {
+                    _mm256_maddubs_epi16(w(r), xv)
+                } else {
+                    let wv = if K == Q4_0 { _mm256_sub_epi8(w(r), eight) } else { w(r) };
+                    _mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xv, wv))
                 };
                 let dot = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
                 acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&sc[r][i]), dot, acc[r]);
-                if K == Q4_1 {
+                if has_m {
                     corr[r] = mw[r][i].mul_add(xs.add(b).read_unaligned(), corr[r]);
                 }
             }
@@ -151,7 +167,7 @@ unsafe fn rows_dot<const R: usize, const K: u8, const SPLIT: bool>(
                     let dx = _mm256_loadu_ps(xd.add(b0));
                     let d = _mm256_cvtph_ps(_mm_loadu_si128(scale(r, b0).cast()));
                     _mm256_storeu_ps(sc[r].as_mut_ptr(), _mm256_mul_ps(d, dx));
-                    if K == Q4_1 {
+                    if has_m {
                         let m = _mm256_cvtph_ps(_mm_loadu_si128(scale(r, b0).add(min_of).cast()));
                         _mm256_storeu_ps(mw[r].as_mut_ptr(), m);
                     }
@@ -159,14 +175,14 @@ unsafe fn rows_dot<const R: usize, const K: u8, const SPLIT: bool>(
                     for i in 0..n {
                         let p = scale(r, b0).add(stride * i);
                         sc[r][i] = f16(p) * xd.add(b0 + i).read_unaligned();
-                        if K == Q4_1 {
+                        if has_m {
                             mw[r][i] = f16(p.add(min_of));
                         }
                     }
                 }
             }
             let mut i = 0;
-            if SPLIT && K != Q8_0 {
+            if SPLIT && (K == Q4_0 || K == Q4_1) {
                 // Two blocks' nibbles per load: low nibbles `[b | b + 1]`, high ones the same.
                 while i + 2 <= n {
                     let b = b0 + i;
@@ -187,6 +203,26 @@ unsafe fn rows_dot<const R: usize, const K: u8, const SPLIT: bool>(
                 let b = b0 + i;
                 if K == Q8_0 {
                     block(&mut acc, &mut corr, &sc, &mw, b, i, &|r| _mm256_loadu_si256(quants(r, b).cast()));
+                } else if five {
+                    // Block `b`'s `qh` (split rows: its low and its high 16 bits apart).
+                    let qh = |r: usize| {
+                        if SPLIT {
+                            let at = rows[r].add(qh_at + 2 * b);
+                            u32::from(at.cast::<u16>().read_unaligned())
+                                | u32::from(at.add(2 * nb).cast::<u16>().read_unaligned()) << 16
+                        } else {
+                            rows[r].add(ts * b + qo - 4).cast::<u32>().read_unaligned()
+                        }
+                    };
+                    block(&mut acc, &mut corr, &sc, &mw, b, i, &|r| {
+                        let bits = super::bfp_avx2::bit_bytes(qh(r));
+                        let hi = if K == Q5_0 {
+                            _mm256_andnot_si256(bits, _mm256_set1_epi8(0xf0u8 as i8))
+                        } else {
+                            _mm256_and_si256(bits, _mm256_set1_epi8(16))
+                        };
+                        _mm256_or_si256(nibbles(quants(r, b)), hi)
+                    });
                 } else {
                     block(&mut acc, &mut corr, &sc, &mw, b, i, &|r| nibbles(quants(r, b)));
                 }
