@@ -153,6 +153,9 @@ pub struct StepInfo {
     pub node: usize,
     /// Op name.
     pub op: String,
+    /// The GGUF type of a quantized product's weights (`dequant_matmul`'s `scheme` attribute,
+    /// e.g. `Q6_K`); `None` for other ops.
+    pub scheme: Option<String>,
     /// Kernel name (`reference` for the rlx-ir reference evaluation, `custom_op` for a
     /// custom op's registered evaluation).
     pub kernel: &'static str,
@@ -410,7 +413,14 @@ impl CpuExecutable {
             .iter()
             .map(|s| {
                 let op = &self.graph.nodes()[s.node].op;
-                StepInfo { node: s.node, op: op.name(), kernel: kernel_name(&s.how, op) }
+                let scheme = match op {
+                    Op::Composite(c) => match c.attrs.get("scheme") {
+                        Some(rlx_ir::Attr::Str(s)) => Some(s.clone()),
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                StepInfo { node: s.node, op: op.name(), scheme, kernel: kernel_name(&s.how, op) }
             })
             .collect()
     }

@@ -21,6 +21,9 @@ pub struct StepInfo {
     pub node: usize,
     /// Op name.
     pub op: String,
+    /// The GGUF type of a quantized product's weights (`dequant_matmul`'s `scheme` attribute,
+    /// e.g. `Q6_K`); `None` for other ops.
+    pub scheme: Option<String>,
     /// Kernel name.
     pub kernel: &'static str,
 }

@@ -50,14 +50,18 @@ impl Executable for CpuExe {
         Some(self.0.lir())
     }
     fn steps(&self) -> Vec<StepInfo> {
-        self.0.steps().into_iter().map(|s| StepInfo { node: s.node, op: s.op, kernel: s.kernel }).collect()
+        self.0
+            .steps()
+            .into_iter()
+            .map(|s| StepInfo { node: s.node, op: s.op, scheme: s.scheme, kernel: s.kernel })
+            .collect()
     }
     fn profile(&self) -> Option<Vec<StepTime>> {
         let p = self.0.profile()?;
         Some(
             p.into_iter()
                 .map(|s| StepTime {
-                    step: StepInfo { node: s.step.node, op: s.step.op, kernel: s.step.kernel },
+                    step: StepInfo { node: s.step.node, op: s.step.op, scheme: s.step.scheme, kernel: s.step.kernel },
                     calls: s.calls,
                     total: s.total,
                 })

@@ -75,10 +75,10 @@ struct ProfileBooks {
 }
 
 /// Calls and time per (op, kernel).
-type StepTotals = HashMap<(String, &'static str), (u64, std::time::Duration)>;
+type StepTotals = HashMap<(String, Option<String>, &'static str), (u64, std::time::Duration)>;
 
-/// `(phase, op, kernel)`.
-type ProfileKey = (Phase, String, &'static str);
+/// `(phase, op, scheme, kernel)`.
+type ProfileKey = (Phase, String, Option<String>, &'static str);
 
 /// The phase of a generation an [`OpTime`]'s steps ran in (whatever graph they belong to: a
 /// one-token prompt runs the one-token decode graph).
@@ -107,6 +107,9 @@ pub struct OpTime {
     pub phase: Phase,
     /// Op name (as in `rlx compile --dump`).
     pub op: String,
+    /// The weights' GGUF type of a `dequant_matmul` (its `scheme` attribute, e.g. `Q6_K`), so
+    /// products of one kernel on different schemes are told apart; `None` for ops without one.
+    pub scheme: Option<String>,
     /// Kernel name (as in the dispatch report).
     pub kernel: &'static str,
     /// Step executions summed over runs.
@@ -225,15 +228,18 @@ impl LlamaModel {
             .booked
             .iter()
             .filter(|(_, t)| t.0 > 0)
-            .map(|((phase, op, kernel), &(calls, total))| OpTime {
+            .map(|((phase, op, scheme, kernel), &(calls, total))| OpTime {
                 phase: *phase,
                 op: op.clone(),
+                scheme: scheme.clone(),
                 kernel,
                 calls,
                 total,
             })
             .collect();
-        v.sort_by(|a, b| a.phase.cmp(&b.phase).then(b.total.cmp(&a.total)).then(a.op.cmp(&b.op)));
+        v.sort_by(|a, b| {
+            a.phase.cmp(&b.phase).then(b.total.cmp(&a.total)).then(a.op.cmp(&b.op)).then(a.scheme.cmp(&b.scheme))
+        });
         Some(v)
     }
 
@@ -258,7 +264,7 @@ impl LlamaModel {
             let (dc, dt) = (calls - s.0, total.saturating_sub(s.1));
             *s = (calls, total);
             if dc > 0 {
-                let b = booked.entry((phase, key.0, key.1)).or_default();
+                let b = booked.entry((phase, key.0, key.1, key.2)).or_default();
                 b.0 += dc;
                 b.1 += dt;
             }
@@ -271,7 +277,7 @@ impl LlamaModel {
         let mut by = StepTotals::new();
         for g in self.graphs.values() {
             for s in g.graph.profile()? {
-                let e = by.entry((s.step.op, s.step.kernel)).or_default();
+                let e = by.entry((s.step.op, s.step.scheme, s.step.kernel)).or_default();
                 e.0 += s.calls;
                 e.1 += s.total;
             }

@@ -336,6 +336,7 @@ pub fn generate(args: &GenerateArgs, path: &Path, json: bool) -> Result<String, 
                 serde_json::json!({
                     "phase": t.phase.name(),
                     "op": t.op,
+                    "scheme": t.scheme,
                     "kernel": t.kernel,
                     "calls": t.calls,
                     "ms": (t.total.as_secs_f64() * 1e6).round() / 1e3,
@@ -380,7 +381,12 @@ fn profile_table(rows: &[OpTime], stats: &GenerationStats, runs: [u64; 2]) -> St
                 rest = (rest.0 + t, rest.1 + r.calls, rest.2 + 1);
                 continue;
             }
-            s += &format!("{:9.2} {:7.1}% {:9}  {}  [{}]\n", t * 1e3, 100.0 * t / total, r.calls, r.op, r.kernel);
+            // A product's weight type after its op: `dequant_matmul Q6_K  [kernel]`.
+            let op = match &r.scheme {
+                Some(s) => format!("{} {s}", r.op),
+                None => r.op.clone(),
+            };
+            s += &format!("{:9.2} {:7.1}% {:9}  {op}  [{}]\n", t * 1e3, 100.0 * t / total, r.calls, r.kernel);
         }
         if rest.2 > 0 {
             s += &format!(

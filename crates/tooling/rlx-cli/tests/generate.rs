@@ -301,7 +301,11 @@ fn profile_reports_every_step_of_both_phases() {
     assert!(err.contains("profile, prompt processing:") && err.contains("profile, generation:"), "{err}");
     // Each header says how many graph runs its calls are summed over.
     assert!(err.contains("wall, 1 graph run (") && err.contains("wall, 3 decode steps ("), "{err}");
-    assert!(err.contains("dequant_matmul  [dequant_matmul_fused_") || !rlx_cpu_vector(), "{err}");
+    // Each product's row names its weights' GGUF type (SmolLM2: Q4_1 projections, Q8_0 head).
+    assert!(err.contains("dequant_matmul Q4_1  [dequant_matmul_fused_") || !rlx_cpu_vector(), "{err}");
+    let schemes: std::collections::BTreeSet<&str> =
+        rows.iter().filter(|r| r["op"] == "dequant_matmul").map(|r| r["scheme"].as_str().unwrap_or("none")).collect();
+    assert_eq!(schemes.into_iter().collect::<Vec<_>>(), ["Q4_1", "Q8_0"], "{j}");
     // Steps are booked by when they ran: a one-token prompt runs the one-token graph, and is
     // still prompt processing (it was booked to generation by graph shape).
     let out = rlx(&["generate", "--model", &m, "--prompt", " ", "--max-tokens", "2", "--profile", "--json"]);

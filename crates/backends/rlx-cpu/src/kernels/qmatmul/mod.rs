@@ -33,10 +33,11 @@
 //!   - On CPUs with AVX2 but no AVX-512, `fused` and `tile` run the 8-lane decoders of
 //!     [`exact_avx2`] (`dequant_matmul_fused_avx2`, `dequant_matmul_tile_avx2` on the `gemm`
 //!     crate); SmolLM2 decode on one AMD Zen 3 core went from 185 ms per token (`rowwise`) to
-//!     16 ms. Q4_0 / Q4_1 / Q5_0 / Q5_1 decode rows of whole pairs of blocks run [`bfp_avx2`]
-//!     instead (`dequant_matmul_fused_avx2_bfp`: [`bfp`]'s block floating point on
-//!     `vpmaddubsw`): SmolLM2's Q4_1 products 1667 → 857 ms over 127 decode steps, one Zen 3
-//!     core; 896 × 4864 Q5_0 from DRAM 0.655–0.680 → 0.402–0.425 ms.
+//!     16 ms. Q4_0 / Q4_1 / Q5_0 / Q5_1 decode rows of whole pairs of blocks and Q4_K / Q5_K /
+//!     Q6_K decode run [`bfp_avx2`] instead (`dequant_matmul_fused_avx2_bfp`: [`bfp`]'s block
+//!     floating point on `vpmaddubsw`): SmolLM2's Q4_1 products 1667 → 857 ms over 127 decode
+//!     steps, one Zen 3 core; 896 × 4864 from DRAM, Q5_0 0.655–0.680 → 0.402–0.425 ms, Q6_K
+//!     0.75 → 0.50–0.55, Q4_K 0.67 → 0.32–0.39.
 //!   - `rowwise` (M = 1 otherwise: other schemes, or neither AVX-512 nor AVX2): one weight row
 //!     at a time is dequantized into scratch by `dequantize_into` and dotted in f32.
 //! - **Fast** (opt-in): integer dots against quantized activations, as llama.cpp: Q8_0, Q4_0,
@@ -46,7 +47,7 @@
 //!   ([`amx`]): on AMX tiles where the CPU has AMX-INT8, else with `vpdpbusd` (64 × 4096 ×
 //!   4096 from DRAM, 1 core, AMD Zen 4, against the register tiles: Q4_K 19.0–19.8 → 8.8–12.0
 //!   ms, Q4_0 22.7 → 8.3–9.8, Q6_K 17.6–22.9 → 13.3–17.2); other schemes run exact. Without
-//!   VNNI, Q4_0 / Q4_1 / Q8_0 decode (M up to [`FUSED_ROWS`]) runs [`int8_avx2`]'s
+//!   VNNI, Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 decode (M up to [`FUSED_ROWS`]) runs [`int8_avx2`]'s
 //!   `vpmaddubsw` dot, and the rest runs exact.
 //!   Results differ from the f32 reference by the activation quantization error.
 //!
