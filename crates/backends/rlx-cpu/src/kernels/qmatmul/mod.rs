@@ -298,7 +298,7 @@ pub fn select(
     };
     let threads = opts.threads.unwrap_or_else(rayon::current_num_threads).max(1);
     let par = threads > 1 && m.saturating_mul(n).saturating_mul(k) >= PAR_WORK && n >= 32;
-    let on_sgemm = path == Path::Tile && simd && exact::has_decoder(ty) && sgemm::available();
+    let on_sgemm = path == Path::Tile && (simd || avx2) && exact::has_decoder(ty) && sgemm::available();
     // Tile rows spaced so that sgemm reads the tile in place (its rows in different L1 sets)
     // instead of copying it into its packed layout.
     let ld = if on_sgemm { sgemm::in_place_stride(k) } else { k };
@@ -747,7 +747,8 @@ fn run_tile(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32], work: &
     // `EDGE_ROWS` rows would use a few of its kernel's 16 FMA lanes, so those rows (`mg..m`)
     // are dotted with the tile's rows instead (`gemv::avx512::dot_multi`: 4 weight rows ×
     // up to 4 activation rows per pass along `K`, every lane busy), straight into `y`.
-    let edge = if k.xt && m > sgemm::NR && m % sgemm::NR <= EDGE_ROWS { m % sgemm::NR } else { 0 };
+    // (AVX-512 only: on AVX2 the sgemm takes every row.)
+    let edge = if k.xt && k.simd && m > sgemm::NR && m % sgemm::NR <= EDGE_ROWS { m % sgemm::NR } else { 0 };
     let mg = m - edge;
     let xt = if k.xt {
         packed.fit(kk, mg);
@@ -787,7 +788,7 @@ fn run_tile(k: &mut QMatmulKernel, xs: &[f32], wb: &[u8], y: &mut [f32], work: &
                     unsafe { write_columns(yp, n, j, ct, mg, nt, mg) };
                     #[cfg(target_arch = "x86_64")]
                     if edge > 0 {
-                        // SAFETY: AVX-512 (k.xt); x rows mg..m hold kk floats each; y rows
+                        // SAFETY: AVX-512 (k.simd); x rows mg..m hold kk floats each; y rows
                         // mg..m, columns j..j + nt (this part's) receive the dots.
                         unsafe {
                             let (xe, ye) = (xs.as_ptr().add(mg * kk), yp.get().add(mg * n + j));
