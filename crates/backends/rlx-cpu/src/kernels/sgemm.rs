@@ -575,6 +575,56 @@ struct Prefetch {
     lines: usize,
 }
 
+impl Prefetch {
+    /// The lines spread over a kernel's `kc` steps: [`Spread::step`] every step, then
+    /// [`Spread::rest`].
+    #[inline(always)]
+    fn spread(self, kc: usize) -> Spread {
+        let every = kc.checked_div(self.lines).map_or(usize::MAX, |e| e.max(1));
+        Spread { every, countdown: 1, next: self.p, end: self.p.wrapping_add(self.lines * 16) }
+    }
+}
+
+/// A [`Prefetch`] in progress: one line every `every` steps.
+struct Spread {
+    every: usize,
+    countdown: usize,
+    next: *const f32,
+    end: *const f32,
+}
+
+impl Spread {
+    /// One `k` step: the next line when its turn has come.
+    #[inline(always)]
+    fn step(&mut self) {
+        self.countdown -= 1;
+        if self.countdown == 0 {
+            self.countdown = self.every;
+            self.one();
+        }
+    }
+
+    /// The lines left (more lines than steps: a tile or two of rows), in one go.
+    #[inline(always)]
+    fn rest(&mut self) {
+        while self.next < self.end {
+            self.one();
+        }
+    }
+
+    #[inline(always)]
+    fn one(&mut self) {
+        if self.next < self.end {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: a prefetch is only a hint and never faults.
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T1>(self.next.cast::<i8>())
+            };
+            self.next = self.next.wrapping_add(16);
+        }
+    }
+}
+
 /// One micro-kernel call's operands: `kc` steps over `a` (rows at stride `lda`) and `b` (a
 /// 64-byte-aligned panel of `kc · NR` floats), into `c` (rows at stride `ldc`), overwriting it
 /// or accumulating into it (`acc`), prefetching `pf` on the way.
@@ -813,17 +863,9 @@ unsafe fn kernel_avx2<const H: usize>(op: Tile, cols: usize) {
             }
         }
         let (mut a, mut b) = (a, b);
-        let every = kc.checked_div(pf.lines).map_or(usize::MAX, |e| e.max(1));
-        let (mut countdown, mut next, end) = (1, pf.p, pf.p.wrapping_add(pf.lines * 16));
+        let mut pf = pf.spread(kc);
         for _ in 0..kc {
-            countdown -= 1;
-            if countdown == 0 {
-                countdown = every;
-                if next < end {
-                    _mm_prefetch::<_MM_HINT_T1>(next.cast::<i8>());
-                    next = next.wrapping_add(16);
-                }
-            }
+            pf.step();
             let bv = [_mm256_load_ps(b), _mm256_load_ps(b.add(8))];
             for (i, ri) in r.iter_mut().enumerate() {
                 let ai = _mm256_broadcast_ss(&*a.add(i * lda));
@@ -834,10 +876,7 @@ unsafe fn kernel_avx2<const H: usize>(op: Tile, cols: usize) {
             a = a.add(1);
             b = b.add(NR);
         }
-        while next < end {
-            _mm_prefetch::<_MM_HINT_T1>(next.cast::<i8>());
-            next = next.wrapping_add(16);
-        }
+        pf.rest();
         for (i, ri) in r.iter().enumerate() {
             for (v, x) in ri.iter().enumerate() {
                 let p = c.add(i * ldc + 8 * v);
@@ -879,17 +918,9 @@ unsafe fn kernel<const NV: usize, const H: usize>(op: Tile, mask: u16) {
             }
         }
         let (mut a, mut b) = (a, b);
-        let every = kc.checked_div(pf.lines).map_or(usize::MAX, |e| e.max(1));
-        let (mut countdown, mut next, end) = (1, pf.p, pf.p.wrapping_add(pf.lines * 16));
+        let mut pf = pf.spread(kc);
         for _ in 0..kc {
-            countdown -= 1;
-            if countdown == 0 {
-                countdown = every;
-                if next < end {
-                    _mm_prefetch::<_MM_HINT_T1>(next.cast::<i8>());
-                    next = next.wrapping_add(16);
-                }
-            }
+            pf.step();
             let mut bv = [_mm512_setzero_ps(); NV];
             for (v, x) in bv.iter_mut().enumerate() {
                 *x = _mm512_load_ps(b.add(v * 16));
@@ -903,11 +934,7 @@ unsafe fn kernel<const NV: usize, const H: usize>(op: Tile, mask: u16) {
             a = a.add(1);
             b = b.add(NR);
         }
-        // More lines than steps (a tile or two of rows): the rest in one go.
-        while next < end {
-            _mm_prefetch::<_MM_HINT_T1>(next.cast::<i8>());
-            next = next.wrapping_add(16);
-        }
+        pf.rest();
         for (i, ri) in r.iter().enumerate() {
             for (v, x) in ri.iter().enumerate() {
                 let p = c.add(i * ldc + v * 16);

@@ -1,4 +1,4 @@
-//! Exact-mode decode of Q4_0 / Q4_1 / Q5_0 / Q5_1 on integer dot products where the CPU has AVX2 but not
+//! Exact-mode decode of Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q4_K / Q5_K / Q6_K on integer dot products where the CPU has AVX2 but not
 //! AVX-512 VNNI: [`super::bfp`]'s block floating point (the activation row as 22-bit integers
 //! per 32-element block, split into three signed byte planes `n = 2¹⁶ h + 2⁸ m + l`), with
 //! `vpmaddubsw` (unsigned nibbles × signed digits, 16-bit pair sums) and `vpmaddwd` in place of
@@ -22,7 +22,9 @@
 //! Row layout ([`act_bytes`]): per pair [`PAIR_BYTES`] (planes `h`, `m`, `l`, 64 bytes each,
 //! then 32 bytes of Q4_0 / Q5_0 correction, `i32` per lane), then `s_b` and `Σ x_b` as f32 per
 //! block.
-//! Rows with an odd block count are not planned here ([`has_path`]).
+//! Rows with an odd block count are not planned here ([`has_path`]). Q4_K / Q5_K run the same
+//! pair layout, the pair's lanes each under one sub-block scale ([`rows_dot`]); Q6_K its own
+//! element-order layout ([`rows_q6k`], [`BLOCK6_BYTES`]).
 
 use super::decode::row_groups;
 use super::exact_avx2::hsum;
