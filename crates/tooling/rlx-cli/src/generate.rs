@@ -72,7 +72,8 @@ pub struct GenerateArgs {
     #[arg(long, value_enum, default_value_t = KvType::F32)]
     pub kv_type: KvType,
     /// Time every step and print where prompt processing and generation spent their time, per
-    /// op and kernel, to stderr (and as `profile` in the --json object)
+    /// op (with a quantized product's weight type) and kernel, to stderr (and as `profile` in
+    /// the --json object)
     #[arg(long)]
     pub profile: bool,
 }

@@ -31,8 +31,8 @@
 //!     decoders or sgemm cannot run. 64 x 4096 x 4096 Q4_K / Q8_0, 1 thread, interleaved
 //!     runs: 38-50 ms with the `gemm` crate, 20-23 ms now (llama.cpp: 22 ms for Q4_K).
 //!   - On CPUs with AVX2 but no AVX-512, `fused` and `tile` run the 8-lane decoders of
-//!     [`exact_avx2`] (`dequant_matmul_fused_avx2`, `dequant_matmul_tile_avx2` on the `gemm`
-//!     crate); SmolLM2 decode on one AMD Zen 3 core went from 185 ms per token (`rowwise`) to
+//!     [`exact_avx2`] (`dequant_matmul_fused_avx2`, `dequant_matmul_tile_avx2` on our
+//!     [`sgemm`]'s AVX2 kernel, on the `gemm` crate before session 45); SmolLM2 decode on one AMD Zen 3 core went from 185 ms per token (`rowwise`) to
 //!     16 ms. Q4_0 / Q4_1 / Q5_0 / Q5_1 decode rows of whole pairs of blocks and Q4_K / Q5_K /
 //!     Q6_K decode run [`bfp_avx2`] instead (`dequant_matmul_fused_avx2_bfp`: [`bfp`]'s block
 //!     floating point on `vpmaddubsw`): SmolLM2's Q4_1 products 1667 → 857 ms over 127 decode
