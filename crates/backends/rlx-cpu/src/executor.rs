@@ -414,7 +414,7 @@ impl CpuExecutable {
             .map(|s| {
                 let op = &self.graph.nodes()[s.node].op;
                 let scheme = match op {
-                    Op::Composite(c) => match c.attrs.get("scheme") {
+                    Op::Composite(c) => match c.attrs.get(rlx_ir::compose::quant::SCHEME_ATTR) {
                         Some(rlx_ir::Attr::Str(s)) => Some(s.clone()),
                         _ => None,
                     },

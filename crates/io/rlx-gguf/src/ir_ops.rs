@@ -25,7 +25,9 @@ pub fn register_ops() {
 /// The scheme, `n` and `k` of a `gguf_dequantize` / `dequant_matmul` attribute map, checked:
 /// a known ggml type whose block size divides `k`. Also the packed byte count.
 pub fn parse_attrs(attrs: &Attrs) -> Result<(GgmlType, usize, usize, usize), String> {
-    let Some(Attr::Str(name)) = attrs.get("scheme") else { return Err("needs a string attribute scheme".into()) };
+    let Some(Attr::Str(name)) = attrs.get(rlx_ir::compose::quant::SCHEME_ATTR) else {
+        return Err("needs a string attribute scheme".into());
+    };
     let ty = GgmlType::from_name(name).ok_or_else(|| format!("unknown ggml type {name:?}"))?;
     let int = |key: &str| match attrs.get(key) {
         Some(Attr::Int(v)) if *v >= 0 => Ok(*v as usize),

@@ -179,7 +179,7 @@ pub fn step_graph(
         Weight::Packed { scheme, layout, .. } => {
             // Split rows are self-contained too: a gathered row dequantizes in its layout.
             let a: Attrs = [
-                ("scheme".to_string(), Attr::Str(scheme.clone())),
+                (rlx_ir::compose::quant::SCHEME_ATTR.to_string(), Attr::Str(scheme.clone())),
                 ("n".to_string(), Attr::Int((b * s) as i64)),
                 ("k".to_string(), Attr::Int(e as i64)),
                 (rlx_gguf::Layout::ATTR.to_string(), Attr::Str(layout.name().into())),

@@ -24,6 +24,9 @@ use crate::{Attr, DType, Graph, NodeId};
 
 /// Name of the registered custom op that dequantizes GGUF blocks (`rlx_gguf::register_ops`).
 pub const GGUF_DEQUANTIZE: &str = "gguf_dequantize";
+/// Attribute of `dequant_matmul` / `gguf_dequantize` naming the weights' block type, as ggml
+/// spells it (`"Q4_0"`, `"Q6_K"`, …).
+pub const SCHEME_ATTR: &str = "scheme";
 /// Attribute of `dequant_matmul` / `gguf_dequantize` naming the weights' byte layout
 /// (`rlx_gguf::Layout`); absent means [`BLOCKS_LAYOUT`].
 pub const LAYOUT_ATTR: &str = "layout";
@@ -114,7 +117,7 @@ impl Graph {
             return self.compose_fail(NAME, format!("needs U8 packed weights, got {wt}"));
         }
         let mut a =
-            attrs([("scheme", Attr::Str(scheme.into())), ("n", Attr::Int(n as i64)), ("k", Attr::Int(k as i64))]);
+            attrs([(SCHEME_ATTR, Attr::Str(scheme.into())), ("n", Attr::Int(n as i64)), ("k", Attr::Int(k as i64))]);
         if layout != BLOCKS_LAYOUT {
             a.insert(LAYOUT_ATTR.into(), Attr::Str(layout.into()));
         }
