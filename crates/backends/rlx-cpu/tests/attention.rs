@@ -164,8 +164,9 @@ fn random_shapes() {
     }
 }
 
-/// Head dims the AVX-512 tile products split (query tiles of ≥ 8 rows): `d` and `dv` past 64
-/// (several 64-column chunks of `P V`, the 4-vector kernel), not multiples of 16 (scalar
+/// Head dims the AVX-512 (AVX2) tile products split (query tiles of ≥ 8 rows): `d` and `dv` past
+/// 64 (several 64-column chunks of `P V`, the 4-vector kernel; AVX2: 16-column chunks, the
+/// masked last one), not multiples of 16 (scalar
 /// transposes and masked columns), key blocks not multiples of 16, and a head dim past the
 /// transposed-key buffer (`d > 256`: the `gemm` crate path).
 #[test]

@@ -136,6 +136,73 @@ pub(crate) unsafe fn map<V: Vf32>(x: &[f32], o: &mut [f32], f: impl Fn(V) -> V) 
     }
 }
 
+/// `x = exp(x - m)` in place ([`exp`]); returns the sum of the results (`LANES` lane sums,
+/// added in lane order at the end). Attention's online softmax; the 16-lane form is
+/// `math_avx512::exp_sum_slice`.
+#[inline(always)]
+unsafe fn exp_sum<V: Vf32>(x: &mut [f32], m: f32) -> f32 {
+    let (n, p) = (x.len(), x.as_mut_ptr());
+    let mut i = 0;
+    // SAFETY: every access is below `n`, inside `x`.
+    unsafe {
+        let (mv, mut acc) = (V::splat(m), V::splat(0.0));
+        while i + V::LANES <= n {
+            let e = exp(V::load(p.add(i)).sub(mv));
+            e.store(p.add(i));
+            acc = acc.add(e);
+            i += V::LANES;
+        }
+        if i < n {
+            let e = exp(V::load_part(p.add(i), n - i, 0.0).sub(mv)).zero_from(n - i);
+            e.store_part(p.add(i), n - i);
+            acc = acc.add(e);
+        }
+        let mut lanes = [0f32; 16];
+        acc.store(lanes.as_mut_ptr());
+        lanes[..V::LANES].iter().sum()
+    }
+}
+
+/// NaN-propagating maximum of `x` (`-inf` for an empty slice), as `math_avx512::max_slice`:
+/// a NaN lane stays in its accumulator lane, checked once at the end.
+#[inline(always)]
+unsafe fn max_nan<V: Vf32>(x: &[f32]) -> f32 {
+    let (n, p) = (x.len(), x.as_ptr());
+    let mut i = 0;
+    // SAFETY: every access is below `n`, inside `x`.
+    unsafe {
+        let mut acc = V::splat(f32::NEG_INFINITY);
+        while i < n {
+            let v =
+                if i + V::LANES <= n { V::load(p.add(i)) } else { V::load_part(p.add(i), n - i, f32::NEG_INFINITY) };
+            // `acc.max(v)` is `v` where either is NaN: a NaN of `v` is taken, one of `acc` kept.
+            acc = V::keep_nan(acc, acc.max(v));
+            i += V::LANES;
+        }
+        if acc.any_ne(acc) { f32::NAN } else { acc.reduce_max() }
+    }
+}
+
+/// [`exp_sum`] on AVX2 + FMA.
+///
+/// # Safety
+/// AVX2 and FMA are available.
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn exp_sum_slice_avx2(x: &mut [f32], m: f32) -> f32 {
+    // SAFETY: the caller's contract.
+    unsafe { exp_sum::<F32x8>(x, m) }
+}
+
+/// [`max_nan`] on AVX2 + FMA.
+///
+/// # Safety
+/// AVX2 and FMA are available.
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn max_slice_avx2(x: &[f32]) -> f32 {
+    // SAFETY: the caller's contract.
+    unsafe { max_nan::<F32x8>(x) }
+}
+
 /// The AVX2 slice functions: `o = f(x)` elementwise, 8 lanes at a time.
 macro_rules! avx2_slices {
     ($($(#[$doc:meta])* $name:ident => $f:ident;)*) => {$(
@@ -229,6 +296,70 @@ mod tests {
             eprintln!("SKIP math_vec: neither AVX-512 nor AVX2 on this CPU");
         }
         v
+    }
+
+    /// Attention's online-softmax helpers of each width this CPU has: (name, max, exp-sum).
+    #[allow(clippy::type_complexity)]
+    fn softmax_forms() -> Vec<(&'static str, unsafe fn(&[f32]) -> f32, unsafe fn(&mut [f32], f32) -> f32)> {
+        let mut v: Vec<(&'static str, unsafe fn(&[f32]) -> f32, unsafe fn(&mut [f32], f32) -> f32)> = Vec::new();
+        if crate::kernels::simd::has_avx512() {
+            v.push(("avx512", super::super::math_avx512::max_slice, super::super::math_avx512::exp_sum_slice));
+        }
+        if crate::kernels::simd::has_avx2() {
+            v.push(("avx2", max_slice_avx2, exp_sum_slice_avx2));
+        }
+        if v.is_empty() {
+            eprintln!("SKIP softmax helpers: neither AVX-512 nor AVX2 on this CPU");
+        }
+        v
+    }
+
+    /// The max helper equals the scalar maximum on every length 0..=40 (tails), and any NaN
+    /// makes it NaN wherever it sits.
+    #[test]
+    fn max_slice_matches_scalar_and_propagates_nan() {
+        let x: Vec<f32> = (0..40).map(|i| ((i * 37) % 23) as f32 - 11.5 - i as f32 * 0.01).collect();
+        for (name, max, _) in softmax_forms() {
+            for n in 0..=40 {
+                let want = x[..n].iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+                // SAFETY: `softmax_forms` lists only what this CPU has.
+                assert_eq!(unsafe { max(&x[..n]) }, want, "{name}: n = {n}");
+            }
+            for at in [0, 7, 8, 15, 16, 33] {
+                let mut y = x.clone();
+                y[at] = f32::NAN;
+                // SAFETY: as above.
+                assert!(unsafe { max(&y[..34]) }.is_nan(), "{name}: NaN at {at}");
+            }
+        }
+    }
+
+    /// The exp-sum helper over every tail length, with `-inf` scores (masked keys), against f64.
+    #[test]
+    fn exp_sum_slice_matches_libm() {
+        for (name, _, exp_sum) in softmax_forms() {
+            for n in 0..40 {
+                let x: Vec<f32> = (0..n)
+                    .map(|i| if i % 7 == 3 { f32::NEG_INFINITY } else { (i as f32 * 0.37).sin() * 9.0 })
+                    .collect();
+                let m = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                let mut y = x.clone();
+                // SAFETY: `softmax_forms` lists only what this CPU has.
+                let sum = unsafe { exp_sum(&mut y, m) };
+                let mut want_sum = 0f64;
+                for (a, b) in x.iter().zip(&y) {
+                    // Of the f32 difference, as the kernel computes it; `exp`'s bound (3e-7
+                    // relative).
+                    let want = ((*a - m) as f64).exp();
+                    want_sum += want;
+                    assert!((*b as f64 - want).abs() <= 3e-7 * want, "{name}: exp({a} - {m}) = {b}, want {want}");
+                }
+                assert!(
+                    (sum as f64 - want_sum).abs() <= 1e-6 * want_sum.max(1.0),
+                    "{name} n {n}: sum {sum} vs {want_sum}"
+                );
+            }
+        }
     }
 
     fn run(f: SliceFn, x: &[f32]) -> Vec<f32> {

@@ -10,6 +10,8 @@ pub mod attention;
 #[cfg(target_arch = "x86_64")]
 mod attention_avx512;
 pub mod attention_kvcache;
+#[cfg(target_arch = "x86_64")]
+mod attention_vec;
 pub mod composite;
 pub mod conv;
 pub mod dot;
