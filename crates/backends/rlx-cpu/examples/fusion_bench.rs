@@ -3,7 +3,8 @@
 //! `cargo run --release -p rlx-cpu --example fusion_bench -- WORKLOAD THREADS [MIN_REPS] [MIN_SECS] [profile]`
 //! with WORKLOAD one of `chain` (`gelu_tanh(x*a+b)*sigmoid(x)-c` over 16M f32: 8 ops after
 //! inlining gelu, one fused step), `chain-l2` (the same over 256K f32, which stay in L2: its
-//! compute without the memory traffic), `softmax` / `layer_norm` (last axis of [4096, 4096] f32),
+//! compute without the memory traffic), `erfc` (over [128, 1536] f32: MiniLM's exact-GELU
+//! activations, in L2), `softmax` / `layer_norm` (last axis of [4096, 4096] f32),
 //! `encoder` (one pre-norm transformer encoder layer: hidden 384, 12 heads, seq 128, FFN 1536).
 //! Times `run_into` with one reused output vector (no per-run output copy or allocation).
 //! Prints `rlx WORKLOAD threads=T: median X ms steps=N kernels=[..] checksum=S`. Used by
@@ -20,7 +21,7 @@ use rlx_ir::{DType, Graph, Shape, Tensor};
 use std::time::Instant;
 
 const USAGE: &str =
-    "usage: fusion_bench chain|chain-l2|softmax|layer_norm|encoder THREADS [MIN_REPS] [MIN_SECS] [profile]";
+    "usage: fusion_bench chain|chain-l2|erfc|softmax|layer_norm|encoder THREADS [MIN_REPS] [MIN_SECS] [profile]";
 
 /// The command line, checked.
 #[derive(Debug, PartialEq)]
@@ -39,7 +40,7 @@ fn parse_args(a: &[String]) -> Result<Args, String> {
         [w, t, ..] if a.len() <= 5 => (w.as_str(), t.as_str()),
         _ => return Err(format!("expected 2 to 5 arguments, got {}", a.len())),
     };
-    if !["chain", "chain-l2", "softmax", "layer_norm", "encoder"].contains(&workload) {
+    if !["chain", "chain-l2", "softmax", "layer_norm", "encoder", "erfc"].contains(&workload) {
         return Err(format!("unknown workload {workload:?}"));
     }
     let count = |what: &str, s: &str| match s.parse::<usize>() {
@@ -85,6 +86,13 @@ fn main() {
             let sg = g.logistic(x);
             let p = g.mul(ge, sg);
             let y = g.sub(p, cc);
+            g.set_outputs(vec![y]);
+            d
+        }
+        "erfc" => {
+            let d = vec![128usize, 1536];
+            let x = g.input("x", f32s(&d));
+            let y = g.unary(rlx_ir::ops::UnaryOp::Erfc, x);
             g.set_outputs(vec![y]);
             d
         }

@@ -1,6 +1,7 @@
 //! A vector of f32 lanes on one x86 SIMD level ([`Vf32`]), so that a row kernel or a
 //! transcendental function is written once and compiled for each width: [`F32x8`] (AVX2 + FMA,
-//! 8 lanes) here. The generic code lives in [`super::math_vec`] (`exp`, `erf`, `erfc`, `tanh`,
+//! 8 lanes) here, and [`Interleaved`] (`N` vectors of one width as one, for long dependency
+//! chains). The generic code lives in [`super::math_vec`] (`exp`, `erf`, `erfc`, `tanh`,
 //! the logistic function) and [`super::norm_vec`] (softmax / layer_norm / rms_norm rows).
 //!
 //! Every method is `#[inline(always)]` and is only called from inside a function compiled with
@@ -219,5 +220,175 @@ impl Vf32 for F32x8 {
             let s = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd::<1>(s));
             _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)))
         }
+    }
+}
+
+/// `N` vectors of `V` as one: every operation applied to each in turn, so that a function
+/// written once over [`Vf32`] (`math_vec`'s `erfc`, `exp`, …) runs `N` independent dependency
+/// chains interleaved in program order. Those functions are chains of dependent operations
+/// (`erfc`: a division, two polynomials and an `exp`, ~120 cycles of latency per vector on Zen 3),
+/// and one vector at a time the out-of-order window overlaps too few of them.
+#[derive(Clone, Copy)]
+pub(crate) struct Interleaved<V, const N: usize>(pub(crate) [V; N]);
+
+impl<V: Vf32, const N: usize> Interleaved<V, N> {
+    /// Lanes of vector `i` among the first `n` lanes.
+    #[inline(always)]
+    fn part(n: usize, i: usize) -> usize {
+        n.saturating_sub(i * V::LANES).min(V::LANES)
+    }
+}
+
+/// `Interleaved(r)` with `r[i]` = `$e` (`$i` the vector index), element by element (see the
+/// module docs: no closures).
+macro_rules! each {
+    ($i:ident => $e:expr) => {{
+        let mut r = [V::splat(0.0); N];
+        for $i in 0..N {
+            r[$i] = $e;
+        }
+        Interleaved(r)
+    }};
+}
+
+impl<V: Vf32, const N: usize> Vf32 for Interleaved<V, N> {
+    const LANES: usize = N * V::LANES;
+    #[inline(always)]
+    unsafe fn splat(v: f32) -> Self {
+        unsafe { Interleaved([V::splat(v); N]) }
+    }
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> Self {
+        unsafe { each!(i => V::load(p.add(i * V::LANES))) }
+    }
+    #[inline(always)]
+    unsafe fn load_part(p: *const f32, n: usize, fill: f32) -> Self {
+        unsafe {
+            each!(i => match Self::part(n, i) {
+                0 => V::splat(fill),
+                k if k == V::LANES => V::load(p.add(i * V::LANES)),
+                k => V::load_part(p.add(i * V::LANES), k, fill),
+            })
+        }
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f32) {
+        for (i, v) in self.0.iter().enumerate() {
+            unsafe { v.store(p.add(i * V::LANES)) }
+        }
+    }
+    #[inline(always)]
+    unsafe fn store_part(self, p: *mut f32, n: usize) {
+        for (i, v) in self.0.iter().enumerate() {
+            match Self::part(n, i) {
+                0 => {}
+                k if k == V::LANES => unsafe { v.store(p.add(i * V::LANES)) },
+                k => unsafe { v.store_part(p.add(i * V::LANES), k) },
+            }
+        }
+    }
+    #[inline(always)]
+    unsafe fn stream(self, p: *mut f32) {
+        for (i, v) in self.0.iter().enumerate() {
+            unsafe { v.stream(p.add(i * V::LANES)) }
+        }
+    }
+    #[inline(always)]
+    unsafe fn add(self, b: Self) -> Self {
+        unsafe { each!(i => self.0[i].add(b.0[i])) }
+    }
+    #[inline(always)]
+    unsafe fn sub(self, b: Self) -> Self {
+        unsafe { each!(i => self.0[i].sub(b.0[i])) }
+    }
+    #[inline(always)]
+    unsafe fn mul(self, b: Self) -> Self {
+        unsafe { each!(i => self.0[i].mul(b.0[i])) }
+    }
+    #[inline(always)]
+    unsafe fn div(self, b: Self) -> Self {
+        unsafe { each!(i => self.0[i].div(b.0[i])) }
+    }
+    #[inline(always)]
+    unsafe fn min(self, b: Self) -> Self {
+        unsafe { each!(i => self.0[i].min(b.0[i])) }
+    }
+    #[inline(always)]
+    unsafe fn max(self, b: Self) -> Self {
+        unsafe { each!(i => self.0[i].max(b.0[i])) }
+    }
+    #[inline(always)]
+    unsafe fn fmadd(self, b: Self, c: Self) -> Self {
+        unsafe { each!(i => self.0[i].fmadd(b.0[i], c.0[i])) }
+    }
+    #[inline(always)]
+    unsafe fn fnmadd(self, b: Self, c: Self) -> Self {
+        unsafe { each!(i => self.0[i].fnmadd(b.0[i], c.0[i])) }
+    }
+    #[inline(always)]
+    unsafe fn fmsub(self, b: Self, c: Self) -> Self {
+        unsafe { each!(i => self.0[i].fmsub(b.0[i], c.0[i])) }
+    }
+    #[inline(always)]
+    unsafe fn abs(self) -> Self {
+        unsafe { each!(i => self.0[i].abs()) }
+    }
+    #[inline(always)]
+    unsafe fn or_sign_of(self, x: Self) -> Self {
+        unsafe { each!(i => self.0[i].or_sign_of(x.0[i])) }
+    }
+    #[inline(always)]
+    unsafe fn neg_abs(self) -> Self {
+        unsafe { each!(i => self.0[i].neg_abs()) }
+    }
+    #[inline(always)]
+    unsafe fn select_lt(a: Self, b: Self, t: Self, f: Self) -> Self {
+        unsafe { each!(i => V::select_lt(a.0[i], b.0[i], t.0[i], f.0[i])) }
+    }
+    #[inline(always)]
+    unsafe fn keep_nan(x: Self, r: Self) -> Self {
+        unsafe { each!(i => V::keep_nan(x.0[i], r.0[i])) }
+    }
+    #[inline(always)]
+    unsafe fn any_ne(self, b: Self) -> bool {
+        let mut any = false;
+        for i in 0..N {
+            any |= unsafe { self.0[i].any_ne(b.0[i]) };
+        }
+        any
+    }
+    #[inline(always)]
+    unsafe fn scale_pow2(self, n: Self) -> Self {
+        unsafe { each!(i => self.0[i].scale_pow2(n.0[i])) }
+    }
+    #[inline(always)]
+    unsafe fn recip_1_2(self) -> Self {
+        unsafe { each!(i => self.0[i].recip_1_2()) }
+    }
+    #[inline(always)]
+    unsafe fn zero_from(self, n: usize) -> Self {
+        unsafe {
+            each!(i => match Self::part(n, i) {
+                0 => V::splat(0.0),
+                k if k == V::LANES => self.0[i],
+                k => self.0[i].zero_from(k),
+            })
+        }
+    }
+    #[inline(always)]
+    unsafe fn reduce_max(self) -> f32 {
+        let mut m = self.0[0];
+        for v in &self.0[1..] {
+            m = unsafe { m.max(*v) };
+        }
+        unsafe { m.reduce_max() }
+    }
+    #[inline(always)]
+    unsafe fn hsum_f64(self) -> f64 {
+        let mut s = 0f64;
+        for v in &self.0 {
+            s += unsafe { v.hsum_f64() };
+        }
+        s
     }
 }
