@@ -229,11 +229,6 @@ pub(super) unsafe fn dot_rows(ty: GgmlType, split: bool, w: &[u8], row_bytes: us
         }
     }
     let tp = super::decode::f16_table().as_ptr();
-    // Rows of 4 KiB or more prefetch the row ahead 8 blocks at a time, in step with the reads,
-    // instead of in one burst per row: Q8_0 4096 × 4096 from DRAM (`qmatmul_bench 1 10 Q8_0 1
-    // exact 16 4096 4096`, 1 core of an AMD EPYC Zen 3, two interleaved rounds) 2.31–2.36 →
-    // 1.47–1.49 ms; on shorter rows (K = 576, 896) equal within the noise either way.
-    let (step, ts) = (row_bytes >= 4096, ty.type_size());
     // The first rows, up to the first one prefetched ahead of a row.
     super::decode::prefetch(w, 0, prefetch_rows(row_bytes) * row_bytes);
     for (j, yj) in y.iter_mut().enumerate() {
@@ -241,9 +236,7 @@ pub(super) unsafe fn dot_rows(ty: GgmlType, split: bool, w: &[u8], row_bytes: us
         // SAFETY: a prefetch never faults; row `j` holds `nb` blocks of `ty` (caller), and
         // every offset + 8 <= x.len().
         unsafe {
-            if !step || q41 {
-                prefetch_ahead(p, ahead, 0, row_bytes);
-            }
+            prefetch_ahead(p, ahead, 0, row_bytes);
             if q41 {
                 *yj = q4_1_dot(p, split, nb, xp, sums.as_ptr(), tp);
                 continue;
@@ -252,10 +245,6 @@ pub(super) unsafe fn dot_rows(ty: GgmlType, split: bool, w: &[u8], row_bytes: us
             // two, a Q4_0 block's two dependent FMAs per chain (4 cycles each) bound the loop.
             let mut acc = [_mm256_setzero_ps(); 4];
             visit(ty, split, p, nb, |o, v| {
-                if step && o % 256 == 0 {
-                    // Blocks `o / 32 ..` + 8, in proportion (`ts` bytes each in both layouts).
-                    prefetch_ahead(p, ahead, o / 32 * ts, (o / 32 + 8) * ts);
-                }
                 let a = &mut acc[(o / 8) % 4];
                 *a = _mm256_fmadd_ps(v, _mm256_loadu_ps(xp.add(o)), *a);
             });
