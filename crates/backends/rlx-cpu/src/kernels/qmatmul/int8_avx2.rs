@@ -38,9 +38,9 @@ pub(super) fn has_kernel(ty: GgmlType) -> bool {
     matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::Q8_0)
 }
 
-/// The dot products of `R` rows (`nb` blocks each) with one activation row; with an [`Ahead`],
-/// each group of 8 blocks first prefetches its bytes of the rows that far ahead.
-type RowsFn<const R: usize> = unsafe fn([*const u8; R], usize, *const u8, Option<Ahead>) -> [f32; R];
+/// The dot products of `R` rows (`nb` blocks each) with one activation row (the [`Ahead`]: see
+/// [`rows_dot`]'s `STEP`).
+type RowsFn<const R: usize> = unsafe fn([*const u8; R], usize, *const u8, Ahead) -> [f32; R];
 
 /// `y[j] = Σ_b d_w d_x Σ q_w q_x (+ m_w s_x)` for every weight row `j` of `w` (`y.len()` rows
 /// of `row_bytes`, blocks of `ty`, or with `split` in `Layout::SplitRows`) against the
@@ -56,16 +56,16 @@ pub(super) unsafe fn dot_rows(ty: GgmlType, split: bool, w: &[u8], row_bytes: us
     let nb = row_bytes / ty.type_size();
     debug_assert!(x.len() >= super::int8::row_bytes_q8_0(nb * QK));
     let (dot, dot1): (RowsFn<ROWS>, RowsFn<1>) = match (ty, split) {
-        (GgmlType::Q4_0, false) => (rows_dot::<ROWS, Q4_0, false>, rows_dot::<1, Q4_0, false>),
-        (GgmlType::Q4_0, true) => (rows_dot::<ROWS, Q4_0, true>, rows_dot::<1, Q4_0, true>),
-        (GgmlType::Q4_1, false) => (rows_dot::<ROWS, Q4_1, false>, rows_dot::<1, Q4_1, false>),
-        (GgmlType::Q4_1, true) => (rows_dot::<ROWS, Q4_1, true>, rows_dot::<1, Q4_1, true>),
-        (GgmlType::Q5_0, false) => (rows_dot::<ROWS, Q5_0, false>, rows_dot::<1, Q5_0, false>),
-        (GgmlType::Q5_0, true) => (rows_dot::<ROWS, Q5_0, true>, rows_dot::<1, Q5_0, true>),
-        (GgmlType::Q5_1, false) => (rows_dot::<ROWS, Q5_1, false>, rows_dot::<1, Q5_1, false>),
-        (GgmlType::Q5_1, true) => (rows_dot::<ROWS, Q5_1, true>, rows_dot::<1, Q5_1, true>),
-        (_, false) => (rows_dot::<ROWS, Q8_0, false>, rows_dot::<1, Q8_0, false>),
-        (_, true) => (rows_dot::<ROWS, Q8_0, true>, rows_dot::<1, Q8_0, true>),
+        (GgmlType::Q4_0, false) => (rows_dot::<ROWS, Q4_0, false, false>, rows_dot::<1, Q4_0, false, false>),
+        (GgmlType::Q4_0, true) => (rows_dot::<ROWS, Q4_0, true, false>, rows_dot::<1, Q4_0, true, false>),
+        (GgmlType::Q4_1, false) => (rows_dot::<ROWS, Q4_1, false, false>, rows_dot::<1, Q4_1, false, false>),
+        (GgmlType::Q4_1, true) => (rows_dot::<ROWS, Q4_1, true, false>, rows_dot::<1, Q4_1, true, false>),
+        (GgmlType::Q5_0, false) => (rows_dot::<ROWS, Q5_0, false, false>, rows_dot::<1, Q5_0, false, false>),
+        (GgmlType::Q5_0, true) => (rows_dot::<ROWS, Q5_0, true, false>, rows_dot::<1, Q5_0, true, false>),
+        (GgmlType::Q5_1, false) => (rows_dot::<ROWS, Q5_1, false, false>, rows_dot::<1, Q5_1, false, false>),
+        (GgmlType::Q5_1, true) => (rows_dot::<ROWS, Q5_1, true, false>, rows_dot::<1, Q5_1, true, false>),
+        (_, false) => (rows_dot::<ROWS, Q8_0, false, false>, rows_dot::<1, Q8_0, false, false>),
+        (_, true) => (rows_dot::<ROWS, Q8_0, true, false>, rows_dot::<1, Q8_0, true, false>),
     };
     let xp = x.as_ptr();
     if ty == GgmlType::Q8_0 {
@@ -79,17 +79,20 @@ pub(super) unsafe fn dot_rows(ty: GgmlType, split: bool, w: &[u8], row_bytes: us
         // better on short rows only (4096 × 4096 1.67); 4-row groups prefetching in step:
         // better on 4096 × 4096 only. Q4_0 / Q4_1 / Q5_0 are bound by their dot's arithmetic
         // and keep the groups (measured no better or mixed either way).
+        let step1: RowsFn<1> = if split { rows_dot::<1, Q8_0, true, true> } else { rows_dot::<1, Q8_0, false, true> };
         let wp = w.as_ptr();
         let ahead = Ahead::near_only(row_bytes);
         prefetch(w, 0, prefetch_rows(row_bytes) * row_bytes);
         for (j, yj) in y.iter_mut().enumerate() {
             // SAFETY: row `j` of `w`; the callee's contract is ours.
-            *yj = unsafe { dot1([wp.wrapping_add(j * row_bytes)], nb, xp, Some(ahead))[0] };
+            *yj = unsafe { step1([wp.wrapping_add(j * row_bytes)], nb, xp, ahead)[0] };
         }
         return;
     }
+    // Unused by the groups' kernels (`STEP` false).
+    let ahead = Ahead::near_only(row_bytes);
     // SAFETY: the row pointers are rows of `w` (`row_groups`); the callees' contract is ours.
-    unsafe { row_groups::<ROWS>(w, row_bytes, y, |rows| dot(rows, nb, xp, None), |row| dot1([row], nb, xp, None)[0]) }
+    unsafe { row_groups::<ROWS>(w, row_bytes, y, |rows| dot(rows, nb, xp, ahead), |row| dot1([row], nb, xp, ahead)[0]) }
 }
 
 /// The dot products of `R` rows of kind `K` (`nb` blocks each, `SPLIT`: in
@@ -101,19 +104,21 @@ pub(super) unsafe fn dot_rows(ty: GgmlType, split: bool, w: &[u8], row_bytes: us
 ///
 /// The scales of 8 blocks at a time are converted (`vcvtph2ps`) and multiplied in one
 /// register and read back one broadcast each; in split rows two blocks' nibbles come from one
-/// 256-bit load, recombined by 128-bit halves. With `ahead`, each group of 8 blocks first
-/// prefetches the same share of the rows `ahead` on ([`prefetch_ahead`]).
+/// 256-bit load, recombined by 128-bit halves. With `STEP`, each group of 8 blocks first
+/// prefetches the same share of the rows `ahead` on ([`prefetch_ahead`]); without, `ahead` is
+/// unused (a const parameter, not a run-time test: such a test in the exact f32 kernel's loop
+/// had cost 30%).
 ///
 /// # Safety
 /// As [`dot_rows`]; every `rows[r]` points to one row of `nb` blocks, `xp` to one activation
 /// row of as many blocks.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-unsafe fn rows_dot<const R: usize, const K: u8, const SPLIT: bool>(
+unsafe fn rows_dot<const R: usize, const K: u8, const SPLIT: bool, const STEP: bool>(
     rows: [*const u8; R],
     nb: usize,
     xp: *const u8,
-    ahead: Option<Ahead>,
+    ahead: Ahead,
 ) -> [f32; R] {
     let ts: usize = match K {
         Q4_0 => 18,
@@ -185,7 +190,7 @@ unsafe fn rows_dot<const R: usize, const K: u8, const SPLIT: bool>(
             |p: *const u8| _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(p.cast::<u16>().read_unaligned()))));
         for b0 in (0..nb).step_by(8) {
             let n = (nb - b0).min(8);
-            if let Some(ahead) = ahead {
+            if STEP {
                 for &p in &rows {
                     // The rows' bytes of this group, in proportion (`ts` per block in both
                     // layouts): a prefetch never faults.
