@@ -6,6 +6,8 @@
 //! `rlx attention B=.. S=.. H=.. D=.. threads=..: median X ms  Y GFLOP/s` (the two products'
 //! FLOPs) and, at 1 thread, the run thread's CPU-time median on stderr.
 
+#[path = "common/args.rs"]
+mod args;
 #[path = "common/thread_time.rs"]
 mod thread_time;
 use thread_time::thread_cpu_secs;
@@ -17,15 +19,21 @@ use std::time::Instant;
 
 fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();
-    if a.len() < 5 {
-        eprintln!("usage: attention_bench B S H D THREADS [none|causal|bias] [MIN_REPS] [MIN_SECS]");
-        std::process::exit(2);
+    const USAGE: &str = "usage: attention_bench B S H D THREADS [none|causal|bias] [MIN_REPS] [MIN_SECS]";
+    fn ok<T>(r: Result<T, String>) -> T {
+        args::or_usage(r, "attention_bench", USAGE)
     }
-    let num = |i: usize| a[i].parse::<usize>().expect("a number");
+    if !(5..=8).contains(&a.len()) {
+        ok(Err(format!("expected 5 to 8 arguments, got {}", a.len())))
+    }
+    let num = |i: usize| ok(args::count(["B", "S", "H", "D", "THREADS"][i], &a[i]));
     let (b, s, h, d, t) = (num(0), num(1), num(2), num(3), num(4));
     let mask_name = a.get(5).map_or("bias", |s| s.as_str());
-    let min_reps = a.get(6).map_or(5, |s| s.parse().unwrap());
-    let min_secs: f64 = a.get(7).map_or(1.0, |s| s.parse().unwrap());
+    if !["none", "causal", "bias"].contains(&mask_name) {
+        ok(Err(format!("unknown mask {mask_name:?}")))
+    }
+    let min_reps = a.get(6).map_or(5, |s| ok(args::count("MIN_REPS", s)));
+    let min_secs: f64 = a.get(7).map_or(1.0, |s| ok(args::secs("MIN_SECS", s)));
 
     let mut g = Graph::new("attention");
     let dims = [b, s, h, d];
@@ -36,7 +44,7 @@ fn main() {
         "none" => MaskKind::None,
         "causal" => MaskKind::Causal,
         "bias" => MaskKind::Bias(g.input("bias", Shape::new(&[b, 1, 1, s], DType::F32))),
-        other => panic!("unknown mask {other}"),
+        _ => unreachable!("checked above"),
     };
     let y = g.scaled_dot_product_attention_with_layout(q, k, v, mask, None, AttentionLayout::Bshd);
     g.set_outputs(vec![y]);

@@ -5,13 +5,20 @@
 //! `cargo run --release -p rlx-cpu --example chain_bench -- M D F LAYERS`
 //! (bench/RESULTS.md: `128 384 1536 6` vs `... 1`).
 
+#[path = "common/args.rs"]
+mod args;
+
 use rlx_cpu::{CpuExecutable, CpuOptions};
 use rlx_ir::ops::DotGeneral;
 use rlx_ir::{DType, Graph, Shape, Tensor};
 use std::time::Instant;
 fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();
-    let num = |i: usize| a[i].parse::<usize>().unwrap();
+    const USAGE: &str = "usage: chain_bench M D F LAYERS";
+    if a.len() != 4 {
+        args::or_usage(Err(format!("expected 4 arguments, got {}", a.len())), "chain_bench", USAGE)
+    }
+    let num = |i: usize| args::or_usage(args::count(["M", "D", "F", "LAYERS"][i], &a[i]), "chain_bench", USAGE);
     let (m, d, f, layers) = (num(0), num(1), num(2), num(3));
     let mut s = 7u64;
     let mut fill = |len: usize| -> Vec<f32> {

@@ -16,6 +16,9 @@
 #[path = "../../../core/rlx-runtime/tests/common/encoder.rs"]
 mod encoder;
 
+#[path = "common/args.rs"]
+mod args;
+
 use rlx_cpu::{CpuExecutable, CpuOptions};
 use rlx_ir::{DType, Graph, Shape, Tensor};
 use std::time::Instant;
@@ -43,15 +46,8 @@ fn parse_args(a: &[String]) -> Result<Args, String> {
     if !["chain", "chain-l2", "softmax", "layer_norm", "encoder", "erfc"].contains(&workload) {
         return Err(format!("unknown workload {workload:?}"));
     }
-    let count = |what: &str, s: &str| match s.parse::<usize>() {
-        Ok(n) if n > 0 => Ok(n),
-        _ => Err(format!("{what} must be a whole number of at least 1, got {s:?}")),
-    };
-    let min_secs = match a.get(3).map(|s| (s, s.parse::<f64>())) {
-        None => 1.0,
-        Some((_, Ok(x))) if x.is_finite() && x >= 0.0 => x,
-        Some((s, _)) => return Err(format!("MIN_SECS must be a number of seconds >= 0, got {s:?}")),
-    };
+    use args::count;
+    let min_secs = a.get(3).map_or(Ok(1.0), |s| args::secs("MIN_SECS", s))?;
     let profile = match a.get(4).map(String::as_str) {
         None => false,
         Some("profile") => true,
@@ -68,10 +64,8 @@ fn parse_args(a: &[String]) -> Result<Args, String> {
 
 fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();
-    let Args { workload, threads: t, min_reps, min_secs, profile } = parse_args(&a).unwrap_or_else(|e| {
-        eprintln!("fusion_bench: {e}\n{USAGE}");
-        std::process::exit(2);
-    });
+    let Args { workload, threads: t, min_reps, min_secs, profile } =
+        args::or_usage(parse_args(&a), "fusion_bench", USAGE);
     let f32s = |d: &[usize]| Shape::new(d, DType::F32);
     let mut g = Graph::new(workload.as_str());
     let dims: Vec<usize> = match workload.as_str() {

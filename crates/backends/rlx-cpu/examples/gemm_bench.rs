@@ -4,6 +4,8 @@
 //! prints `rlx M=.. K=.. N=.. threads=..: median X ms  Y GFLOP/s  kernel=..`. Used by
 //! `bench/compare_gemm.py`; one warm-up run, then at least MIN_REPS (5) runs and MIN_SECS (1 s).
 
+#[path = "common/args.rs"]
+mod args;
 #[path = "common/thread_time.rs"]
 mod thread_time;
 use thread_time::thread_cpu_secs;
@@ -15,14 +17,17 @@ use std::time::Instant;
 
 fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();
-    if a.len() < 4 {
-        eprintln!("usage: gemm_bench M K N THREADS [MIN_REPS] [MIN_SECS]");
-        std::process::exit(2);
+    const USAGE: &str = "usage: gemm_bench M K N THREADS [MIN_REPS] [MIN_SECS] [const]";
+    if !(4..=7).contains(&a.len()) {
+        args::or_usage(Err(format!("expected 4 to 7 arguments, got {}", a.len())), "gemm_bench", USAGE)
     }
-    let num = |i: usize| a[i].parse::<usize>().expect("a number");
+    let num = |i: usize| args::or_usage(args::count(["M", "K", "N", "THREADS"][i], &a[i]), "gemm_bench", USAGE);
     let (m, k, n, t) = (num(0), num(1), num(2), num(3));
-    let min_reps = a.get(4).map_or(5, |s| s.parse().unwrap());
-    let min_secs: f64 = a.get(5).map_or(1.0, |s| s.parse().unwrap());
+    let min_reps = a.get(4).map_or(5, |s| args::or_usage(args::count("MIN_REPS", s), "gemm_bench", USAGE));
+    let min_secs: f64 = a.get(5).map_or(1.0, |s| args::or_usage(args::secs("MIN_SECS", s), "gemm_bench", USAGE));
+    if a.get(6).is_some_and(|s| s != "const") {
+        args::or_usage(Err(format!("the seventh argument can only be `const`, got {:?}", a[6])), "gemm_bench", USAGE)
+    }
 
     let mut g = Graph::new("gemm");
     let x = g.input("x", Shape::new(&[m, k], DType::F32));

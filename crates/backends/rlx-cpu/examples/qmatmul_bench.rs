@@ -18,6 +18,9 @@
 //! byte, the bound a decode product can reach with these weights where they are):
 //! `STREAM <type> <median ms> <GB/s>`.
 
+#[path = "common/args.rs"]
+mod args;
+
 use rlx_cpu::{CpuExecutable, CpuOptions};
 use rlx_gguf::{GgmlType, Layout};
 use rlx_ir::{DType, Graph, Shape, Tensor};
@@ -27,12 +30,7 @@ fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();
     let arg = |i: usize| a.get(i).filter(|s| s.as_str() != "-");
     // A count of at least 1, or the usage line and exit 2.
-    let count = |s: &str, what: &str| -> usize {
-        s.parse::<usize>()
-            .ok()
-            .filter(|&v| v > 0)
-            .unwrap_or_else(|| usage(&format!("{what} must be a count >= 1, got {s:?}")))
-    };
+    let count = |s: &str, what: &str| -> usize { args::count(what, s).unwrap_or_else(|e| usage(&e)) };
     let threads = arg(0).map(|s| count(s, "THREADS"));
     let min_reps = arg(1).map_or(10, |s| count(s, "MIN_REPS"));
     let types: Vec<GgmlType> = arg(2)

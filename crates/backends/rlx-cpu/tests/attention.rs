@@ -114,7 +114,7 @@ fn run_case_in(c: Case, m: M, seed: u64, layout: AttentionLayout) {
     assert!(g.error().is_none(), "{what}: {:?}", g.error());
     for threads in [Some(1), Some(2)] {
         let kernels = check_graph(&g, &feeds, threads, TOL, &what);
-        assert!(kernels.iter().any(|k| k == "attention_f32"), "{what}: kernels {kernels:?}");
+        assert!(kernels.iter().any(|k| k.starts_with("attention_f32")), "{what}: kernels {kernels:?}");
     }
 }
 

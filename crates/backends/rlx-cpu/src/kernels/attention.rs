@@ -94,8 +94,14 @@ pub struct AttentionKernel {
 }
 
 impl AttentionKernel {
-    /// Name for reports.
+    /// Name for reports: `attention_f32_tiles_avx512` / `attention_f32_tiles_avx2` where the
+    /// query tiles (of 8 rows or more) run the micro-kernels of [`KeyBlock`], else
+    /// `attention_f32` (the score and value products on the `gemm` crate).
     pub fn name(&self) -> &'static str {
+        #[cfg(target_arch = "x86_64")]
+        if self.sq >= 8 && self.d <= avx::MAX_D && super::sgemm::available() {
+            return if has_avx512() { "attention_f32_tiles_avx512" } else { "attention_f32_tiles_avx2" };
+        }
         "attention_f32"
     }
 }
