@@ -24,7 +24,7 @@ fn unary_f32() {
                 UnaryOp::Tanh => Tol { abs: 1e-37, rel: 5e-7 },
                 // erf_f32: 2 ulp at |erf| ~ 1, 4 ulp relative near 0 (its unit test in simd.rs).
                 UnaryOp::Erf => Tol { abs: 1.2e-7, rel: 2.4e-7 },
-                // erfc512 (AVX-512): 8 units of |erfc|·ε/2 (its unit test in math_avx512.rs);
+                // the vector erfc (AVX-512, AVX2): 8 units of |erfc|·ε/2 (its unit test in math_vec.rs);
                 // elsewhere f64 libm rounded (exact).
                 UnaryOp::Erfc => Tol { abs: 1e-44, rel: 8.0 * f32::EPSILON as f64 / 2.0 },
                 UnaryOp::Rsqrt => Tol { abs: 0.0, rel: 1.2e-7 },

@@ -26,14 +26,14 @@
 //! and the normalization is applied to `P V` instead of `P`, so each output element is within a
 //! few f32 ulps times the row's `Σ|p·v|` (the tests use 1e-5 absolute + relative).
 //! On AVX-512 CPUs, tiles of at least 8 query rows run both products through the micro-kernels
-//! of [`super::attention_avx512`] (MiniLM-L6's attention, 1 thread: 0.44 → 0.38 ms per layer),
+//! of [`super::attention_vec`] (MiniLM-L6's attention, 1 thread: 0.44 → 0.38 ms per layer),
 //! on AVX2 + FMA CPUs through those of [`super::attention_vec`], with the softmax's max and
 //! `exp` passes at 8 lanes (`attention_bench 1 128 12 32 1 bias`, 1 core of an AMD EPYC Zen 3:
 //! 0.68 → 0.51 ms; `1 512 12 64 1 causal` 9.3 → 7.8–8.1 ms); smaller tiles (decoding) and
 //! other CPUs call the `gemm` crate.
 
 #[cfg(target_arch = "x86_64")]
-use super::attention_avx512 as avx;
+use super::attention_vec as tiles;
 use super::reduce::max_row;
 use super::simd::{dispatch, exp_f32, has_avx512, threads};
 use super::spin::{self, SyncPtr};
@@ -99,7 +99,7 @@ impl AttentionKernel {
     /// `attention_f32` (the score and value products on the `gemm` crate).
     pub fn name(&self) -> &'static str {
         #[cfg(target_arch = "x86_64")]
-        if self.sq >= 8 && self.d <= avx::MAX_D && super::sgemm::available() {
+        if self.sq >= 8 && self.d <= tiles::MAX_D && super::sgemm::available() {
             return if has_avx512() { "attention_f32_tiles_avx512" } else { "attention_f32_tiles_avx2" };
         }
         "attention_f32"
@@ -357,7 +357,7 @@ pub(super) struct KeyBlock {
     /// With `fast`: the AVX-512 micro-kernels, else the AVX2 ones ([`super::attention_vec`]).
     wide: bool,
     #[cfg(target_arch = "x86_64")]
-    kt: avx::KeysT,
+    kt: tiles::KeysT,
     cols: usize,
 }
 
@@ -367,9 +367,9 @@ impl KeyBlock {
     pub(super) fn new(rows: &QueryRows<'_>) -> Self {
         #[cfg(target_arch = "x86_64")]
         return KeyBlock {
-            fast: rows.n >= 8 && rows.d <= avx::MAX_D && super::sgemm::available(),
+            fast: rows.n >= 8 && rows.d <= tiles::MAX_D && super::sgemm::available(),
             wide: has_avx512(),
-            kt: avx::KeysT::new(),
+            kt: tiles::KeysT::new(),
             cols: 0,
         };
         #[cfg(not(target_arch = "x86_64"))]
@@ -386,7 +386,7 @@ impl KeyBlock {
         if self.fast {
             // SAFETY: `sgemm::available()` checked (`fast`); `keys` holds cols rows of d at
             // stride ks (asserted), `d ≤ MAX_D`.
-            unsafe { avx::pack_keys(keys.as_ptr(), ks, cols, d, &mut self.kt) };
+            unsafe { tiles::pack_keys(keys.as_ptr(), ks, cols, d, &mut self.kt) };
         }
     }
 }
@@ -436,9 +436,9 @@ impl Flash {
             // cols floats (all written).
             unsafe {
                 if keys.wide {
-                    avx::scores(n, cols, rows.d, qp.as_ptr(), rows.qs, &mut keys.kt, rows.scale, sp);
+                    tiles::scores_avx512(n, cols, rows.d, qp.as_ptr(), rows.qs, &keys.kt, rows.scale, sp);
                 } else {
-                    super::attention_vec::scores_avx2(n, cols, rows.d, qp.as_ptr(), rows.qs, &keys.kt, rows.scale, sp);
+                    tiles::scores_avx2(n, cols, rows.d, qp.as_ptr(), rows.qs, &keys.kt, rows.scale, sp);
                 }
             }
         }
@@ -479,9 +479,9 @@ impl Flash {
             unsafe {
                 let (p, v, op) = (st.as_ptr(), vj.as_ptr(), o.as_mut_ptr());
                 if keys.wide {
-                    avx::accumulate_pv(n, cols, dv, p, v, vs, op, os, self.started);
+                    tiles::accumulate_pv_avx512(n, cols, dv, p, v, vs, op, os, self.started);
                 } else {
-                    super::attention_vec::accumulate_pv_avx2(n, cols, dv, p, v, vs, op, os, self.started);
+                    tiles::accumulate_pv_avx2(n, cols, dv, p, v, vs, op, os, self.started);
                 }
             }
         }
@@ -593,14 +593,14 @@ fn gemm_pv(
     };
 }
 
-/// NaN-propagating maximum of a row ([`super::math_avx512::max_slice`] on AVX-512 CPUs,
+/// NaN-propagating maximum of a row ([`super::math_vec::max_slice_avx512`] on AVX-512 CPUs,
 /// [`super::math_vec::max_slice_avx2`] on AVX2 ones).
 #[inline(always)]
 pub(super) fn row_max(x: &[f32]) -> f32 {
     #[cfg(target_arch = "x86_64")]
     if has_avx512() {
         // SAFETY: AVX-512 checked.
-        return unsafe { super::math_avx512::max_slice(x) };
+        return unsafe { super::math_vec::max_slice_avx512(x) };
     }
     #[cfg(target_arch = "x86_64")]
     if super::simd::has_avx2() {
@@ -614,14 +614,14 @@ pub(super) fn row_max(x: &[f32]) -> f32 {
 }
 
 /// `x = exp(x - m)` in place; returns the sum (16 partial sums, so the loop vectorizes; with
-/// FMAs on AVX-512 CPUs, [`super::math_avx512::exp_sum_slice`], and on AVX2 ones,
+/// FMAs on AVX-512 CPUs, [`super::math_vec::exp_sum_slice_avx512`], and on AVX2 ones,
 /// [`super::math_vec::exp_sum_slice_avx2`]).
 #[inline(always)]
 pub(super) fn exp_sum(x: &mut [f32], m: f32) -> f32 {
     #[cfg(target_arch = "x86_64")]
     if has_avx512() {
         // SAFETY: AVX-512 checked.
-        return unsafe { super::math_avx512::exp_sum_slice(x, m) };
+        return unsafe { super::math_vec::exp_sum_slice_avx512(x, m) };
     }
     #[cfg(target_arch = "x86_64")]
     if super::simd::has_avx2() {

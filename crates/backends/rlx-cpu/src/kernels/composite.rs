@@ -2,7 +2,7 @@
 //! (f32, normalizing over the trailing axes), plus the slow fallback that evaluates a
 //! composite's body for every other shape or dtype.
 //!
-//! With AVX-512 the rows run the kernels of [`super::norm_avx512`] (online softmax: one
+//! With AVX-512 or AVX2 the rows run the kernels of [`super::norm_vec`] (online softmax: one
 //! statistics pass and one write pass per row, non-temporal stores for outputs of
 //! [`STREAM_MIN_BYTES`] or more); the portable versions below are the fallback.
 //! Each row (the normalized trailing axes) is processed in cache: a first pass reads it from
@@ -160,7 +160,7 @@ pub fn run(k: &NormKernel, ins: &[&Tensor], out: &mut Tensor) -> Result<(), IrEr
     // with tasks of PAR_THRESHOLD / 4 elements than rayon's contiguous halves).
     let per_task = (PAR_THRESHOLD / 4 / len).max(k.rows.div_ceil(4 * threads())).max(1);
     #[cfg(target_arch = "x86_64")]
-    if let Some(vk) = vk.filter(|_| k.op == NormOp::Softmax && len <= super::norm_avx512::SCRATCH) {
+    if let Some(vk) = vk.filter(|_| k.op == NormOp::Softmax && len <= super::norm_vec::SCRATCH) {
         // Blocks of rows: each row's write pass overlaps the next row's `exp` pass.
         let rows = if par { per_task.min(k.rows) } else { k.rows };
         let block = |(b, yb): (usize, &mut [f32])| {

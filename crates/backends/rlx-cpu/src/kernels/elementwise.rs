@@ -292,7 +292,7 @@ pub fn convert_into(x: &Tensor, out: &mut Tensor) {
                 let src = &s[st..st + seg.len()];
                 if avx512 {
                     // SAFETY: AVX-512F checked above.
-                    unsafe { super::math_avx512::widen_f16_slice(src, seg) }
+                    unsafe { super::avx512::widen_f16_slice(src, seg) }
                 } else {
                     src.convert_to_f32_slice(seg)
                 }

@@ -10,7 +10,7 @@
 //! a scratch register only when a later instruction still reads that value, `Store` writes it
 //! to a result. Each op computes exactly what [`super::elementwise::unary_block`] /
 //! [`super::elementwise::binary_block`] compute for AVX-512 (the same 16-lane functions of
-//! [`super::math_avx512`], the same IEEE operations), so results are bit-identical to the
+//! [`super::math_vec`], the same IEEE operations), so results are bit-identical to the
 //! block program and to the unfused kernels (test `tests/fused.rs`).
 //!
 //! Planned at compile time ([`plan`]) where AVX-512 is available; the block loop of
@@ -228,7 +228,9 @@ pub(super) use x86::run_block;
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::super::math_avx512::{erf512, erfc512, exp512, logistic512, tail_mask, tanh512};
+    use super::super::avx512::tail_mask;
+    use super::super::math_vec::{erf, erfc, exp, logistic, tanh};
+    use super::super::vf32::F32x16;
     use super::{Res, T};
     use rlx_ir::ops::{BinaryOp, UnaryOp};
     use std::arch::x86_64::*;
@@ -349,11 +351,11 @@ mod x86 {
                         UnaryOp::Square => each!(|v| _mm512_mul_ps(v, v)),
                         UnaryOp::Reciprocal => each!(|v| _mm512_div_ps(one, v)),
                         UnaryOp::Rsqrt => each!(|v| _mm512_div_ps(one, _mm512_sqrt_ps(v))),
-                        UnaryOp::Exp => each!(|v| exp512(v)),
-                        UnaryOp::Erf => each!(|v| erf512(v)),
-                        UnaryOp::Erfc => each!(|v| erfc512(v)),
-                        UnaryOp::Tanh => each!(|v| tanh512(v)),
-                        UnaryOp::Logistic => each!(|v| logistic512(v)),
+                        UnaryOp::Exp => each!(|v| exp(F32x16(v)).0),
+                        UnaryOp::Erf => each!(|v| erf(F32x16(v)).0),
+                        UnaryOp::Erfc => each!(|v| erfc(F32x16(v)).0),
+                        UnaryOp::Tanh => each!(|v| tanh(F32x16(v)).0),
+                        UnaryOp::Logistic => each!(|v| logistic(F32x16(v)).0),
                         _ => unreachable!("tile: unary op not planned"),
                     },
                     Res::BinP(b, p, rev) => binary!(b, rev, acc, |j| ld::<M>(p.add(off + 16 * j), mask[j])),

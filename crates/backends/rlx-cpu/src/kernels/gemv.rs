@@ -591,7 +591,7 @@ mod avx2 {
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx512 {
     use super::MatElem;
-    use crate::kernels::math_avx512::reduce_rows;
+    use crate::kernels::avx512::reduce_rows;
     use std::arch::x86_64::*;
 
     /// Rows streamed per pass over the `y` block.

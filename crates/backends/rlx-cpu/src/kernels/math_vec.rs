@@ -1,18 +1,22 @@
 //! The f32 transcendental functions on any [`Vf32`] width, with explicit FMAs, for the
-//! elementwise and fused kernels on CPUs without AVX-512 ([`F32x8`] entry points below;
-//! callers check [`super::simd::has_avx2`] first).
+//! elementwise, fused and norm kernels: entry points for 16 lanes (`*_avx512`, callers check
+//! [`super::simd::has_avx512`]) and 8 lanes (`*_avx2`, [`super::simd::has_avx2`]).
 //!
-//! Op for op the forms of [`super::math_avx512`] (same range reductions, coefficients from
-//! [`super::simd`], same rounding steps; `2ⁿ` by [`Vf32::scale_pow2`], exact as `vscalefps`),
-//! so `exp`, `erf`, `erfc` and `tanh` give the AVX-512 kernels' bits; the logistic function's
-//! reciprocal is a division on AVX2 (`rcp14` and a Newton step on AVX-512), so it may differ
-//! from AVX-512 in the last bit. Before these, an AVX2 CPU ran LLVM's vectorization of the portable
-//! scalar forms, and `erfc` (the exact GELU) ran f64 libm per element.
+//! Same range reductions and polynomials (coefficients from [`super::simd`]) as the portable
+//! [`super::simd::exp_f32`] and [`super::simd::erf_f32`], which compile to separate multiplies
+//! and adds (Rust never contracts `a * b + c`), so these differ from them by rounding only
+//! (tests: against f64 libm); `2ⁿ` by [`Vf32::scale_pow2`], exact as `vscalefps`. `exp`, `erf`,
+//! `erfc` and `tanh` give the same bits at both widths; the logistic function's reciprocal is a
+//! division on AVX2 (`rcp14` and a Newton step on AVX-512), so it may differ in the last bit.
+//! Measured over 196 608 elements (MiniLM's GELU), 1 thread, AVX-512 against the portable
+//! forms: `erf` 1.63 → 0.77 ns per element, `exp` 0.51 → 0.25 (bench/RESULTS.md, "Session 7");
+//! on AVX2 CPUs the portable forms had run as LLVM vectorized them, and `erfc` (the exact GELU)
+//! as f64 libm per element.
 
 #![cfg(target_arch = "x86_64")]
 
 use super::simd::{ERF_BIG, ERF_SMALL, ERFC_BIG, EXP_POLY, TANH_P};
-use super::vf32::{F32x8, Interleaved, Vf32};
+use super::vf32::{F32x8, F32x16, Interleaved, Vf32};
 
 /// `c[0]·xⁿ + … + c[n]` by Horner's rule with FMAs (coefficients highest degree first).
 #[inline(always)]
@@ -63,7 +67,7 @@ pub(crate) unsafe fn erf<V: Vf32>(x: V) -> V {
     }
 }
 
-/// `erfc(x) = 1 - erf(x)` without `1 - erf`'s cancellation (`math_avx512::erfc512`'s
+/// `erfc(x) = 1 - erf(x)` without `1 - erf`'s cancellation (the former `erfc512`'s
 /// method): `1 - x·S(x²)` for `|x| < 1/2`; for `x ≥ 1/2`, `t·exp(P(t) - x²)` with `x²` split
 /// exactly and `P - x²` summed exactly (TwoSum); for `x ≤ -1/2`, `2 -` that at `|x|`.
 /// Within 8 ulps of f64 libm where erfc is a normal f32.
@@ -137,8 +141,7 @@ pub(crate) unsafe fn map<V: Vf32>(x: &[f32], o: &mut [f32], f: impl Fn(V) -> V) 
 }
 
 /// `x = exp(x - m)` in place ([`exp`]); returns the sum of the results (`LANES` lane sums,
-/// added in lane order at the end). Attention's online softmax; the 16-lane form is
-/// `math_avx512::exp_sum_slice`.
+/// added in lane order at the end). Attention's online softmax.
 #[inline(always)]
 unsafe fn exp_sum<V: Vf32>(x: &mut [f32], m: f32) -> f32 {
     let (n, p) = (x.len(), x.as_mut_ptr());
@@ -157,13 +160,15 @@ unsafe fn exp_sum<V: Vf32>(x: &mut [f32], m: f32) -> f32 {
             e.store_part(p.add(i), n - i);
             acc = acc.add(e);
         }
+        // The lane buffer holds one vector of at most 16 lanes (not an `Interleaved` wider one).
+        const { assert!(V::LANES <= 16) };
         let mut lanes = [0f32; 16];
         acc.store(lanes.as_mut_ptr());
         lanes[..V::LANES].iter().sum()
     }
 }
 
-/// NaN-propagating maximum of `x` (`-inf` for an empty slice), as `math_avx512::max_slice`:
+/// NaN-propagating maximum of `x` (`-inf` for an empty slice), as `reduce`'s `max_row`:
 /// a NaN lane stays in its accumulator lane, checked once at the end.
 #[inline(always)]
 unsafe fn max_nan<V: Vf32>(x: &[f32]) -> f32 {
@@ -203,38 +208,73 @@ pub(crate) unsafe fn max_slice_avx2(x: &[f32]) -> f32 {
     unsafe { max_nan::<F32x8>(x) }
 }
 
-/// The AVX2 slice functions: `o = f(x)` elementwise, `N` vectors of 8 lanes interleaved
+/// [`exp_sum`] on AVX-512.
+///
+/// # Safety
+/// AVX-512F/VL/BW and FMA are available.
+#[target_feature(enable = "avx512f,avx512vl,avx512bw,avx2,fma")]
+pub(crate) unsafe fn exp_sum_slice_avx512(x: &mut [f32], m: f32) -> f32 {
+    // SAFETY: the caller's contract.
+    unsafe { exp_sum::<F32x16>(x, m) }
+}
+
+/// [`max_nan`] on AVX-512.
+///
+/// # Safety
+/// AVX-512F/VL/BW and FMA are available.
+#[target_feature(enable = "avx512f,avx512vl,avx512bw,avx2,fma")]
+pub(crate) unsafe fn max_slice_avx512(x: &[f32]) -> f32 {
+    // SAFETY: the caller's contract.
+    unsafe { max_nan::<F32x16>(x) }
+}
+
+/// The slice functions of one width: `o = f(x)` elementwise, `N` vectors interleaved
 /// ([`Interleaved`]): each function is one long dependency chain per vector, which one vector at
 /// a time left the out-of-order window short of independent work. `N` per function as measured
-/// (1 core of an AMD EPYC Zen 3, `fusion_bench`): `erfc` over [128, 1536] (MiniLM's exact GELU)
-/// 0.47 ms at `N = 1`, 0.35 at 2, 0.47–0.48 at 4 (spills); the `tanh` / logistic chain
+/// (1 core, `fusion_bench`). AVX2 (AMD EPYC Zen 3): `erfc` over [128, 1536] (MiniLM's exact
+/// GELU) 0.47 ms at `N = 1`, 0.35 at 2, 0.47–0.48 at 4 (spills); the `tanh` / logistic chain
 /// (`chain-l2`) 0.56, 0.57, 0.49–0.50 ms. `erf` takes `erfc`'s (the same shape: a division, two
-/// polynomials, an `exp`), `exp` the short chains'.
-macro_rules! avx2_slices {
-    ($($(#[$doc:meta])* $name:ident => $f:ident, $n:literal;)*) => {$(
+/// polynomials, an `exp`), `exp` the short chains'. AVX-512 (AMD EPYC Zen 4, 32 registers,
+/// 512-bit ops in two halves): one vector; two made `erfc` slower (0.173 → 0.203 ms), the
+/// `tanh` / logistic chain no faster (0.282 → 0.284).
+macro_rules! slices {
+    ($features:literal, $v:ty; $($(#[$doc:meta])* $name:ident => $f:ident, $n:literal;)*) => {$(
         $(#[$doc])*
         ///
         /// # Safety
-        /// AVX2 and FMA are available.
-        #[target_feature(enable = "avx2,fma")]
+        /// The CPU has the target features this function is compiled for.
+        #[target_feature(enable = $features)]
         pub(crate) unsafe fn $name(x: &[f32], o: &mut [f32]) {
             // SAFETY: the caller's contract.
-            unsafe { map::<Interleaved<F32x8, $n>>(x, o, |v| $f(v)) }
+            unsafe { map::<Interleaved<$v, $n>>(x, o, |v| $f(v)) }
         }
     )*};
 }
 
-avx2_slices! {
-    /// `o = exp(x)` ([`exp`]).
+slices! { "avx2,fma", F32x8;
+    /// `o = exp(x)` ([`exp`]) on AVX2.
     exp_slice_avx2 => exp, 4;
-    /// `o = erf(x)` ([`erf`]).
+    /// `o = erf(x)` ([`erf`]) on AVX2.
     erf_slice_avx2 => erf, 2;
-    /// `o = erfc(x)` ([`erfc`]).
+    /// `o = erfc(x)` ([`erfc`]) on AVX2.
     erfc_slice_avx2 => erfc, 2;
-    /// `o = tanh(x)` ([`tanh`]).
+    /// `o = tanh(x)` ([`tanh`]) on AVX2.
     tanh_slice_avx2 => tanh, 4;
-    /// `o = logistic(x)` ([`logistic`]).
+    /// `o = logistic(x)` ([`logistic`]) on AVX2.
     logistic_slice_avx2 => logistic, 4;
+}
+
+slices! { "avx512f,avx512vl,avx512bw,avx2,fma", F32x16;
+    /// `o = exp(x)` ([`exp`]) on AVX-512.
+    exp_slice_avx512 => exp, 1;
+    /// `o = erf(x)` ([`erf`]) on AVX-512.
+    erf_slice_avx512 => erf, 1;
+    /// `o = erfc(x)` ([`erfc`]) on AVX-512.
+    erfc_slice_avx512 => erfc, 1;
+    /// `o = tanh(x)` ([`tanh`]) on AVX-512.
+    tanh_slice_avx512 => tanh, 1;
+    /// `o = logistic(x)` ([`logistic`]) on AVX-512.
+    logistic_slice_avx512 => logistic, 1;
 }
 
 /// One width's slice functions (`o = f(x)` over equal-length slices): what
@@ -251,23 +291,22 @@ pub(crate) struct MathKernels {
 }
 
 impl MathKernels {
-    /// The widest this CPU has: AVX-512 ([`super::math_avx512`]), else AVX2 (here), else
+    /// The widest this CPU has: AVX-512, else AVX2, else
     /// `None` (the portable scalar forms of `simd`).
     pub(crate) fn best() -> Option<&'static MathKernels> {
         Self::avx512().or_else(Self::avx2)
     }
 
-    /// [`super::math_avx512`]'s functions, where the CPU has AVX-512.
+    /// The 16-lane functions, where the CPU has AVX-512.
     pub(crate) fn avx512() -> Option<&'static MathKernels> {
-        use super::math_avx512 as m;
         static K: MathKernels = MathKernels {
             #[cfg(test)]
             name: "avx512",
-            exp: m::exp_slice,
-            erf: m::erf_slice,
-            erfc: m::erfc_slice,
-            tanh: m::tanh_slice,
-            logistic: m::logistic_slice,
+            exp: exp_slice_avx512,
+            erf: erf_slice_avx512,
+            erfc: erfc_slice_avx512,
+            tanh: tanh_slice_avx512,
+            logistic: logistic_slice_avx512,
         };
         super::simd::has_avx512().then_some(&K)
     }
@@ -290,7 +329,7 @@ impl MathKernels {
 #[cfg(test)]
 mod tests {
     //! The vector forms against f64 libm, each width this CPU has (AVX-512's from
-    //! [`super::super::math_avx512`], AVX2's from here).
+    //! AVX2's).
     use super::*;
 
     type SliceFn = unsafe fn(&[f32], &mut [f32]);
@@ -309,7 +348,7 @@ mod tests {
     fn softmax_forms() -> Vec<(&'static str, unsafe fn(&[f32]) -> f32, unsafe fn(&mut [f32], f32) -> f32)> {
         let mut v: Vec<(&'static str, unsafe fn(&[f32]) -> f32, unsafe fn(&mut [f32], f32) -> f32)> = Vec::new();
         if crate::kernels::simd::has_avx512() {
-            v.push(("avx512", super::super::math_avx512::max_slice, super::super::math_avx512::exp_sum_slice));
+            v.push(("avx512", max_slice_avx512, exp_sum_slice_avx512));
         }
         if crate::kernels::simd::has_avx2() {
             v.push(("avx2", max_slice_avx2, exp_sum_slice_avx2));

@@ -7,8 +7,6 @@
 //! gives the reference's results within float rounding (see each module's docs).
 
 pub mod attention;
-#[cfg(target_arch = "x86_64")]
-mod attention_avx512;
 pub mod attention_kvcache;
 #[cfg(target_arch = "x86_64")]
 mod attention_vec;
@@ -21,13 +19,11 @@ pub mod fused;
 mod fused_adam;
 mod fused_tile;
 pub use fused_tile::{TILE_BINARY_OPS, TILE_UNARY_OPS};
+mod avx512;
 pub mod gemv;
-mod math_avx512;
 #[cfg(target_arch = "x86_64")]
 mod math_vec;
 pub mod movement;
-#[cfg(target_arch = "x86_64")]
-mod norm_avx512;
 #[cfg(target_arch = "x86_64")]
 mod norm_vec;
 pub mod qmatmul;

@@ -1,7 +1,7 @@
 //! Row kernels for the native `softmax`, `log_softmax`, `layer_norm` and `rms_norm` composites
-//! on any [`Vf32`] width, entered through the AVX2 functions at the end (callers check
-//! [`super::simd::has_avx2`]; AVX-512 CPUs run [`super::norm_avx512`], whose method this
-//! follows op for op, so the results are the same bits).
+//! on any [`Vf32`] width, entered through the `*_avx512` and `*_avx2` functions at the end
+//! ([`RowKernels`]; callers check [`super::simd::has_avx512`] / [`super::simd::has_avx2`]). Both
+//! widths give the same bits.
 //!
 //! Each row is read from memory once and written once:
 //! - a statistics pass: softmax's max (rows of at most [`SCRATCH`]) or an online max and sum
@@ -19,9 +19,11 @@
 #![cfg(target_arch = "x86_64")]
 
 use super::math_vec::{exp, exp_clamped};
-use super::norm_avx512::SCRATCH;
-use super::vf32::{F32x8, Vf32};
+use super::vf32::{F32x8, F32x16, Vf32};
 use std::arch::x86_64::_mm_sfence;
+
+/// Longest row that softmax runs through on-stack scratch rows (two of 16 KiB, in L1).
+pub(crate) const SCRATCH: usize = 4096;
 
 /// Elements per f32 accumulation block of the norms (then added in f64).
 const BLOCK: usize = 1024;
@@ -133,6 +135,8 @@ unsafe fn max_sum_exp<V: Vf32>(x: &[f32]) -> (f32, f32) {
             s[0] = s[0].add(exp(v.sub(m)));
             i += l;
         }
+        // The lane buffer holds one vector of at most 16 lanes (not an `Interleaved` wider one).
+        const { assert!(V::LANES <= 16) };
         let mut lanes_m = [0f32; 16];
         m.store(lanes_m.as_mut_ptr());
         let big =
@@ -419,23 +423,22 @@ type LayerNormFn = unsafe fn(&[f32], &mut [f32], f64, Option<&[f32]>, Option<&[f
 type RmsNormFn = unsafe fn(&[f32], &mut [f32], f64, Option<&[f32]>, bool);
 
 impl RowKernels {
-    /// The widest this CPU has: AVX-512 ([`super::norm_avx512`]), else AVX2 (here), else
+    /// The widest this CPU has: AVX-512, else AVX2, else
     /// `None` (the portable rows of `composite`).
     pub(crate) fn best() -> Option<&'static RowKernels> {
         Self::avx512().or_else(Self::avx2)
     }
 
-    /// [`super::norm_avx512`]'s kernels, where the CPU has AVX-512.
+    /// The 16-lane kernels, where the CPU has AVX-512.
     pub(crate) fn avx512() -> Option<&'static RowKernels> {
-        use super::norm_avx512 as n;
         static K: RowKernels = RowKernels {
             #[cfg(test)]
             name: "avx512",
-            softmax_rows: n::softmax_rows,
-            softmax_row: n::softmax_row,
-            layer_norm_row: n::layer_norm_row,
-            rms_norm_row: n::rms_norm_row,
-            stream_copy: n::stream_copy,
+            softmax_rows: softmax_rows_avx512,
+            softmax_row: softmax_row_avx512,
+            layer_norm_row: layer_norm_row_avx512,
+            rms_norm_row: rms_norm_row_avx512,
+            stream_copy: stream_copy_avx512,
         };
         super::simd::has_avx512().then_some(&K)
     }
@@ -455,64 +458,93 @@ impl RowKernels {
     }
 }
 
-/// [`softmax_rows`] in 8 lanes.
-///
-/// # Safety
-/// AVX2 and FMA are available.
-#[target_feature(enable = "avx2,fma")]
-pub(crate) unsafe fn softmax_rows_avx2(x: &[f32], y: &mut [f32], len: usize, stream: bool, next: &[f32]) {
-    unsafe { softmax_rows::<F32x8>(x, y, len, stream, next) }
+/// The five entry points of one width: `$softmax_rows` … `$stream_copy`, each [`softmax_rows`]
+/// … [`write_row`] compiled for `$features` on `$v` (`# Safety`: the CPU has those features;
+/// `gamma` / `beta` have the row's length).
+macro_rules! row_kernels {
+    ($features:literal, $v:ty, $softmax_rows:ident, $softmax_row:ident, $layer_norm_row:ident,
+     $rms_norm_row:ident, $stream_copy:ident) => {
+        /// [`softmax_rows`] at this width.
+        ///
+        /// # Safety
+        /// The CPU has the target features this function is compiled for.
+        #[target_feature(enable = $features)]
+        pub(crate) unsafe fn $softmax_rows(x: &[f32], y: &mut [f32], len: usize, stream: bool, next: &[f32]) {
+            unsafe { softmax_rows::<$v>(x, y, len, stream, next) }
+        }
+
+        /// [`softmax_row`] at this width.
+        ///
+        /// # Safety
+        /// The CPU has the target features this function is compiled for.
+        #[target_feature(enable = $features)]
+        pub(crate) unsafe fn $softmax_row(x: &[f32], y: &mut [f32], log: bool, stream: bool, next: &[f32]) {
+            unsafe { softmax_row::<$v>(x, y, log, stream, next) }
+        }
+
+        /// [`layer_norm_row`] at this width.
+        ///
+        /// # Safety
+        /// The CPU has the target features this function is compiled for; `gamma` / `beta`
+        /// have the row's length.
+        #[target_feature(enable = $features)]
+        pub(crate) unsafe fn $layer_norm_row(
+            x: &[f32],
+            y: &mut [f32],
+            eps: f64,
+            gamma: Option<&[f32]>,
+            beta: Option<&[f32]>,
+            stream: bool,
+        ) {
+            unsafe { layer_norm_row::<$v>(x, y, eps, gamma, beta, stream) }
+        }
+
+        /// [`rms_norm_row`] at this width.
+        ///
+        /// # Safety
+        /// The CPU has the target features this function is compiled for; `gamma` has the
+        /// row's length.
+        #[target_feature(enable = $features)]
+        pub(crate) unsafe fn $rms_norm_row(x: &[f32], y: &mut [f32], eps: f64, gamma: Option<&[f32]>, stream: bool) {
+            unsafe { rms_norm_row::<$v>(x, y, eps, gamma, stream) }
+        }
+
+        /// Copy `x` to `y` (equal lengths) with [`write_row`]'s non-temporal stores (the fused
+        /// elementwise kernel's large results, block by block).
+        ///
+        /// # Safety
+        /// The CPU has the target features this function is compiled for.
+        #[target_feature(enable = $features)]
+        pub(crate) unsafe fn $stream_copy(x: &[f32], y: &mut [f32]) {
+            assert_eq!(x.len(), y.len(), "stream_copy lengths");
+            unsafe { write_row(y, true, |i, k| load::<$v>(x, i, k, 0.0)) }
+        }
+    };
 }
 
-/// [`softmax_row`] in 8 lanes.
-///
-/// # Safety
-/// AVX2 and FMA are available.
-#[target_feature(enable = "avx2,fma")]
-pub(crate) unsafe fn softmax_row_avx2(x: &[f32], y: &mut [f32], log: bool, stream: bool, next: &[f32]) {
-    unsafe { softmax_row::<F32x8>(x, y, log, stream, next) }
-}
+row_kernels!(
+    "avx2,fma",
+    F32x8,
+    softmax_rows_avx2,
+    softmax_row_avx2,
+    layer_norm_row_avx2,
+    rms_norm_row_avx2,
+    stream_copy_avx2
+);
 
-/// [`layer_norm_row`] in 8 lanes.
-///
-/// # Safety
-/// AVX2 and FMA are available; `gamma` / `beta` have the row's length.
-#[target_feature(enable = "avx2,fma")]
-pub(crate) unsafe fn layer_norm_row_avx2(
-    x: &[f32],
-    y: &mut [f32],
-    eps: f64,
-    gamma: Option<&[f32]>,
-    beta: Option<&[f32]>,
-    stream: bool,
-) {
-    unsafe { layer_norm_row::<F32x8>(x, y, eps, gamma, beta, stream) }
-}
-
-/// [`rms_norm_row`] in 8 lanes.
-///
-/// # Safety
-/// AVX2 and FMA are available; `gamma` has the row's length.
-#[target_feature(enable = "avx2,fma")]
-pub(crate) unsafe fn rms_norm_row_avx2(x: &[f32], y: &mut [f32], eps: f64, gamma: Option<&[f32]>, stream: bool) {
-    unsafe { rms_norm_row::<F32x8>(x, y, eps, gamma, stream) }
-}
-
-/// Copy `x` to `y` (equal lengths) with [`write_row`]'s non-temporal stores (the fused
-/// elementwise kernel's large results).
-///
-/// # Safety
-/// AVX2 is available.
-#[target_feature(enable = "avx2,fma")]
-pub(crate) unsafe fn stream_copy_avx2(x: &[f32], y: &mut [f32]) {
-    assert_eq!(x.len(), y.len(), "stream_copy lengths");
-    unsafe { write_row(y, true, |i, k| load::<F32x8>(x, i, k, 0.0)) }
-}
+row_kernels!(
+    "avx512f,avx512vl,avx512bw,fma",
+    F32x16,
+    softmax_rows_avx512,
+    softmax_row_avx512,
+    layer_norm_row_avx512,
+    rms_norm_row_avx512,
+    stream_copy_avx512
+);
 
 #[cfg(test)]
 mod tests {
-    //! The row kernels of each width this CPU has: AVX-512's ([`super::super::norm_avx512`])
-    //! and AVX2's (here).
+    //! The row kernels of each width this CPU has: AVX-512's and AVX2's.
     use super::*;
 
     /// The widths this CPU runs.

@@ -249,7 +249,7 @@ pub fn exp_f32(x: f32) -> f32 {
     e * s1 * s2
 }
 
-/// Coefficients of the vector `erfc`'s `P(t)` (`math_avx512::erfc512`, `math_vec::erfc`) for
+/// Coefficients of the vector `erfc`'s `P(t)` (`avx512::erfc512`, `math_vec::erfc`) for
 /// `|x| ≥ 1/2` (highest degree first; degree 9 fitted on `[0.5, 10]` by
 /// `tools/refgen/fit_erf_f32.py`, relative error 2.5e-9 in f64).
 pub(crate) const ERFC_BIG: [f32; 10] = [

@@ -1,24 +1,29 @@
 //! A vector of f32 lanes on one x86 SIMD level ([`Vf32`]), so that a row kernel or a
-//! transcendental function is written once and compiled for each width: [`F32x8`] (AVX2 + FMA,
-//! 8 lanes) here, and [`Interleaved`] (`N` vectors of one width as one, for long dependency
-//! chains). The generic code lives in [`super::math_vec`] (`exp`, `erf`, `erfc`, `tanh`,
-//! the logistic function) and [`super::norm_vec`] (softmax / layer_norm / rms_norm rows).
+//! transcendental function is written once and compiled for each width: [`F32x16`] (AVX-512,
+//! 16 lanes), [`F32x8`] (AVX2 + FMA, 8 lanes), and [`Interleaved`] (`N` vectors of one width as
+//! one, for long dependency chains). The generic code lives in [`super::math_vec`] (`exp`,
+//! `erf`, `erfc`, `tanh`, the logistic function), [`super::norm_vec`] (softmax / layer_norm /
+//! rms_norm rows) and [`super::attention_vec`] (attention's tile products).
 //!
 //! Every method is `#[inline(always)]` and is only called from inside a function compiled with
-//! the level's `#[target_feature]` (the `*_avx2` entry points), where the intrinsics inline;
-//! callers check [`super::simd::has_avx2`] first. Closures in the generic code carry no target
-//! features of their own: each is passed in argument position with `#[inline(always)]` (a
-//! `let` closure cannot carry it), and arrays are built element by element, not by
-//! `[..].map(closure)`: one closure left out of line made softmax over [4096, 4096] 36 times
-//! slower (13.3 → 483 ms), every intrinsic in it a call.
+//! the level's `#[target_feature]` (the `*_avx512` / `*_avx2` entry points), where the
+//! intrinsics inline; callers check [`super::simd::has_avx512`] / [`super::simd::has_avx2`]
+//! first. Closures in the generic code carry no target features of their own: each is passed
+//! in argument position with `#[inline(always)]` (a `let` closure cannot carry it), and arrays
+//! are built element by element, not by `[..].map(closure)`: one closure left out of line made
+//! softmax over [4096, 4096] 36 times slower (13.3 → 483 ms), every intrinsic in it a call.
 //!
-//! The AVX-512 kernels ([`super::math_avx512`], [`super::norm_avx512`]) predate this trait and
-//! compute the same operations in 16 lanes (the generic forms follow them op for op, so `exp`,
-//! `erf`, `erfc` and `tanh` give the same bits at both widths); moving them onto an `__m512`
-//! implementation needs an AVX-512 host to measure on.
+//! Both widths compute the same operations in the same order, so `exp`, `erf`, `erfc`, `tanh`,
+//! the norms and the attention tiles give the same bits at 8 and 16 lanes (the logistic
+//! function's reciprocal differs: [`Vf32::recip_1_2`]). The 16-lane forms replaced hand-written
+//! `__m512` kernels (`math_avx512.rs`, `norm_avx512.rs`, `attention_avx512.rs`, 1,040 lines)
+//! once an AVX-512 host could measure them: the same bits on every f32 in a sweep, and the same
+//! times within noise (AMD EPYC Zen 4, 1 core: `fusion_bench erfc` 0.172 ms both, encoder
+//! 4.75–4.79 both, attention `1 128 12 32 bias` 0.349 vs 0.351 ms).
 
 #![cfg(target_arch = "x86_64")]
 
+use super::avx512::tail_mask;
 use std::arch::x86_64::*;
 
 /// f32 lanes of one SIMD level (see the module docs). `unsafe`: each method needs its level's
@@ -219,6 +224,138 @@ impl Vf32 for F32x8 {
             let s = _mm256_add_pd(lo, hi);
             let s = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd::<1>(s));
             _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)))
+        }
+    }
+}
+
+/// 16 f32 lanes on AVX-512F (+ FMA): callers run inside `#[target_feature(enable =
+/// "avx512f,…")]` entry points and check [`super::simd::has_avx512`] first. Only AVX-512F
+/// instructions (bitwise ops on the integer view: `vandps` / `vorps` on `zmm` need AVX-512DQ).
+#[derive(Clone, Copy)]
+pub(crate) struct F32x16(pub(crate) __m512);
+
+/// The sign bit of every lane.
+#[inline(always)]
+unsafe fn sign_bits() -> __m512i {
+    unsafe { _mm512_set1_epi32(i32::MIN) }
+}
+
+impl Vf32 for F32x16 {
+    const LANES: usize = 16;
+    #[inline(always)]
+    unsafe fn splat(v: f32) -> Self {
+        unsafe { F32x16(_mm512_set1_ps(v)) }
+    }
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> Self {
+        unsafe { F32x16(_mm512_loadu_ps(p)) }
+    }
+    #[inline(always)]
+    unsafe fn load_part(p: *const f32, n: usize, fill: f32) -> Self {
+        unsafe { F32x16(_mm512_mask_loadu_ps(_mm512_set1_ps(fill), tail_mask(n), p)) }
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f32) {
+        unsafe { _mm512_storeu_ps(p, self.0) }
+    }
+    #[inline(always)]
+    unsafe fn store_part(self, p: *mut f32, n: usize) {
+        unsafe { _mm512_mask_storeu_ps(p, tail_mask(n), self.0) }
+    }
+    #[inline(always)]
+    unsafe fn stream(self, p: *mut f32) {
+        unsafe { _mm512_stream_ps(p, self.0) }
+    }
+    #[inline(always)]
+    unsafe fn add(self, b: Self) -> Self {
+        unsafe { F32x16(_mm512_add_ps(self.0, b.0)) }
+    }
+    #[inline(always)]
+    unsafe fn sub(self, b: Self) -> Self {
+        unsafe { F32x16(_mm512_sub_ps(self.0, b.0)) }
+    }
+    #[inline(always)]
+    unsafe fn mul(self, b: Self) -> Self {
+        unsafe { F32x16(_mm512_mul_ps(self.0, b.0)) }
+    }
+    #[inline(always)]
+    unsafe fn div(self, b: Self) -> Self {
+        unsafe { F32x16(_mm512_div_ps(self.0, b.0)) }
+    }
+    #[inline(always)]
+    unsafe fn min(self, b: Self) -> Self {
+        unsafe { F32x16(_mm512_min_ps(self.0, b.0)) }
+    }
+    #[inline(always)]
+    unsafe fn max(self, b: Self) -> Self {
+        unsafe { F32x16(_mm512_max_ps(self.0, b.0)) }
+    }
+    #[inline(always)]
+    unsafe fn fmadd(self, b: Self, c: Self) -> Self {
+        unsafe { F32x16(_mm512_fmadd_ps(self.0, b.0, c.0)) }
+    }
+    #[inline(always)]
+    unsafe fn fnmadd(self, b: Self, c: Self) -> Self {
+        unsafe { F32x16(_mm512_fnmadd_ps(self.0, b.0, c.0)) }
+    }
+    #[inline(always)]
+    unsafe fn fmsub(self, b: Self, c: Self) -> Self {
+        unsafe { F32x16(_mm512_fmsub_ps(self.0, b.0, c.0)) }
+    }
+    #[inline(always)]
+    unsafe fn abs(self) -> Self {
+        unsafe { F32x16(_mm512_abs_ps(self.0)) }
+    }
+    #[inline(always)]
+    unsafe fn or_sign_of(self, x: Self) -> Self {
+        unsafe {
+            let sign = _mm512_and_si512(_mm512_castps_si512(x.0), sign_bits());
+            F32x16(_mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(self.0), sign)))
+        }
+    }
+    #[inline(always)]
+    unsafe fn neg_abs(self) -> Self {
+        unsafe { F32x16(_mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(self.0), sign_bits()))) }
+    }
+    #[inline(always)]
+    unsafe fn select_lt(a: Self, b: Self, t: Self, f: Self) -> Self {
+        unsafe { F32x16(_mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_LT_OQ>(a.0, b.0), f.0, t.0)) }
+    }
+    #[inline(always)]
+    unsafe fn keep_nan(x: Self, r: Self) -> Self {
+        unsafe { F32x16(_mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x.0, x.0), r.0, x.0)) }
+    }
+    #[inline(always)]
+    unsafe fn any_ne(self, b: Self) -> bool {
+        unsafe { _mm512_cmp_ps_mask::<_CMP_NEQ_UQ>(self.0, b.0) != 0 }
+    }
+    #[inline(always)]
+    unsafe fn scale_pow2(self, n: Self) -> Self {
+        unsafe { F32x16(_mm512_scalef_ps(self.0, n.0)) }
+    }
+    #[inline(always)]
+    unsafe fn recip_1_2(self) -> Self {
+        // `rcp14` and one Newton step, r + r·(1 - d·r): within one ulp on [1, 2], exact at 1
+        // (a division is 3 µops on one port; the logistic function 3.36 ulps from libm).
+        unsafe {
+            let r0 = _mm512_rcp14_ps(self.0);
+            F32x16(_mm512_fmadd_ps(r0, _mm512_fnmadd_ps(self.0, r0, _mm512_set1_ps(1.0)), r0))
+        }
+    }
+    #[inline(always)]
+    unsafe fn zero_from(self, n: usize) -> Self {
+        unsafe { F32x16(_mm512_maskz_mov_ps(tail_mask(n), self.0)) }
+    }
+    #[inline(always)]
+    unsafe fn reduce_max(self) -> f32 {
+        unsafe { _mm512_reduce_max_ps(self.0) }
+    }
+    #[inline(always)]
+    unsafe fn hsum_f64(self) -> f64 {
+        unsafe {
+            let lo = _mm512_cvtps_pd(_mm512_castps512_ps256(self.0));
+            let hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(self.0))));
+            _mm512_reduce_add_pd(_mm512_add_pd(lo, hi))
         }
     }
 }

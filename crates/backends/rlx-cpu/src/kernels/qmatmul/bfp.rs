@@ -93,7 +93,7 @@ pub(super) use avx512::{dot_rows, quantize};
 #[allow(clippy::needless_range_loop)]
 mod avx512 {
     use super::{CORR_BYTES, QUAD_BYTES};
-    use crate::kernels::math_avx512::reduce_rows;
+    use crate::kernels::avx512::reduce_rows;
     use crate::kernels::qmatmul::decode::{Ahead, k4_scales, prefetch, prefetch_ahead, prefetch_rows};
     use crate::kernels::qmatmul::int8::{Heads, group};
     use rlx_gguf::GgmlType;

@@ -452,7 +452,7 @@ pub(super) use avx::{Heads, group};
 #[allow(clippy::needless_range_loop)]
 mod avx {
     use super::{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, QK, RowKernel};
-    use crate::kernels::math_avx512::reduce_rows;
+    use crate::kernels::avx512::reduce_rows;
     use std::arch::x86_64::*;
 
     /// Blocks whose scales are converted together.
