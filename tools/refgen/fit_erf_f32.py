@@ -24,7 +24,7 @@ c = np.polynomial.chebyshev.Chebyshev.fit(t, y, 7).convert(kind=np.polynomial.Po
 print("P(t), ascending:", [f"{v:.9e}" for v in c])
 print("max relative error of erfc:", np.max(np.abs(t * np.exp(-xs * xs + np.polyval(c[::-1], t)) - ref) / ref))
 
-# erfc (the AVX-512 `erfc512` in rlx-cpu's math_avx512.rs): the same form on the wider range
+# erfc (the vector `erfc` in rlx-cpu's kernels/math_vec.rs): the same form on the wider range
 # 0.5 <= x <= 10 (erfc(10) = 2.1e-45, below the smallest f32 subnormal's half), P of degree 9.
 xs = np.linspace(0.5, 10.0, 40000)
 t = 1 / (1 + 0.5 * xs)
