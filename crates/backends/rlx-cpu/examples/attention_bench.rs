@@ -19,7 +19,7 @@ use std::time::Instant;
 
 fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();
-    const USAGE: &str = "usage: attention_bench B S H D THREADS [none|causal|bias] [MIN_REPS] [MIN_SECS]";
+    const USAGE: &str = "usage: attention_bench B S H D THREADS [none|causal|bias (default)] [MIN_REPS] [MIN_SECS]";
     fn ok<T>(r: Result<T, String>) -> T {
         args::or_usage(r, "attention_bench", USAGE)
     }
@@ -34,6 +34,7 @@ fn main() {
     }
     let min_reps = a.get(6).map_or(5, |s| ok(args::count("MIN_REPS", s)));
     let min_secs: f64 = a.get(7).map_or(1.0, |s| ok(args::secs("MIN_SECS", s)));
+    ok(args::elements("q", &[b, s, h, d]));
 
     let mut g = Graph::new("attention");
     let dims = [b, s, h, d];
@@ -48,7 +49,10 @@ fn main() {
     };
     let y = g.scaled_dot_product_attention_with_layout(q, k, v, mask, None, AttentionLayout::Bshd);
     g.set_outputs(vec![y]);
-    let mut exe = CpuExecutable::compile(&g, &CpuOptions { threads: Some(t), ..Default::default() }).expect("compile");
+    let mut exe = args::or_exit(
+        CpuExecutable::compile(&g, &CpuOptions { threads: Some(t), ..Default::default() }),
+        "attention_bench",
+    );
     let kernel = exe.steps().iter().map(|s| s.kernel).collect::<Vec<_>>().join(",");
 
     let fill = |len: usize, seed: u64| -> Vec<f32> {

@@ -20,6 +20,10 @@ fn main() {
     }
     let num = |i: usize| args::or_usage(args::count(["M", "D", "F", "LAYERS"][i], &a[i]), "chain_bench", USAGE);
     let (m, d, f, layers) = (num(0), num(1), num(2), num(3));
+    for (what, dims) in [("x", [m, d]), ("each weight", [d, f]), ("the hidden activations", [m, f])] {
+        args::or_usage(args::elements(what, &dims), "chain_bench", USAGE);
+    }
+    args::or_usage(args::elements("all the weights", &[2 * layers, d, f]), "chain_bench", USAGE);
     let mut s = 7u64;
     let mut fill = |len: usize| -> Vec<f32> {
         (0..len)
@@ -38,7 +42,10 @@ fn main() {
         x = g.dot_general(h, w2, DotGeneral::contract(&[1], &[0]));
     }
     g.set_outputs(vec![x]);
-    let mut exe = CpuExecutable::compile(&g, &CpuOptions { threads: Some(1), ..Default::default() }).unwrap();
+    let mut exe = args::or_exit(
+        CpuExecutable::compile(&g, &CpuOptions { threads: Some(1), ..Default::default() }),
+        "chain_bench",
+    );
     let xt = Tensor::from_vec(fill(m * d), &[m, d]).unwrap();
     exe.run(&[&xt], &[]).unwrap();
     let mut ts = vec![];

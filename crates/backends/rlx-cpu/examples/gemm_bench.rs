@@ -28,6 +28,9 @@ fn main() {
     if a.get(6).is_some_and(|s| s != "const") {
         args::or_usage(Err(format!("the seventh argument can only be `const`, got {:?}", a[6])), "gemm_bench", USAGE)
     }
+    for (what, dims) in [("x", [m, k]), ("w", [k, n]), ("y", [m, n])] {
+        args::or_usage(args::elements(what, &dims), "gemm_bench", USAGE);
+    }
 
     let mut g = Graph::new("gemm");
     let x = g.input("x", Shape::new(&[m, k], DType::F32));
@@ -41,7 +44,8 @@ fn main() {
     };
     let y = g.dot_general(x, w, DotGeneral::contract(&[1], &[0]));
     g.set_outputs(vec![y]);
-    let mut exe = CpuExecutable::compile(&g, &CpuOptions { threads: Some(t), ..Default::default() }).expect("compile");
+    let mut exe =
+        args::or_exit(CpuExecutable::compile(&g, &CpuOptions { threads: Some(t), ..Default::default() }), "gemm_bench");
     let kernel = exe.steps()[0].kernel;
 
     // Deterministic pseudo-random data in [-1, 1).

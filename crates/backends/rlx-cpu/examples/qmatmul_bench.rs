@@ -50,6 +50,12 @@ fn main() {
     rlx_gguf::register_ops();
     let k: usize = arg(6).map_or(4096, |s| count(s, "K"));
     let n: usize = arg(7).map_or(4096, |s| count(s, "N"));
+    let size = |what: &str, dims: &[usize]| args::elements(what, dims).unwrap_or_else(|e| usage(&e));
+    size("the weights", &[copies, n, k]);
+    for &m in &ms {
+        size("the activations", &[m, k]);
+        size("the result", &[m, n]);
+    }
     if let Some(ty) = types.iter().find(|t| !k.is_multiple_of(t.block_size())) {
         usage(&format!("K = {k} is not a multiple of {ty}'s block size {}", ty.block_size()));
     }

@@ -360,7 +360,7 @@ fn profile_table(rows: &[OpTime], stats: &GenerationStats, runs: [u64; 2]) -> St
         let total: f64 = rows.iter().map(|r| r.total.as_secs_f64()).sum();
         if rows.is_empty() || total <= 0.0 {
             if phase == Phase::Generation && !s.is_empty() {
-                s += "profile, generation: no decode step ran (the first generated token comes from the prompt's logits; --max-tokens 2 or more times decode steps)\n";
+                s += "profile, generation: no decode step ran (the first generated token comes from the prompt's logits; pass --max-tokens 2 or more to time decode steps)\n";
             }
             continue;
         }
