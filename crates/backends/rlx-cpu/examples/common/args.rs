@@ -28,7 +28,9 @@ pub const MAX_ELEMENTS: usize = 1 << 30;
 pub fn elements(what: &str, dims: &[usize]) -> Result<usize, String> {
     match dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d)) {
         Some(n) if n <= MAX_ELEMENTS => Ok(n),
-        _ => Err(format!("{what} of shape {dims:?}: more than {MAX_ELEMENTS} elements (4 GiB of f32), too large for a bench")),
+        _ => Err(format!(
+            "{what} of shape {dims:?}: more than {MAX_ELEMENTS} elements (4 GiB of f32), too large for a bench"
+        )),
     }
 }
 
