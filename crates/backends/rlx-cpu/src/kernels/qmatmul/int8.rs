@@ -134,7 +134,18 @@ pub(super) trait RowKernel {
     /// model's decode streams from DRAM (shorter rows use 4). The prefetch distances of
     /// `decode::prefetch_ahead` are in rows and do not change with it.
     const DECODE_ROWS: usize = 4;
+    /// At M = 1, weights of [`ONE_ROW_MIN_BYTES`] or more (a model's decode streams them from
+    /// DRAM) run one row at a time: Q8_0, whose dot is cheap, waits on memory in groups.
+    const STREAM_ROWS_ONE_BY_ONE: bool = false;
 }
+
+/// Weight bytes from which [`RowKernel::STREAM_ROWS_ONE_BY_ONE`] kernels decode one row at a
+/// time. Q8_0 `--fast` on one AMD EPYC Zen 4 core (`qmatmul_bench 1 20 Q8_0 1 fast <copies> <K>
+/// <N>`, three interleaved rounds), groups of 4 → one row: SmolLM2's head 576 × 49152 (28 MB,
+/// DRAM) 1.92–2.09 → 1.27–1.30 ms, 896 × 4864 from DRAM 0.27–0.28 → 0.17–0.20; but 1536 × 576
+/// from cache (0.9 MB) 0.023 → 0.031, so smaller weights keep the groups. (The AVX2 kernel made
+/// the same change in session 46, `int8_avx2.rs`.)
+const ONE_ROW_MIN_BYTES: usize = 2 << 20;
 
 /// Activation rows per tile at M > 1 (one weight row per tile: larger tiles spill registers).
 const C_TILE: usize = 4;
@@ -193,10 +204,17 @@ unsafe fn decode_rows<S: RowKernel>(
 ) {
     // Short rows (a small model, whose weights stay in cache) keep groups of 4: groups of 8
     // made SmolLM2's `--fast` generation 3% slower.
-    let group = if row_bytes >= 1024 { S::DECODE_ROWS } else { 4 };
+    let group = if S::STREAM_ROWS_ONE_BY_ONE && w.len() >= ONE_ROW_MIN_BYTES {
+        1
+    } else if row_bytes >= 1024 {
+        S::DECODE_ROWS
+    } else {
+        4
+    };
     // SAFETY: the caller's contract.
     unsafe {
         match group {
+            1 => decode::<S, 1>(w, row_bytes, x, nb, put),
             2 => decode::<S, 2>(w, row_bytes, x, nb, put),
             8 => decode::<S, 8>(w, row_bytes, x, nb, put),
             _ => decode::<S, 4>(w, row_bytes, x, nb, put),
@@ -471,6 +489,7 @@ mod avx {
         // from L3 Q4_0 0.41–0.44 → 0.37–0.40, Q4_1 0.50 → 0.43–0.44).
         // Q5_0 / Q5_1 decode on `rows_legacy`'s one-block steps keeps 4 as well.
         const DECODE_ROWS: usize = if K == Q8_0 || K == Q5_0 || K == Q5_1 || SPLIT { 4 } else { 8 };
+        const STREAM_ROWS_ONE_BY_ONE: bool = K == Q8_0;
         #[inline(always)]
         unsafe fn rows<const R: usize, const C: usize>(
             w: [*const u8; R],
