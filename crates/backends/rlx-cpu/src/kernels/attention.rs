@@ -25,10 +25,9 @@
 //! Results differ from it only by rounding: the exponentials are rescaled once per key block
 //! and the normalization is applied to `P V` instead of `P`, so each output element is within a
 //! few f32 ulps times the row's `Σ|p·v|` (the tests use 1e-5 absolute + relative).
-//! On AVX-512 CPUs, tiles of at least 8 query rows run both products through the micro-kernels
-//! of [`super::attention_vec`] (MiniLM-L6's attention, 1 thread: 0.44 → 0.38 ms per layer),
-//! on AVX2 + FMA CPUs through those of [`super::attention_vec`], with the softmax's max and
-//! `exp` passes at 8 lanes (`attention_bench 1 128 12 32 1 bias`, 1 core of an AMD EPYC Zen 3:
+//! On AVX-512 and on AVX2 + FMA CPUs, tiles of at least 8 query rows run both products through
+//! the micro-kernels of [`super::attention_vec`] at 16 or 8 lanes (MiniLM-L6's attention on
+//! AVX-512, 1 thread: 0.44 → 0.38 ms per layer), the softmax's max and `exp` passes likewise (`attention_bench 1 128 12 32 1 bias`, 1 core of an AMD EPYC Zen 3:
 //! 0.68 → 0.51 ms; `1 512 12 64 1 causal` 9.3 → 7.8–8.1 ms); smaller tiles (decoding) and
 //! other CPUs call the `gemm` crate.
 
@@ -98,8 +97,7 @@ impl AttentionKernel {
     /// query tiles (of 8 rows or more) run the micro-kernels of [`KeyBlock`], else
     /// `attention_f32` (the score and value products on the `gemm` crate).
     pub fn name(&self) -> &'static str {
-        #[cfg(target_arch = "x86_64")]
-        if self.sq >= 8 && self.d <= tiles::MAX_D && super::sgemm::available() {
+        if runs_tiles(self.sq, self.d) {
             return if has_avx512() { "attention_f32_tiles_avx512" } else { "attention_f32_tiles_avx2" };
         }
         "attention_f32"
@@ -348,6 +346,21 @@ pub(super) struct QueryRows<'a> {
     pub scale: f32,
 }
 
+/// Whether a tile of `n` query rows of head dim `d` runs the micro-kernels of
+/// [`super::attention_vec`] ([`KeyBlock`]; also the report name's test, with `n` = all the
+/// query rows): 8 rows or more (fewer, as in decoding, would spend as long transposing each key
+/// block as multiplying with it), `d ≤ MAX_D`, and AVX-512 or AVX2 + FMA.
+#[inline(always)]
+fn runs_tiles(n: usize, d: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return n >= 8 && d <= tiles::MAX_D && super::sgemm::available();
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (n, d);
+        false
+    }
+}
+
 /// One block of `cols ≤ BK` keys as the tile's score product reads it: transposed once into a
 /// 64-byte aligned block for the AVX-512 (AVX2) micro-kernels (tiles of at least 8 query rows; fewer,
 /// as in decoding, would spend as long transposing each key block as multiplying with it), else
@@ -366,12 +379,7 @@ impl KeyBlock {
     #[inline(always)]
     pub(super) fn new(rows: &QueryRows<'_>) -> Self {
         #[cfg(target_arch = "x86_64")]
-        return KeyBlock {
-            fast: rows.n >= 8 && rows.d <= tiles::MAX_D && super::sgemm::available(),
-            wide: has_avx512(),
-            kt: tiles::KeysT::new(),
-            cols: 0,
-        };
+        return KeyBlock { fast: runs_tiles(rows.n, rows.d), wide: has_avx512(), kt: tiles::KeysT::new(), cols: 0 };
         #[cfg(not(target_arch = "x86_64"))]
         KeyBlock { fast: false, wide: false, cols: 0 }
     }

@@ -52,7 +52,7 @@ impl KeysT {
 ///
 /// # Safety
 /// `k` addresses `cols` rows of `d` readable floats at stride `ks`; `sgemm::available()` (its
-/// `transpose16`: AVX-512F, or AVX2 for [`super::attention_vec`]).
+/// `transpose16` needs AVX-512F, or AVX2).
 pub unsafe fn pack_keys(k: *const f32, ks: usize, cols: usize, d: usize, kt: &mut KeysT) {
     debug_assert!(cols <= W && d <= MAX_D);
     let dst = kt.ptr();
