@@ -112,6 +112,11 @@ fn check_fast_or_exact(ty: GgmlType, lead: &[usize], k: usize, n: usize, seed: u
     }
 }
 
+/// The schemes whose exact products with at least 16 activation rows run on block floating
+/// point panels where the CPU has AVX-512 VNNI.
+const BFP_PANEL: [GgmlType; 6] =
+    [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q5_K];
+
 /// The exact-mode kernel expected for `ty` with `m` activation rows of `k` at `simd` on this
 /// CPU.
 fn exact_kernel(ty: GgmlType, m: usize, k: usize, simd: SimdLevel) -> &'static str {
@@ -128,6 +133,7 @@ fn exact_kernel(ty: GgmlType, m: usize, k: usize, simd: SimdLevel) -> &'static s
         1..=8 if avx2_bfp => "dequant_matmul_fused_avx2_bfp",
         1..=8 if native && avx2 => "dequant_matmul_fused_avx2",
         1 => "dequant_matmul_rowwise",
+        16.. if avx512 && vnni() && BFP_PANEL.contains(&ty) => "dequant_matmul_bfp_panel",
         _ if native && avx512 => "dequant_matmul_tile_avx512",
         _ if native && avx2 => "dequant_matmul_tile_avx2",
         _ => "dequant_matmul_tile",
@@ -353,21 +359,26 @@ fn fast_mode_decode_odd_block_counts() {
 /// graph in `layout`) with the one activation row `x`, exact mode on two threads: `(kernel,
 /// result)`.
 fn run_row(ty: GgmlType, layout: Layout, x: &[f32], packed: &[u8], n: usize) -> (String, Vec<f64>) {
+    run_rows(ty, layout, x, 1, packed, n)
+}
+
+/// [`run_row`] for `m` activation rows (`x`: `m × k`); the result `m × n`.
+fn run_rows(ty: GgmlType, layout: Layout, x: &[f32], m: usize, packed: &[u8], n: usize) -> (String, Vec<f64>) {
     rlx_gguf::register_ops();
-    let k = x.len();
+    let k = x.len() / m;
     let mut packed = packed.to_vec();
     if layout == Layout::SplitRows {
         rlx_gguf::layout::to_split_rows(ty, &mut packed, k).unwrap();
     }
     let mut g = Graph::new("qmm");
-    let xi = g.input("x", Shape::new(&[1, k], DType::F32));
+    let xi = g.input("x", Shape::new(&[m, k], DType::F32));
     let wi = g.input("w", Shape::new(&[packed.len()], DType::U8));
     let y = g.dequant_matmul_layout(xi, wi, ty.name(), layout.name(), n, k);
     g.set_outputs(vec![y]);
     let opts = CpuOptions { threads: Some(2), ..Default::default() };
     let mut exe = CpuExecutable::compile(&g, &opts).unwrap();
     let kernel = exe.steps().iter().find(|s| s.op.contains("dequant_matmul")).unwrap().kernel.to_string();
-    let xt = Tensor::from_vec(x.to_vec(), &[1, k]).unwrap();
+    let xt = Tensor::from_vec(x.to_vec(), &[m, k]).unwrap();
     let wt = Tensor::from_vec(packed.to_vec(), &[packed.len()]).unwrap();
     (kernel, exe.run(&[&xt, &wt], &[]).unwrap()[0].to_f64_vec())
 }
@@ -499,6 +510,113 @@ fn exact_decode_block_floating_point_edges() {
         let packed: Vec<u8> = block.iter().copied().cycle().take(per_row * n).collect();
         for sign in [1.0f32, -1.0] {
             check(ty, &vec![sign * just_under_2; k], &packed, "extreme");
+        }
+    }
+}
+
+/// Exact-mode products of 16 and more activation rows on the block floating point panels
+/// (`dequant_matmul_bfp_panel`, AVX-512 VNNI; elsewhere the same cases check the `tile` path),
+/// against the f64 product of the dequantized weights, where they are weakest: an outlier in
+/// every block, blocks on scales from 2⁻³ to 2³, the largest per-lane integer sums (every weight
+/// at the scheme's largest magnitude, every activation just under 2 so that `|n|` rounds up to
+/// `2^B`: 32 of them in one lane), a block below the converted range and NaN / infinity (the
+/// call runs the `tile` path). Bound: the conversion's `Σ_b 2^-B max_b |x| Σ_b |w|` (`B` 22, 21
+/// for the 5-bit schemes) plus an f32 sum's rounding, `(2 nb + 8) 2^-24 Σ |w x|`. Legacy
+/// schemes on GGUF blocks and split rows, bit-identical; 20 rows (a partial last panel) and 2
+/// threads.
+#[test]
+fn exact_prefill_block_floating_point_panel_edges() {
+    let (n, m) = (37, 20);
+    let check = |ty: GgmlType, x: &[f32], packed: &[u8], what: &str| {
+        let k = x.len() / m;
+        let (kernel, got) = run_rows(ty, Layout::Blocks, x, m, packed, n);
+        if Layout::SplitRows.supports(ty) {
+            let (ks, split) = run_rows(ty, Layout::SplitRows, x, m, packed, n);
+            assert_eq!(format!("{kernel}_split_rows"), ks);
+            let same = got.iter().zip(&split).all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "{} {what}: split rows differ from blocks", ty.name());
+        }
+        let wd = dequantize(ty, packed).unwrap();
+        let bits = if matches!(ty, GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::Q5_K) { 21 } else { 22 };
+        for mi in 0..m {
+            let xr = &x[mi * k..(mi + 1) * k];
+            for j in 0..n {
+                let w = &wd[j * k..(j + 1) * k];
+                let (want, mag) = dot64(w, xr);
+                let conv: f64 = w
+                    .chunks(32)
+                    .zip(xr.chunks(32))
+                    .map(|(wb, xb)| {
+                        let amax = xb.iter().fold(0f64, |a, &v| a.max((v as f64).abs()));
+                        (2f64).powi(-bits) * amax * wb.iter().map(|&v| (v as f64).abs()).sum::<f64>()
+                    })
+                    .sum();
+                let bound = conv + (2.0 * (k / 32) as f64 + 8.0) * (2f64).powi(-24) * mag;
+                let o = got[mi * n + j];
+                assert!(
+                    (o - want).abs() <= bound,
+                    "{} {what} {kernel}: [{mi},{j}] {o} vs {want} (bound {bound})",
+                    ty.name()
+                );
+            }
+        }
+        kernel
+    };
+    for (t, &ty) in BFP_PANEL.iter().enumerate() {
+        let k = if ty.block_size() == 256 { 512 } else { 576 };
+        let wf = rand_tensor(&[n, k], DType::F32, 940 + t as u64, -1.0, 1.0);
+        let packed = quantize(ty, wf.as_slice::<f32>().unwrap()).unwrap();
+        let mut x: Vec<f32> =
+            rand_tensor(&[m, k], DType::F32, 950 + t as u64, -1e-2, 1e-2).as_slice::<f32>().unwrap().to_vec();
+        for b in 0..m * k / 32 {
+            x[32 * b + (5 * b) % 32] = if b % 2 == 0 { 30.0 } else { -30.0 };
+        }
+        let kernel = check(ty, &x, &packed, "outliers");
+        let ramp: Vec<f32> = x.iter().enumerate().map(|(i, &v)| v * (2f32).powi((i / 32 % 7) as i32 - 3)).collect();
+        check(ty, &ramp, &packed, "block scales");
+        if vnni() && SimdLevel::Native.avx512() {
+            assert_eq!(kernel, "dequant_matmul_bfp_panel", "{}", ty.name());
+        }
+        let mut tiny = x.clone();
+        tiny[k + 64..k + 96].iter_mut().for_each(|v| *v *= 1e-30 / 30.0);
+        check(ty, &tiny, &packed, "tiny block");
+        let wd = dequantize(ty, &packed).unwrap();
+        for (bad, what) in [(f32::NAN, "NaN"), (f32::INFINITY, "inf")] {
+            let mut xb = x.clone();
+            xb[3 * k + 40] = bad;
+            for layout in [Layout::Blocks, Layout::SplitRows].into_iter().filter(|l| l.supports(ty)) {
+                let (_, got) = run_rows(ty, layout, &xb, m, &packed, n);
+                for j in 0..n {
+                    let row3 = got[3 * n + j];
+                    assert!(
+                        wd[j * k + 40] == 0.0 || !row3.is_finite(),
+                        "{} {what} {layout:?}: [3,{j}] = {row3}",
+                        ty.name()
+                    );
+                    assert!(got[2 * n + j].is_finite(), "{} {what} {layout:?}: [2,{j}]", ty.name());
+                }
+            }
+        }
+    }
+    // The largest per-lane sums: d = 1 (f16 0x3c00), every quant at the value of largest
+    // magnitude (Q4_0 nibble 0 = -8, Q5_0 q = 0 = -16, Q4_1 15, Q5_1 31, m = 0; the K-quants'
+    // quants at 15 / 31 with 6-bit scales 1 and dmin 0), every activation ±(just under 2).
+    let just_under_2 = f32::from_bits(2f32.to_bits() - 1);
+    let kq = |qh: &[u8], q: u8| [&[0x00u8, 0x3c, 0, 0][..], &[0x01; 12], qh, &[q; 128]].concat();
+    for (ty, block) in [
+        (GgmlType::Q4_0, [&[0x00u8, 0x3c][..], &[0x00; 16]].concat()),
+        (GgmlType::Q5_0, [&[0x00u8, 0x3c][..], &[0x00; 4], &[0x00; 16]].concat()),
+        (GgmlType::Q4_1, [&[0x00u8, 0x3c, 0, 0][..], &[0xff; 16]].concat()),
+        (GgmlType::Q5_1, [&[0x00u8, 0x3c, 0, 0][..], &[0xff; 4], &[0xff; 16]].concat()),
+        (GgmlType::Q4_K, kq(&[], 0xff)),
+        (GgmlType::Q5_K, kq(&[0xff; 32], 0xff)),
+    ] {
+        assert_eq!(block.len(), ty.type_size(), "{}", ty.name());
+        let k = 512;
+        let per_row = k / ty.block_size() * block.len();
+        let packed: Vec<u8> = block.iter().copied().cycle().take(per_row * n).collect();
+        for sign in [1.0f32, -1.0] {
+            check(ty, &vec![sign * just_under_2; m * k], &packed, "extreme");
         }
     }
 }

@@ -160,15 +160,26 @@ pub(super) fn layout_acts(ty: GgmlType, xq: &[u8], m: usize, k: usize, s: &mut A
     }
 }
 
+impl AmxScratch {
+    /// The activations as [`run`] reads them.
+    pub(super) fn acts(&self) -> Acts<'_> {
+        Acts { vnni: &self.vnni, sums: &self.sums, dx: &self.dx, sx: &self.sx, corr: &[], bfp: false }
+    }
+}
+
 /// Every product of the weight rows `w` (`n` rows of `row_bytes`, blocks of `ty`, or with
 /// `split` Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 rows in `rlx_gguf::Layout::SplitRows`) with the
-/// activations laid out in `s` (`m` rows of `k`), into `y` (`[m, n]`); the rows in chunks of
+/// activations `acts` (`m` rows of `k`), into `y` (`[m, n]`); the rows in chunks of
 /// `chunk` (a multiple of 16) across threads. With `amx` each 16 × 16 sub-block product is one
-/// `tdpbusd`, else sixteen rows of `vpdpbusd` ([`vnni_product`]): the same integers.
+/// `tdpbusd`, else sixteen rows of `vpdpbusd` ([`vnni_product`]): the same integers. With
+/// `acts.bfp` (the exact mode's block floating point activations, [`super::bfp_panel`]) three
+/// digit planes per sub-block ([`super::bfp_panel::product`]), scaled as Q4_1 is (`L` = 2) or,
+/// for Q4_0 / Q5_0, with the offset's correction in the integers.
 ///
 /// # Safety
-/// AVX-512F/BW/VL + VNNI + FMA + AVX2, and with `amx` [`crate::kernels::simd::has_amx`]; `s`
-/// was made for `(ty, m, k)` and filled by [`layout_acts`].
+/// AVX-512F/BW/VL + VNNI + FMA + AVX2, and with `amx` [`crate::kernels::simd::has_amx`] (not
+/// with `acts.bfp`); `acts` made for `(ty, m, k)` by [`layout_acts`] or
+/// [`super::bfp_panel::layout_acts`].
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn run(
@@ -180,7 +191,7 @@ pub(super) unsafe fn run(
     m: usize,
     k: usize,
     chunk: usize,
-    s: &mut AmxScratch,
+    acts: &Acts,
     y: &mut [f32],
     amx: bool,
 ) {
@@ -188,9 +199,10 @@ pub(super) unsafe fn run(
     let mb = m.div_ceil(T);
     let ns = k / sub_len(ty);
     let nchunks = n.div_ceil(chunk);
-    assert!(s.vnni.len() >= mb * k * T && y.len() == m * n && w.len() == n * row_bytes);
+    let planes = if acts.bfp { 3 } else { 1 };
+    assert!(acts.vnni.len() >= planes * mb * k * T && y.len() == m * n && w.len() == n * row_bytes);
+    assert!(!acts.bfp || !amx && sub_len(ty) == 32);
     let yp = OutPtr(y.as_mut_ptr());
-    let acts = Acts { vnni: &s.vnni, sums: &s.sums, dx: &s.dx, sx: &s.sx };
     // The caller's borrow of its `Work` ended before this call: a chunk run on the calling
     // thread borrows it again.
     super::spin::for_each(nchunks, |c| {
@@ -213,13 +225,17 @@ pub(super) unsafe fn run(
                     // straight from memory, the unpacking waited on every load).
                     let n1 = (n0 + T).min(end);
                     let next = &w[n1 * row_bytes..(n1 + T).min(end) * row_bytes];
-                    match (kind(ty), amx) {
-                        (0, true) => block::<0, true>(ty, k, mb, wq, ab, &acts, out, cbuf, next),
-                        (1, true) => block::<1, true>(ty, k, mb, wq, ab, &acts, out, cbuf, next),
-                        (_, true) => block::<2, true>(ty, k, mb, wq, ab, &acts, out, cbuf, next),
-                        (0, false) => block::<0, false>(ty, k, mb, wq, ab, &acts, out, cbuf, next),
-                        (1, false) => block::<1, false>(ty, k, mb, wq, ab, &acts, out, cbuf, next),
-                        (_, false) => block::<2, false>(ty, k, mb, wq, ab, &acts, out, cbuf, next),
+                    match (kind(ty), amx, acts.bfp) {
+                        (_, _, true) if acts.corr.is_empty() => {
+                            block::<2, false, true>(ty, k, mb, wq, ab, acts, out, cbuf, next)
+                        }
+                        (_, _, true) => block::<1, false, true>(ty, k, mb, wq, ab, acts, out, cbuf, next),
+                        (0, true, _) => block::<0, true, false>(ty, k, mb, wq, ab, acts, out, cbuf, next),
+                        (1, true, _) => block::<1, true, false>(ty, k, mb, wq, ab, acts, out, cbuf, next),
+                        (_, true, _) => block::<2, true, false>(ty, k, mb, wq, ab, acts, out, cbuf, next),
+                        (0, false, _) => block::<0, false, false>(ty, k, mb, wq, ab, acts, out, cbuf, next),
+                        (1, false, _) => block::<1, false, false>(ty, k, mb, wq, ab, acts, out, cbuf, next),
+                        (_, false, _) => block::<2, false, false>(ty, k, mb, wq, ab, acts, out, cbuf, next),
                     }
                     // Row by row of `y` (column by column, every store missed L1).
                     super::write_columns(yp, n, n0, out, mb * T, nr, m);
@@ -233,12 +249,17 @@ pub(super) unsafe fn run(
     });
 }
 
-/// The activation side, shared by every chunk.
-struct Acts<'a> {
-    vnni: &'a [u8],
-    sums: &'a [f32],
-    dx: &'a [f32],
-    sx: &'a [f32],
+/// The activation side, shared by every chunk: `[m-block][..][16 rows]` vectors as
+/// [`AmxScratch`] describes them, or (`bfp`) as [`super::bfp_panel`] lays them out (`vnni`
+/// three digit planes per group of 4 values, `dx` the blocks' scales `s_b`, `sx` their `Σ x`,
+/// `corr` Q4_0's / Q5_0's `-off · Σ n` per block and row, else empty; `sums` unused).
+pub(super) struct Acts<'a> {
+    pub(super) vnni: &'a [u8],
+    pub(super) sums: &'a [f32],
+    pub(super) dx: &'a [f32],
+    pub(super) sx: &'a [f32],
+    pub(super) corr: &'a [i32],
+    pub(super) bfp: bool,
 }
 
 /// Unpack the weight rows `w` (at most 16 rows of `row_bytes`; Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 rows in
@@ -466,7 +487,9 @@ unsafe fn f16_at(p: *const u8) -> f32 {
 
 /// One block of 16 weight rows (`wq`, factors `ab`) against every activation m-block, added
 /// into `out` (`[16][mb · 16]`, zeroed by the caller); `L` = [`kind`]`(ty)`; `AMX`: the products
-/// on tiles, else [`vnni_product`]. `next` (the packed rows unpacked next) is prefetched into
+/// on tiles, else [`vnni_product`]; `BFP`: block floating point activations
+/// ([`super::bfp_panel::product`]; `L` = 1 with the integer correction, 2 the Q4_1 form for
+/// Q4_1 / Q5_1 / Q4_K / Q5_K). `next` (the packed rows unpacked next) is prefetched into
 /// L2 over the iterations.
 ///
 /// # Safety
@@ -475,7 +498,7 @@ unsafe fn f16_at(p: *const u8) -> f32 {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn block<const L: u8, const AMX: bool>(
+unsafe fn block<const L: u8, const AMX: bool, const BFP: bool>(
     ty: GgmlType,
     k: usize,
     mb: usize,
@@ -492,14 +515,16 @@ unsafe fn block<const L: u8, const AMX: bool>(
     let (nsub, ns, nsb) = (QK_K / sl, k / sl, k / QK_K);
     let (a, b) = ab.split_at(ns * T);
     let mp = mb * T;
+    // Bytes of one group of 4 values of 16 rows: one plane, or three digit planes.
+    let gb = if BFP { 3 * 4 * T } else { 4 * T };
     for i in 0..mb {
-        let bbase = acts.vnni[i * (k / 4) * 4 * T..].as_ptr();
+        let bbase = acts.vnni[i * (k / 4) * gb..].as_ptr();
         // Sub-block `s`'s product into tile set `s % 2`.
         let issue = |s: usize| {
             // SAFETY: sub-block `s < ns` of the 16 rows of `wq` (row stride `sl`) and of this
             // m-block's B operand (`sl / 4` rows of 64 bytes from `s · sl / 4`).
             unsafe {
-                let (ap, bp) = (wq.as_ptr().add(s * T * sl), bbase.add(s * sl / 4 * 4 * T));
+                let (ap, bp) = (wq.as_ptr().add(s * T * sl), bbase.add(s * sl / 4 * gb));
                 if s.is_multiple_of(2) { tiles::product::<0>(ap, sl, bp) } else { tiles::product::<1>(ap, sl, bp) }
             }
         };
@@ -515,8 +540,11 @@ unsafe fn block<const L: u8, const AMX: bool>(
                 // The tile unit runs its instructions in order: this product is stored before
                 // the next one is issued (else the store waits for it), which then runs while
                 // this one is scaled.
-                if !AMX {
-                    vnni_product(wq.as_ptr().add(s * T * sl), sl, bbase.add(s * sl / 4 * 4 * T), c);
+                if BFP {
+                    let corr = if L == 1 { acts.corr.as_ptr().add((i * ns + s) * T) } else { std::ptr::null() };
+                    super::bfp_panel::product(wq.as_ptr().add(s * T * sl), bbase.add(s * sl / 4 * gb), corr, c);
+                } else if !AMX {
+                    vnni_product(wq.as_ptr().add(s * T * sl), sl, bbase.add(s * sl / 4 * gb), c);
                 } else if s.is_multiple_of(2) {
                     tiles::store::<0>(c)
                 } else {
@@ -530,7 +558,8 @@ unsafe fn block<const L: u8, const AMX: bool>(
                     _mm_prefetch::<_MM_HINT_T1>(next.as_ptr().add(l * 64).cast());
                 }
                 let at = (i * ns + s) * T;
-                let sv = _mm512_loadu_ps(acts.sums.as_ptr().add(at));
+                // (Block floating point: the offsets' corrections are in the integers.)
+                let sv = if BFP { _mm512_setzero_ps() } else { _mm512_loadu_ps(acts.sums.as_ptr().add(at)) };
                 let (ap, bp) = (a.as_ptr().add(s), b.as_ptr().add(s));
                 // Legacy: this block's `d_x` and (Q4_1) `s_x`.
                 let dxb = if L == 0 { sv } else { _mm512_loadu_ps(acts.dx.as_ptr().add(at)) };
@@ -543,7 +572,7 @@ unsafe fn block<const L: u8, const AMX: bool>(
                             t[$r] = _mm512_fmadd_ps(cv, _mm512_set1_ps(*ap.add($r * ns)), t[$r]);
                             t[$r] = _mm512_fnmadd_ps(_mm512_set1_ps(*bp.add($r * ns)), sv, t[$r]);
                         } else {
-                            let v = _mm512_mul_ps(_mm512_sub_ps(cv, sv), dxb);
+                            let v = if BFP { _mm512_mul_ps(cv, dxb) } else { _mm512_mul_ps(_mm512_sub_ps(cv, sv), dxb) };
                             t[$r] = _mm512_fmadd_ps(v, _mm512_set1_ps(*ap.add($r * ns)), t[$r]);
                             if L == 2 {
                                 t[$r] = _mm512_fnmadd_ps(_mm512_set1_ps(*bp.add($r * ns)), sxb, t[$r]);

@@ -74,6 +74,8 @@ mod amx;
 mod bfp;
 #[cfg(target_arch = "x86_64")]
 mod bfp_avx2;
+#[cfg(target_arch = "x86_64")]
+mod bfp_panel;
 mod decode;
 mod exact;
 #[cfg(target_arch = "x86_64")]
@@ -129,6 +131,10 @@ enum Path {
     Fused,
     /// Tiles of dequantized weight rows, then gemm (M > 1).
     Tile,
+    /// Exact mode, M >= [`amx::MIN_M`], VNNI, [`bfp_panel`]'s schemes: block floating point
+    /// activations in [`amx`]'s 16 × 16 panels, three `vpdpbusd` per group of 4 values; a call
+    /// it cannot convert runs `Tile` (planned alongside).
+    BfpPanel,
     /// One `dequantize_into` row at a time, f32 dot.
     Rowwise,
 }
@@ -152,8 +158,11 @@ pub struct QMatmulKernel {
     w_off: usize,
     /// Bytes of the weight operand (`n · row_bytes`, or more with `row_start`).
     w_len: usize,
-    /// Weight rows per parallel chunk (`n` when sequential); per thread in the `tile` path.
+    /// Weight rows per parallel chunk (`n` when sequential); per thread in the `tile` path
+    /// (also `BfpPanel`'s fallback).
     chunk: usize,
+    /// `BfpPanel`: weight rows per parallel chunk of panels (a multiple of 16).
+    panel_chunk: usize,
     /// Weight rows per tile (`tile` path).
     tile: usize,
     /// The AVX-512 decoders of [`exact`] may run.
@@ -203,6 +212,7 @@ impl QMatmulKernel {
                 Path::Fused if self.xbfp > 0 => "dequant_matmul_fused_vnni_split_rows",
                 Path::Fused if self.avx2 => "dequant_matmul_fused_avx2_split_rows",
                 Path::Fused => "dequant_matmul_fused_avx512_split_rows",
+                Path::BfpPanel => "dequant_matmul_bfp_panel_split_rows",
                 Path::Tile if self.simd && exact::has_decoder(self.ty) => "dequant_matmul_tile_avx512_split_rows",
                 Path::Tile if self.avx2 && exact::has_decoder(self.ty) => "dequant_matmul_tile_avx2_split_rows",
                 Path::Tile => "dequant_matmul_tile_split_rows",
@@ -219,11 +229,25 @@ impl QMatmulKernel {
             Path::Fused if self.xbfp > 0 => "dequant_matmul_fused_vnni",
             Path::Fused if self.avx2 => "dequant_matmul_fused_avx2",
             Path::Fused => "dequant_matmul_fused_avx512",
+            Path::BfpPanel => "dequant_matmul_bfp_panel",
             Path::Tile if self.simd && exact::has_decoder(self.ty) => "dequant_matmul_tile_avx512",
             Path::Tile if self.avx2 && exact::has_decoder(self.ty) => "dequant_matmul_tile_avx2",
             Path::Tile => "dequant_matmul_tile",
             Path::Rowwise => "dequant_matmul_rowwise",
         }
+    }
+}
+
+/// True when `ty` has [`bfp_panel`]'s kernel (x86_64 only).
+fn bfp_panel_scheme(ty: GgmlType) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        bfp_panel::has_path(ty)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = ty;
+        false
     }
 }
 
@@ -293,17 +317,20 @@ pub fn select(
         Path::Fused
     } else if m <= 1 {
         Path::Rowwise
+    } else if m >= amx::MIN_M && simd && vnni && bfp_panel_scheme(ty) {
+        Path::BfpPanel
     } else {
         Path::Tile
     };
     let threads = opts.threads.unwrap_or_else(rayon::current_num_threads).max(1);
     let par = threads > 1 && m.saturating_mul(n).saturating_mul(k) >= PAR_WORK && n >= 32;
-    let on_sgemm = path == Path::Tile && (simd || avx2) && exact::has_decoder(ty) && sgemm::available();
+    let tiled = matches!(path, Path::Tile | Path::BfpPanel);
+    let on_sgemm = tiled && (simd || avx2) && exact::has_decoder(ty) && sgemm::available();
     // Tile rows spaced so that sgemm reads the tile in place (its rows in different L1 sets)
     // instead of copying it into its packed layout.
     let ld = if on_sgemm { sgemm::in_place_stride(k) } else { k };
     let (chunk, tile, scratch) = match path {
-        Path::Tile => {
+        Path::Tile | Path::BfpPanel => {
             let parts = if par { threads.min(n.div_ceil(16)) } else { 1 };
             let chunk = n.div_ceil(parts);
             let tile = (TILE_BYTES / (4 * k.max(1))).clamp(16, 512).min(chunk);
@@ -334,6 +361,8 @@ pub fn select(
     // (The AVX2 kernels read split rows in place.)
     let join = split && (path == Path::Q8(0) || path == Path::Fused && !avx2);
     let amx = matches!(path, Path::Amx | Path::Panel).then(|| amx::AmxScratch::new(ty, m, k));
+    // Whole blocks of 16 weight rows, two chunks per thread (as `Path::Panel`).
+    let panel_chunk = if par { n.div_ceil(2 * threads).next_multiple_of(16) } else { n.next_multiple_of(16) };
     Some(QMatmulKernel {
         ty,
         layout,
@@ -345,6 +374,7 @@ pub fn select(
         w_off,
         w_len: wd.iter().product(),
         chunk,
+        panel_chunk,
         tile,
         simd,
         avx2,
@@ -387,7 +417,16 @@ pub fn run(k: &mut QMatmulKernel, x: &Tensor, w: &Tensor, out: &mut Tensor) -> R
     if m == 0 {
         return Ok(());
     }
-    if k.path == Path::Tile {
+    #[cfg(target_arch = "x86_64")]
+    if k.path == Path::BfpPanel {
+        let split = k.layout == Layout::SplitRows;
+        // SAFETY: planned only with VNNI and the AVX-512 decoders' features, for
+        // `bfp_panel::has_path` schemes; lengths checked above.
+        if unsafe { bfp_panel::run(k.ty, split, wb, k.row_bytes, n, (m, kk), k.panel_chunk, xs, y) } {
+            return Ok(());
+        }
+    }
+    if matches!(k.path, Path::Tile | Path::BfpPanel) {
         WORK.with_borrow_mut(|w| run_tile(k, xs, wb, y, w));
         return Ok(());
     }
@@ -402,7 +441,7 @@ pub fn run(k: &mut QMatmulKernel, x: &Tensor, w: &Tensor, out: &mut Tensor) -> R
         // SAFETY: both paths are planned only where VNNI and the AVX-512 decoders' features
         // were detected, `Path::Amx` also `SimdLevel::amx`; the scratch was made for this
         // shape; lengths checked above.
-        unsafe { amx::run(k.ty, split, wb, k.row_bytes, n, m, kk, k.chunk, s, y, on_amx) };
+        unsafe { amx::run(k.ty, split, wb, k.row_bytes, n, m, kk, k.chunk, &s.acts(), y, on_amx) };
         return Ok(());
     }
     if let Path::Q8(level) = k.path {
