@@ -1,6 +1,7 @@
 //! Parity with the fp64 numpy reference (tools/refgen/gen_llm.py) on the real SmolLM2-135M
 //! GGUF: for 8 prompts, first-step logits (the reference's top 10) within 1e-3 and 64 greedy
-//! tokens identical, with prefill + KV-cache decode. Two runs: the packed weights through
+//! tokens identical, with prefill + KV-cache decode, and the second half of them again after
+//! prefilling the prompt with the first half (a prefill of at least 16 rows). Two runs: the packed weights through
 //! `dequant_matmul` (the default path), and the same weights dequantized to dense f32 (checks
 //! the graph independently of the quantized kernel; 8 prompts' logits, 64 greedy tokens for
 //! two of them, to keep CI time down). Then, on the packed model: an f16 KV cache (greedy ids
@@ -62,7 +63,21 @@ fn check_with(model: &mut LlamaModel, fx: &serde_json::Value, greedy_prompts: us
         let opts = GenerateOptions { max_tokens: greedy.len(), stop_tokens: vec![] };
         let got = g.generate(&prompt, &opts, |l, _| argmax(l), |_| true).unwrap();
         assert_eq!(got.tokens, greedy, "{text:?}: greedy ids differ");
-        eprintln!("{text:?}: max |dlogit| {err:.2e}, {} greedy tokens equal", greedy.len());
+        // The prompt and the first half of the greedy tokens as one prefill (at least 16
+        // rows: the exact products' block floating point panels where the CPU has AVX-512
+        // VNNI, the f32 tiles elsewhere), then the second half: the reference's ids again.
+        let j = greedy.len() / 2;
+        let forced = [&prompt[..], &greedy[..j]].concat();
+        assert!(forced.len() >= 16 && j > 0, "{text:?}: a prefill of {} rows", forced.len());
+        let opts = GenerateOptions { max_tokens: greedy.len() - j, stop_tokens: vec![] };
+        let got = g.generate(&forced, &opts, |l, _| argmax(l), |_| true).unwrap();
+        assert_eq!(got.tokens, greedy[j..], "{text:?}: greedy ids after a {}-token prefill differ", forced.len());
+        eprintln!(
+            "{text:?}: max |dlogit| {err:.2e}, {} greedy tokens equal (the last {} also after a {}-token prefill)",
+            greedy.len(),
+            greedy.len() - j,
+            forced.len()
+        );
     }
 }
 
