@@ -30,6 +30,12 @@
 //!     M = 35 70 → 91), or by the `gemm` crate where the
 //!     decoders or sgemm cannot run. 64 x 4096 x 4096 Q4_K / Q8_0, 1 thread, interleaved
 //!     runs: 38-50 ms with the `gemm` crate, 20-23 ms now (llama.cpp: 22 ms for Q4_K).
+//!   - `bfp_panel` (M >= [`amx::MIN_M`], AVX-512 VNNI, Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q4_K /
+//!     Q5_K): instead of `tile`, the activation rows as block floating point (the `fused` path's
+//!     digits, 21 bits for the 5-bit schemes) against the weights unpacked into bytes, in
+//!     [`amx`]'s 16 × 16 panels with one `vpdpbusd` per digit plane ([`bfp_panel`]): 128 × 896 ×
+//!     4864 Q5_0, 1 Zen 4 core, 10.8–11.0 → 9.0–9.1 ms; Qwen2.5-0.5B exact pp128 0.98× →
+//!     1.16× llama.cpp. A call with a non-finite or very small block runs `tile`.
 //!   - On CPUs with AVX2 but no AVX-512, `fused` and `tile` run the 8-lane decoders of
 //!     [`exact_avx2`] (`dequant_matmul_fused_avx2`, `dequant_matmul_tile_avx2` on our
 //!     [`sgemm`]'s AVX2 kernel, on the `gemm` crate before session 45); SmolLM2 decode on one AMD Zen 3 core went from 185 ms per token (`rowwise`) to
