@@ -91,11 +91,24 @@ pub fn step_graph(
     let mut ws = std::collections::HashMap::new();
     for name in graph_weight_names(cfg, w) {
         let wt = w.get(&name).ok_or_else(|| ModelError::MissingTensor(name.clone()))?;
-        let t = wt.tensor();
+        let t = wt.tensor().ok_or_else(|| ModelError::BadTensor {
+            name: name.clone(),
+            msg: "the rows of a pool that is not in the weights".into(),
+        })?;
         let id = g.input(&name, Shape::new(t.shape(), t.dtype()));
         ws.insert(name, (id, wt));
     }
-    let wget = |n: &str| ws[n];
+    // A weight and the input that holds it (a pooled weight's pool, `Weights::pool_packed`);
+    // every name the builder asks for is one of `expected`'s, or a joined one, checked above.
+    let wopt = |n: &str| {
+        let wt = w.get(n)?;
+        let holder = match wt {
+            Weight::PackedRows { pool, .. } => pool.as_str(),
+            _ => n,
+        };
+        Some((ws.get(holder)?.0, wt))
+    };
+    let wget = |n: &str| wopt(n).expect("a graph weight, checked above");
     let rows: std::collections::HashMap<String, usize> = expected(cfg).into_iter().map(|(n, sh)| (n, sh[0])).collect();
     // `h [B, S, E] @ Wᵀ` for each part of the joined projection `(fused, stems)` of layer `l`
     // (`[B, S, rows]` each, in `stems` order), when the weights were joined
@@ -114,13 +127,18 @@ pub fn step_graph(
     // SmolLM2 prompts of 6–24 tokens: 1–2% slower as two products; 40 tokens even).
     let project = |g: &mut Graph, h: NodeId, l: usize, (fused, stems): (&str, &[&str])| -> Vec<NodeId> {
         let p = |n: &str| format!("blk.{l}.{n}.weight");
-        let Some(&wf) = ws.get(&p(fused)) else {
+        let Some(wf) = wopt(&p(fused)) else {
             return stems.iter().map(|st| linear(g, h, wget(&p(st)))).collect();
         };
-        if let (true, Weight::Packed { scheme, k, layout, .. }) = (b * s >= PART_ROWS, wf.1)
+        let packed = match wf.1 {
+            Weight::Packed { scheme, k, layout, .. } => Some((scheme, k, layout, 0)),
+            Weight::PackedRows { scheme, k, layout, row_start, .. } => Some((scheme, k, layout, *row_start)),
+            Weight::Dense(_) => None,
+        };
+        if let (true, Some((scheme, k, layout, base))) = (b * s >= PART_ROWS, packed)
             && stems.iter().all(|st| 2 * rows[&p(st)] >= *k)
         {
-            let mut start = 0;
+            let mut start = base;
             return stems
                 .iter()
                 .map(|st| {
@@ -176,6 +194,12 @@ pub fn step_graph(
     let rows = g.take(emb, flat, 0);
     let x = match emb_w {
         Weight::Dense(_) => rows,
+        Weight::PackedRows { .. } => {
+            return Err(ModelError::BadTensor {
+                name: "token_embd.weight".into(),
+                msg: "the embedding's rows are gathered: it cannot be a pool's rows".into(),
+            });
+        }
         Weight::Packed { scheme, layout, .. } => {
             // Split rows are self-contained too: a gathered row dequantizes in its layout.
             let a: Attrs = [
@@ -268,6 +292,10 @@ fn linear(g: &mut Graph, x: NodeId, (w, wt): (NodeId, &Weight)) -> NodeId {
         Weight::Packed { scheme, n, k, layout, .. } => {
             debug_assert!(GgmlType::from_name(scheme).is_some());
             g.dequant_matmul_layout(x, w, scheme, layout.name(), *n, *k)
+        }
+        // Its rows of the pool `w`, read in place.
+        Weight::PackedRows { scheme, row_start, n, k, layout, .. } => {
+            g.dequant_matmul_rows(x, w, scheme, layout.name(), *row_start, *n, *k)
         }
     }
 }

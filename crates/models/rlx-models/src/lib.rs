@@ -4,7 +4,7 @@
 //! - [`LlamaConfig`]: Llama-family hyperparameters from GGUF metadata
 //!   ([`LlamaConfig::from_gguf`]) or a Hugging Face `config.json`.
 //! - [`Weights`]: tensors under GGUF names, quantized ones kept packed ([`Weight::Packed`],
-//!   run through `dequant_matmul`).
+//!   run through `dequant_matmul`; pooled per scheme on huge pages, [`Weight::PackedRows`]).
 //! - [`graph::step_graph`]: the decoder as an RLX graph (RMSNorm, RoPE in the file's pairing,
 //!   grouped-query attention against a KV cache, SwiGLU, tied or untied head, Q/K/V bias,
 //!   QK-norm).

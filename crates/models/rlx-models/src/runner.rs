@@ -12,7 +12,7 @@
 
 use crate::graph::{STEP_INPUTS, step_graph};
 use crate::kv_cache::MIN_CACHE;
-use crate::{KvCache, KvCacheDtype, LlamaConfig, ModelError, Result, Weights};
+use crate::{KvCache, KvCacheDtype, LlamaConfig, ModelError, Result, Weight, Weights};
 use rlx_gguf::GgufFile;
 use rlx_ir::Tensor;
 use rlx_ir::op::RopeStyle;
@@ -143,6 +143,8 @@ impl LlamaModel {
         weights.to_split_rows()?;
         // One product for Q, K, V and one for gate and up (bit-identical rows, fewer steps).
         weights.fuse_projections(&cfg)?;
+        // Each scheme's weights in one allocation on huge pages (fewer TLB misses per step).
+        weights.pool_packed(crate::weights::POOL_MIN_BYTES);
         let weight_names = crate::weights::graph_weight_names(&cfg, &weights);
         let session = Session::try_new(Device::Cpu)?;
         let cache_names = (0..cfg.n_layer).map(|l| (format!("cache.{l}.k"), format!("cache.{l}.v"))).collect();
@@ -463,7 +465,9 @@ impl LlamaModel {
             feeds.push((vn, &cache.v[l]));
         }
         for n in &self.weight_names {
-            feeds.push((n, self.weights.get(n).expect("checked in new").tensor()));
+            if let Some(t) = self.weights.get(n).and_then(Weight::tensor) {
+                feeds.push((n, t));
+            }
         }
         graph.run_into(&feeds, outputs)?;
         drop(feeds);

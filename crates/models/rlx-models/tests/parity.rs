@@ -107,7 +107,9 @@ fn smollm2_dense_graph_matches_fp64_reference() {
         .map(|(n, w)| {
             let t = match w {
                 Weight::Dense(t) => t.clone(),
-                Weight::Packed { .. } => rlx_ir::Tensor::from_vec(f.dequantize(n).unwrap(), &w.shape()).unwrap(),
+                Weight::Packed { .. } | Weight::PackedRows { .. } => {
+                    rlx_ir::Tensor::from_vec(f.dequantize(n).unwrap(), &w.shape()).unwrap()
+                }
             };
             (n.to_string(), Weight::Dense(t))
         })

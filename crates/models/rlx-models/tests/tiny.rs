@@ -245,7 +245,9 @@ fn packed_q8_0_weights_run_through_dequant_matmul() {
         .map(|(n, w)| {
             let t = match w {
                 Weight::Dense(t) => t.clone(),
-                Weight::Packed { .. } => Tensor::from_vec(f.dequantize(n).unwrap(), &w.shape()).unwrap(),
+                Weight::Packed { .. } | Weight::PackedRows { .. } => {
+                    Tensor::from_vec(f.dequantize(n).unwrap(), &w.shape()).unwrap()
+                }
             };
             (n.to_string(), Weight::Dense(t))
         })
@@ -253,6 +255,54 @@ fn packed_q8_0_weights_run_through_dequant_matmul() {
     let mut a = LlamaModel::new(cfg.clone(), packed, CompileOptions::default()).unwrap();
     let mut b = LlamaModel::new(cfg, Weights::from_map(dense), CompileOptions::default()).unwrap();
     prompt_logits_close(&mut a, &mut b, "Q8_0");
+}
+
+/// Weights moved into pools (`Weights::pool_packed`, here every group whatever its size; a
+/// model pools groups of 4 MiB or more) give the same bits: a product over a pool's rows
+/// reads the same bytes in place. Q4_0 (pooled as GGUF blocks, then converted to split rows
+/// with the rows' layout following) and Q8_0, exact and fast, against the plain
+/// weights (converted, Q/K/V and gate/up joined): the prompt's logits and 8 greedy tokens
+/// bit-identical; each pooled weight's rows hold its own bytes; total bytes unchanged; a second
+/// call makes no pool of pools.
+#[test]
+fn pooled_weights_give_the_same_bits() {
+    for ty in [GgmlType::Q4_0, GgmlType::Q8_0] {
+        for fast in [false, true] {
+            let f = GgufFile::from_vec(gguf_bytes("llama", ty)).unwrap();
+            let cfg = LlamaConfig::from_gguf(&f).unwrap();
+            // Pooled as loaded (GGUF blocks): `LlamaModel::new` then converts the pools to split
+            // rows (Q4_0) and joins nothing; the plain weights it converts and joins.
+            let plain = Weights::from_gguf(&f, &cfg).unwrap();
+            let mut pooled = plain.clone();
+            let made = pooled.pool_packed(0);
+            assert!(made >= 2, "{ty:?}: {made} pools");
+            assert_eq!(pooled.pool_packed(0), 0, "{ty:?}: pools of pools");
+            assert_eq!(pooled.bytes(), plain.bytes(), "{ty:?}");
+            let mut rows_of = 0;
+            for (name, w) in pooled.iter() {
+                let Weight::PackedRows { pool, row_start, n, .. } = w else { continue };
+                rows_of += 1;
+                let pt = pooled.get(pool).unwrap().tensor().unwrap();
+                let bpr = pt.shape()[1];
+                let own = plain.get(name).unwrap().tensor().unwrap().as_slice::<u8>().unwrap();
+                assert_eq!(&pt.as_slice::<u8>().unwrap()[row_start * bpr..(row_start + n) * bpr], own, "{name}");
+            }
+            assert!(rows_of > 2, "{ty:?}");
+            let opts = CompileOptions { quantized_activations: fast, ..Default::default() };
+            let mut a = LlamaModel::new(cfg.clone(), plain, opts.clone()).unwrap();
+            let mut b = LlamaModel::new(cfg, pooled, opts).unwrap();
+            let (mut ca, mut cb) = (a.new_cache(1), b.new_cache(1));
+            let (la, lb) = (a.forward(&mut ca, &PROMPT).unwrap(), b.forward(&mut cb, &PROMPT).unwrap());
+            let bits = |t: &Tensor| t.as_slice::<f32>().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&la), bits(&lb), "{ty:?} fast={fast}: logits");
+            let gen_opts = rlx_models::GenerateOptions { max_tokens: 8, stop_tokens: vec![] };
+            let ga =
+                rlx_models::Generator::new(&mut a).generate(&PROMPT, &gen_opts, |l, _| rlx_models::argmax(l), |_| true);
+            let gb =
+                rlx_models::Generator::new(&mut b).generate(&PROMPT, &gen_opts, |l, _| rlx_models::argmax(l), |_| true);
+            assert_eq!(ga.unwrap().tokens, gb.unwrap().tokens, "{ty:?} fast={fast}: greedy tokens");
+        }
+    }
 }
 
 /// The two models' logits for [`PROMPT`] within 2% of the largest logit of `b`: what Q8
@@ -423,7 +473,7 @@ fn run_step(
     w: &Weights,
 ) -> Vec<Tensor> {
     for n in rlx_models::weights::graph_weight_names(cfg, w) {
-        feeds.push((n.clone(), w.get(&n).unwrap().tensor().clone()));
+        feeds.push((n.clone(), w.get(&n).unwrap().tensor().unwrap().clone()));
     }
     let refs: Vec<(&str, &Tensor)> = feeds.iter().map(|(n, t)| (n.as_str(), t)).collect();
     let mut out = vec![];
