@@ -93,7 +93,7 @@ pub fn step_graph(
         let wt = w.get(&name).ok_or_else(|| ModelError::MissingTensor(name.clone()))?;
         let t = wt.tensor().ok_or_else(|| ModelError::BadTensor {
             name: name.clone(),
-            msg: "the rows of a pool that is not in the weights".into(),
+            msg: "rows of a pool that is not itself a packed tensor".into(),
         })?;
         let id = g.input(&name, Shape::new(t.shape(), t.dtype()));
         ws.insert(name, (id, wt));
