@@ -28,6 +28,12 @@ use std::time::Instant;
 
 fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();
+    if a.iter().any(|s| s == "-h" || s == "--help") {
+        println!(
+            "usage: qmatmul_bench [THREADS] [MIN_REPS] [TYPES] [MS] [MODES] [COPIES] [K] [N] (\"-\" keeps a default)"
+        );
+        return;
+    }
     let arg = |i: usize| a.get(i).filter(|s| s.as_str() != "-");
     // A count of at least 1, or the usage line and exit 2.
     let count = |s: &str, what: &str| -> usize { args::count(what, s).unwrap_or_else(|e| usage(&e)) };
@@ -43,13 +49,13 @@ fn main() {
     if let Some(m) = modes.iter().find(|m| !["exact", "exact-blocks", "fast", "fast-blocks"].contains(&m.as_str())) {
         usage(&format!("unknown mode {m:?} (exact, exact-blocks, fast, fast-blocks)"));
     }
-    println!(
-        "# RESULT <type> <M> <mode> <median ms> <GB/s weights> <GFLOP/s> <kernel>; STREAM <type> <median ms> <GB/s>"
-    );
     let copies: usize = arg(5).map_or(1, |s| count(s, "COPIES"));
     rlx_gguf::register_ops();
     let k: usize = arg(6).map_or(4096, |s| count(s, "K"));
     let n: usize = arg(7).map_or(4096, |s| count(s, "N"));
+    if a.len() > 8 {
+        usage(&format!("{} arguments, at most 8", a.len()));
+    }
     let size = |what: &str, dims: &[usize]| args::elements(what, dims).unwrap_or_else(|e| usage(&e));
     size("the weights", &[copies, n, k]);
     for &m in &ms {
@@ -59,6 +65,9 @@ fn main() {
     if let Some(ty) = types.iter().find(|t| !k.is_multiple_of(t.block_size())) {
         usage(&format!("K = {k} is not a multiple of {ty}'s block size {}", ty.block_size()));
     }
+    println!(
+        "# RESULT <type> <M> <mode> <median ms> <GB/s weights> <GFLOP/s> <kernel>; STREAM <type> <median ms> <GB/s>"
+    );
     let fill = |len: usize, seed: u64| -> Vec<f32> {
         let mut s = seed;
         (0..len)

@@ -32,7 +32,7 @@ pub struct GenerateArgs {
     pub model: Option<PathBuf>,
     /// Prompt text (tokenized as llama.cpp does). An empty prompt is the BOS token alone on a
     /// model that adds one; a model that adds none (`add_bos_token` false, e.g. SmolLM2) has
-    /// nothing to start from and refuses it, as llama.cpp
+    /// nothing to start from and refuses it, as llama.cpp does
     #[arg(long, default_value = "The capital of France is")]
     pub prompt: String,
     /// Wrap the prompt in the model's chat template as one user message
