@@ -86,7 +86,7 @@ pub(super) fn block_scale(amax: f32, bits: u32) -> Option<(f32, f32)> {
 }
 
 #[cfg(target_arch = "x86_64")]
-pub(super) use avx512::{dot_rows, quantize};
+pub(super) use avx512::{block_ints, digits, dot_rows, quantize};
 
 #[cfg(target_arch = "x86_64")]
 // The kernels index several per-row arrays with one row index.
@@ -134,8 +134,6 @@ mod avx512 {
                 b / 4 * QUAD_BYTES + 64 * (2 * p + hf) + 16 * (b % 4)
             }
         };
-        let (byte, half) = (_mm512_set1_epi32(255), _mm512_set1_epi32(128));
-        let expo = _mm512_set1_epi32(0x7f80_0000);
         // SAFETY (every pointer below): block `b < nb` has 32 floats at `xp + 32 b`; a quad's
         // digits span `QUAD_BYTES` from `o + q QUAD_BYTES`, its correction `CORR_BYTES` from
         // `o + corr + q CORR_BYTES`; the scales and sums `4 nb` bytes each.
@@ -147,25 +145,10 @@ mod avx512 {
                     }
                     continue;
                 }
-                let xs = [_mm512_loadu_ps(xp.add(32 * b)), _mm512_loadu_ps(xp.add(32 * b + 16))];
-                let inf = _mm512_cmpeq_epi32_mask(_mm512_and_si512(_mm512_castps_si512(xs[0]), expo), expo)
-                    | _mm512_cmpeq_epi32_mask(_mm512_and_si512(_mm512_castps_si512(xs[1]), expo), expo);
-                if inf != 0 {
-                    return false;
-                }
-                let amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(xs[0]), _mm512_abs_ps(xs[1])));
-                let Some((s, inv)) = super::block_scale(amax, bits) else { return false };
-                let inv = _mm512_set1_ps(inv);
-                let mut total = _mm512_setzero_si512();
-                for (hf, &xv) in xs.iter().enumerate() {
-                    // Exact scaling by a power of two, then rounding to nearest even.
-                    let n = _mm512_cvtps_epi32(_mm512_mul_ps(xv, inv));
-                    total = _mm512_add_epi32(total, n);
-                    let l = _mm512_sub_epi32(_mm512_and_si512(_mm512_add_epi32(n, half), byte), half);
-                    let t = _mm512_srai_epi32::<8>(_mm512_sub_epi32(n, l));
-                    let m = _mm512_sub_epi32(_mm512_and_si512(_mm512_add_epi32(t, half), byte), half);
-                    let h = _mm512_srai_epi32::<8>(_mm512_sub_epi32(t, m));
-                    for (p, d) in [h, m, l].into_iter().enumerate() {
+                let Some((s, ns)) = block_ints(xp.add(32 * b), bits) else { return false };
+                let total = _mm512_add_epi32(ns[0], ns[1]);
+                for (hf, &n) in ns.iter().enumerate() {
+                    for (p, d) in digits(n).into_iter().enumerate() {
                         _mm_storeu_si128(o.add(at(b, p, hf)).cast(), _mm512_cvtepi32_epi8(d));
                     }
                 }
@@ -192,6 +175,43 @@ mod avx512 {
             }
         }
         true
+    }
+
+    /// The 32-element block at `p` as block floating point: `s_b` and the integers `n_i =
+    /// round(x_i / s_b)` (elements 0–15, 16–31; the scaling by a power of two is exact, the
+    /// rounding to nearest even), `|n_i| ≤ 2^bits`; `None` where the block holds a non-finite
+    /// value or [`super::block_scale`] refuses it.
+    ///
+    /// # Safety
+    /// AVX-512F; 32 floats readable at `p`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    #[inline]
+    pub(in crate::kernels::qmatmul) unsafe fn block_ints(p: *const f32, bits: u32) -> Option<(f32, [__m512i; 2])> {
+        let expo = _mm512_set1_epi32(0x7f80_0000);
+        // SAFETY: the caller's.
+        let xs = unsafe { [_mm512_loadu_ps(p), _mm512_loadu_ps(p.add(16))] };
+        let inf = _mm512_cmpeq_epi32_mask(_mm512_and_si512(_mm512_castps_si512(xs[0]), expo), expo)
+            | _mm512_cmpeq_epi32_mask(_mm512_and_si512(_mm512_castps_si512(xs[1]), expo), expo);
+        if inf != 0 {
+            return None;
+        }
+        let amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(xs[0]), _mm512_abs_ps(xs[1])));
+        let (s, inv) = super::block_scale(amax, bits)?;
+        let inv = _mm512_set1_ps(inv);
+        Some((s, xs.map(|xv| _mm512_cvtps_epi32(_mm512_mul_ps(xv, inv)))))
+    }
+
+    /// The signed byte digits `[h, m, l]` of `n = 2¹⁶ h + 2⁸ m + l` per lane (`l, m ∈ [-128,
+    /// 127]`; `|h| ≤ 65` for `|n| ≤ 2²²`).
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub(in crate::kernels::qmatmul) fn digits(n: __m512i) -> [__m512i; 3] {
+        let (byte, half) = (_mm512_set1_epi32(255), _mm512_set1_epi32(128));
+        let l = _mm512_sub_epi32(_mm512_and_si512(_mm512_add_epi32(n, half), byte), half);
+        let t = _mm512_srai_epi32::<8>(_mm512_sub_epi32(n, l));
+        let m = _mm512_sub_epi32(_mm512_and_si512(_mm512_add_epi32(t, half), byte), half);
+        let h = _mm512_srai_epi32::<8>(_mm512_sub_epi32(t, m));
+        [h, m, l]
     }
 
     /// `init + Σ q n` per lane of one quad: the unsigned nibbles `zlo` / `zhi` (block `j`'s low /

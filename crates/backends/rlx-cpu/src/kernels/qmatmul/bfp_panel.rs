@@ -26,6 +26,7 @@
 //! call whose activations hold a non-finite value or a block below 2⁻⁸¹ ([`run`] returns false).
 
 use super::amx::{self, Acts};
+use super::bfp::{block_ints, digits};
 use super::grown;
 use rlx_gguf::GgmlType;
 
@@ -118,8 +119,6 @@ unsafe fn layout_acts(ty: GgmlType, x: &[f32], m: usize, k: usize, s: &mut BfpAc
     let vnni = grown(&mut s.vnni, 3 * mb * k * T).as_mut_ptr();
     let (dx, sx) = (grown(&mut s.dx, mb * nb * T), grown(&mut s.sx, mb * nb * T));
     let corr = grown(&mut s.corr, if off != 0 { mb * nb * T } else { 0 });
-    let (byte, half) = (_mm512_set1_epi32(255), _mm512_set1_epi32(128));
-    let expo = _mm512_set1_epi32(0x7f80_0000);
     for mi in 0..mb * T {
         let (i, r) = (mi / T, mi % T);
         for bk in 0..nb {
@@ -142,29 +141,10 @@ unsafe fn layout_acts(ty: GgmlType, x: &[f32], m: usize, k: usize, s: &mut BfpAc
                 continue;
             }
             // SAFETY: see `dst`.
-            let xs = unsafe {
-                let xp = x.as_ptr().add(mi * k + 32 * bk);
-                [_mm512_loadu_ps(xp), _mm512_loadu_ps(xp.add(16))]
-            };
-            let inf = _mm512_cmpeq_epi32_mask(_mm512_and_si512(_mm512_castps_si512(xs[0]), expo), expo)
-                | _mm512_cmpeq_epi32_mask(_mm512_and_si512(_mm512_castps_si512(xs[1]), expo), expo);
-            if inf != 0 {
-                return false;
-            }
-            let amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(xs[0]), _mm512_abs_ps(xs[1])));
-            let Some((sb, inv)) = super::bfp::block_scale(amax, bits) else { return false };
-            let inv = _mm512_set1_ps(inv);
-            let mut total = _mm512_setzero_si512();
-            for (hf, &xv) in xs.iter().enumerate() {
-                // Exact scaling by a power of two, then rounding to nearest even; the digits as
-                // `bfp::quantize` splits them.
-                let n = _mm512_cvtps_epi32(_mm512_mul_ps(xv, inv));
-                total = _mm512_add_epi32(total, n);
-                let l = _mm512_sub_epi32(_mm512_and_si512(_mm512_add_epi32(n, half), byte), half);
-                let t = _mm512_srai_epi32::<8>(_mm512_sub_epi32(n, l));
-                let md = _mm512_sub_epi32(_mm512_and_si512(_mm512_add_epi32(t, half), byte), half);
-                let h = _mm512_srai_epi32::<8>(_mm512_sub_epi32(t, md));
-                for (p, d) in [h, md, l].into_iter().enumerate() {
+            let Some((sb, ns)) = (unsafe { block_ints(x.as_ptr().add(mi * k + 32 * bk), bits) }) else { return false };
+            let total = _mm512_add_epi32(ns[0], ns[1]);
+            for (hf, &n) in ns.iter().enumerate() {
+                for (p, d) in digits(n).into_iter().enumerate() {
                     // Elements 16 hf .. 16 hf + 16: groups 4 hf .. 4 hf + 4.
                     let mut words = [0u32; 4];
                     // SAFETY: 16 bytes written into `words`.
