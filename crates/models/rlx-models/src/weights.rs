@@ -378,28 +378,36 @@ impl Weights {
     /// (named `pool.{scheme}.{layout}.{k}`), rows in name order, bytes unchanged. A model's
     /// weights are mostly a few MiB each; apart, each sat in its own 4 KiB pages, and a decode
     /// step, which reads them all once, missed the TLB on every page of them. Measured on one
-    /// AMD Zen 4 core, SmolLM2 exact generation ~149 → ~167 tok/s (medians of three, with the
-    /// same effect from glibc's `glibc.malloc.hugetlb=1` tunable). `token_embd.weight` stays
+    /// AMD Zen 4 core, SmolLM2 exact generation 144–148 → 155–163 tok/s (four interleaved
+    /// runs; glibc's `glibc.malloc.hugetlb=1` tunable showed the effect first). A packed weight
+    /// whose tensor is not U8 `[n, bytes_per_row]` is left as it is. `token_embd.weight` stays
     /// apart (its rows are gathered, and a tied head reads it whole) but is moved onto huge
     /// pages itself when it is at least `min_bytes`; a group under that stays as it is
     /// ([`crate::LlamaModel`] passes [`POOL_MIN_BYTES`]). The pools are left alone by a second
     /// call. Returns how many pools it made.
     pub fn pool_packed(&mut self, min_bytes: usize) -> usize {
+        // Fresh zero pages advised for huge pages before the first write (faulted in as such).
+        let huge_zeros = |dims: &[usize]| {
+            let t = Tensor::zeros(dims, DType::U8);
+            rlx_cpu::advise_huge_pages(&t);
+            t
+        };
         if let Some(Weight::Packed { data, .. }) = self.map.get_mut("token_embd.weight")
             && data.numel() >= min_bytes.max(1)
             && let Some(src) = data.as_slice::<u8>()
         {
-            let mut fresh = Tensor::zeros(data.shape(), DType::U8);
-            rlx_cpu::advise_huge_pages(&fresh);
-            fresh.as_mut_slice::<u8>().expect("U8").copy_from_slice(src);
+            let mut fresh = huge_zeros(data.shape());
+            fresh.as_mut_slice::<u8>().expect("U8 zeros").copy_from_slice(src);
             *data = fresh;
         }
         let mut groups: BTreeMap<(String, &'static str, usize, usize), Vec<String>> = BTreeMap::new();
         for (name, w) in &self.map {
-            if let Weight::Packed { data, scheme, k, layout, .. } = w
+            if let Weight::Packed { data, scheme, n, k, layout } = w
                 && name != "token_embd.weight"
                 && !name.starts_with("pool.")
-                && let Some(&bpr) = data.shape().get(1)
+                && data.as_slice::<u8>().is_some()
+                && let [rows, bpr] = *data.shape()
+                && rows == *n
             {
                 groups.entry((scheme.clone(), layout.name(), *k, bpr)).or_default().push(name.clone());
             }
@@ -412,15 +420,13 @@ impl Weights {
             }
             let Some(Weight::Packed { layout, .. }) = self.map.get(&names[0]) else { continue };
             let (layout, pool) = (*layout, format!("pool.{scheme}.{}.{k}", layout.name()));
-            let mut data = Tensor::zeros(&[rows, bpr], DType::U8);
-            // Before the first write: the pages are faulted in as huge pages.
-            rlx_cpu::advise_huge_pages(&data);
-            let bytes = data.as_mut_slice::<u8>().expect("U8");
+            let mut data = huge_zeros(&[rows, bpr]);
+            let bytes = data.as_mut_slice::<u8>().expect("U8 zeros");
             let mut row_start = 0;
             for name in names {
                 let Some(Weight::Packed { data: part, n, .. }) = self.map.get(&name) else { continue };
                 let n = *n;
-                let src = part.as_slice::<u8>().expect("packed weights are U8 (checked when loaded)");
+                let src = part.as_slice::<u8>().expect("U8 [n, bpr], checked when grouped");
                 bytes[row_start * bpr..(row_start + n) * bpr].copy_from_slice(src);
                 let rows_of =
                     Weight::PackedRows { pool: pool.clone(), row_start, scheme: scheme.clone(), n, k, layout };

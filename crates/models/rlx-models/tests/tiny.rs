@@ -303,6 +303,25 @@ fn pooled_weights_give_the_same_bits() {
             assert_eq!(ga.unwrap().tokens, gb.unwrap().tokens, "{ty:?} fast={fast}: greedy tokens");
         }
     }
+    // A malformed packed weight (f32 bytes, or a shape other than `[n, bytes_per_row]`) is left
+    // as it is, not pooled (and no panic).
+    let packed = |data: Tensor, n: usize| Weight::Packed {
+        data,
+        scheme: "Q8_0".into(),
+        n,
+        k: 32,
+        layout: rlx_gguf::Layout::Blocks,
+    };
+    let map: BTreeMap<String, Weight> = [
+        ("a".to_string(), packed(Tensor::zeros(&[2, 34], rlx_ir::DType::F32), 2)),
+        ("b".to_string(), packed(Tensor::zeros(&[68], rlx_ir::DType::U8), 2)),
+        ("c".to_string(), packed(Tensor::zeros(&[3, 34], rlx_ir::DType::U8), 2)),
+    ]
+    .into_iter()
+    .collect();
+    let mut w = Weights::from_map(map);
+    assert_eq!(w.pool_packed(0), 0);
+    assert!(w.iter().all(|(_, x)| matches!(x, Weight::Packed { .. })));
 }
 
 /// The two models' logits for [`PROMPT`] within 2% of the largest logit of `b`: what Q8

@@ -330,6 +330,9 @@ pub fn select(
     };
     let threads = opts.threads.unwrap_or_else(rayon::current_num_threads).max(1);
     let par = threads > 1 && m.saturating_mul(n).saturating_mul(k) >= PAR_WORK && n >= 32;
+    // The panels' chunks (`Amx`, `Panel`, `BfpPanel`): whole blocks of 16 weight rows, two
+    // chunks per thread.
+    let panel_chunk = if par { n.div_ceil(2 * threads).next_multiple_of(16) } else { n.next_multiple_of(16) };
     let tiled = matches!(path, Path::Tile | Path::BfpPanel);
     let on_sgemm = tiled && (simd || avx2) && exact::has_decoder(ty) && sgemm::available();
     // Tile rows spaced so that sgemm reads the tile in place (its rows in different L1 sets)
@@ -351,8 +354,7 @@ pub fn select(
             // at 2 threads (Zen 5), medians of interleaved runs, exact 226 → 254 tok/s, `--fast
             // --kv-type f16` 231 → 270, after a 441-token prompt 217 → 232.
             let chunk = if matches!(path, Path::Amx | Path::Panel) {
-                // Whole blocks of 16 weight rows, two chunks per thread.
-                if par { n.div_ceil(2 * threads).next_multiple_of(16) } else { n.next_multiple_of(16) }
+                panel_chunk
             } else if par {
                 n.div_ceil(2 * threads).max(32)
             } else {
@@ -367,8 +369,6 @@ pub fn select(
     // (The AVX2 kernels read split rows in place.)
     let join = split && (path == Path::Q8(0) || path == Path::Fused && !avx2);
     let amx = matches!(path, Path::Amx | Path::Panel).then(|| amx::AmxScratch::new(ty, m, k));
-    // Whole blocks of 16 weight rows, two chunks per thread (as `Path::Panel`).
-    let panel_chunk = if par { n.div_ceil(2 * threads).next_multiple_of(16) } else { n.next_multiple_of(16) };
     Some(QMatmulKernel {
         ty,
         layout,
