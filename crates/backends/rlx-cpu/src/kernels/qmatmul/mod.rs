@@ -106,6 +106,12 @@ pub const NAME: &str = "dequant_matmul";
 /// `M · N · K` from which the rows are split across threads (a decode step's K/V projections,
 /// 192 x 576, are split: on the spinning team a hand-off costs far less than half of them).
 const PAR_WORK: usize = 1 << 16;
+/// Decode products (`fused`, `q8`, `rowwise`) with fewer weight bytes than this run one chunk
+/// per thread, larger ones two (claimed dynamically, so a late or slower thread takes fewer).
+/// A chunk restarts its thread's weight stream (the first rows wait on DRAM before the
+/// prefetches ahead cover them), which costs more than the balance buys on SmolLM2's 0.07–0.55
+/// MB products; Qwen2.5-0.5B's 2.4–3.5 MB FFN products keep two.
+const ONE_CHUNK_BYTES: usize = 1 << 20;
 /// Activation rows up to which the exact mode runs the `fused` path once per row instead of
 /// the `tile` path: dequantizing every weight to f32 once costs about as much as ~10 fused
 /// passes over the packed weights (SmolLM2, 10-token prompt: 155 ms of `tile` products vs
@@ -356,7 +362,9 @@ pub fn select(
             let chunk = if matches!(path, Path::Amx | Path::Panel) {
                 panel_chunk
             } else if par {
-                n.div_ceil(2 * threads).max(32)
+                // One chunk per thread below `ONE_CHUNK_BYTES` of weights (see there).
+                let per = if n * row_bytes < ONE_CHUNK_BYTES { 1 } else { 2 };
+                n.div_ceil(per * threads).max(32)
             } else {
                 n.max(1)
             };
