@@ -354,9 +354,9 @@ pub fn select(
         _ => {
             // One or two chunks per thread (`ONE_CHUNK_BYTES`; claimed dynamically, so a slower
             // thread takes fewer), each long enough that the rows prefetched ahead inside it
-            // cover most of it: chunks of
-            // 16 rows (n / 64) left half of each unprefetched and ran SmolLM2's decode as
-            // hundreds of 0.4 µs tasks, and a single thread split the rows for nothing. Four
+            // cover most of it: chunks of 16 rows (n / 64) left half of each unprefetched and
+            // ran SmolLM2's decode as hundreds of 0.4 µs tasks, and a single thread split the
+            // rows for nothing. Four
             // per thread restarted each thread's weight stream twice as often: SmolLM2 decode
             // at 2 threads (Zen 5), medians of interleaved runs, exact 226 → 254 tok/s, `--fast
             // --kv-type f16` 231 → 270, after a 441-token prompt 217 → 232.
