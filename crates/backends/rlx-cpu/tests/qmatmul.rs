@@ -185,9 +185,11 @@ fn exact_mode_many_tiles() {
     for threads in [1, 2] {
         let opts = CpuOptions { threads: Some(threads), ..Default::default() };
         check_exact(GgmlType::Q4_K, &[3], 4096, 150, 77, &opts);
-        // Decode: row chunks of 32 (the last one short) across the threads.
+        // Decode: under 1 MiB of weights one chunk of rows per thread (150 rows: 75 + 75),
+        // from 1 MiB up two (601 Q4_0 rows, 1.38 MB: 151 + 151 + 151 + 148).
         check_exact(GgmlType::Q4_0, &[1], 4096, 150, 78, &opts);
         check_exact(GgmlType::Q4_1, &[1], 4096, 150, 79, &opts);
+        check_exact(GgmlType::Q4_0, &[1], 4096, 601, 80, &opts);
     }
 }
 

@@ -106,8 +106,8 @@ pub const NAME: &str = "dequant_matmul";
 /// `M · N · K` from which the rows are split across threads (a decode step's K/V projections,
 /// 192 x 576, are split: on the spinning team a hand-off costs far less than half of them).
 const PAR_WORK: usize = 1 << 16;
-/// Decode products (`fused`, `q8`, `rowwise`) with fewer weight bytes than this run one chunk
-/// per thread, larger ones two (claimed dynamically, so a late or slower thread takes fewer).
+/// Products on the `fused`, `q8` and `rowwise` paths (decode steps, short prompts) with fewer
+/// weight bytes than this run one chunk of weight rows per thread, larger ones two (claimed dynamically, so a late or slower thread takes fewer).
 /// A chunk restarts its thread's weight stream (the first rows wait on DRAM before the
 /// prefetches ahead cover them), which costs more than the balance buys on SmolLM2's 0.07–0.55
 /// MB products; Qwen2.5-0.5B's 2.4–3.5 MB FFN products keep two.
