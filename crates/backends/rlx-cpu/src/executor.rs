@@ -274,8 +274,9 @@ impl CpuExecutable {
                     elems: b.elems,
                 };
                 let mut t = Tensor::try_with_capacity(b.dtype, b.elems, max_rank).ok_or_else(oom)?;
-                t.set_dims(&[b.elems]);
+                // Before `set_dims` writes the zeros: the pages fault in as huge pages.
                 kernels::simd::advise_huge_pages(&t);
+                t.set_dims(&[b.elems]);
                 Ok(vec![t])
             })
             .collect::<Result<_, CpuError>>()?;
@@ -497,6 +498,9 @@ impl CpuExecutable {
                     let spec = &self.lir.buffers[b];
                     if !dst.can_hold(spec.dtype, spec.elems, self.max_rank) {
                         *dst = Tensor::with_capacity(spec.dtype, spec.elems, self.max_rank);
+                        // Unwritten until the step writes it next run: on huge pages, as the
+                        // buffer it replaces.
+                        kernels::simd::advise_huge_pages(dst);
                     }
                     std::mem::swap(&mut self.bufs[b][0], dst);
                 }
@@ -506,6 +510,7 @@ impl CpuExecutable {
                     let (dtype, numel) = (t.dtype(), t.numel());
                     if !dst.can_hold(dtype, numel, self.max_rank) {
                         *dst = Tensor::with_capacity(dtype, numel, self.max_rank);
+                        kernels::simd::advise_huge_pages(dst);
                     }
                     dst.set_dims(t.shape());
                     std::mem::swap(t, dst);

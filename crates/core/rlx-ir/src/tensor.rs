@@ -457,11 +457,15 @@ impl Tensor {
         self.shape.clear();
         self.shape.extend_from_slice(dims);
     }
+    /// Elements the storage holds without reallocating (at least [`Tensor::numel`]; more for a
+    /// tensor made by [`Tensor::with_capacity`] or shrunk by [`Tensor::set_dims`]).
+    pub fn capacity(&self) -> usize {
+        with_dtype!(self.dtype(), T, vec_ref::<T>(&self.data).map_or(0, |v| v.capacity()))
+    }
     /// Whether [`Tensor::set_dims`] to any dims of rank ≤ `rank` and at most `numel` elements
     /// of `dtype` would reuse this tensor's storage (no allocation).
     pub fn can_hold(&self, dtype: DType, numel: usize, rank: usize) -> bool {
-        let cap = with_dtype!(self.dtype(), T, vec_ref::<T>(&self.data).map_or(0, |v| v.capacity()));
-        self.dtype() == dtype && cap >= numel && self.shape.capacity() >= rank
+        self.dtype() == dtype && self.capacity() >= numel && self.shape.capacity() >= rank
     }
     /// Make this tensor equal to `src`, reusing its storage when the dtype matches and the
     /// capacity suffices (as `Vec::clone_from`): no allocation in a loop that copies tensors
