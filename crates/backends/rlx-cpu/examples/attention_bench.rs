@@ -8,6 +8,8 @@
 
 #[path = "common/args.rs"]
 mod args;
+#[path = "common/lcg.rs"]
+mod lcg;
 #[path = "common/thread_time.rs"]
 mod thread_time;
 use thread_time::thread_cpu_secs;
@@ -55,15 +57,7 @@ fn main() {
     );
     let kernel = exe.steps().iter().map(|s| s.kernel).collect::<Vec<_>>().join(",");
 
-    let fill = |len: usize, seed: u64| -> Vec<f32> {
-        let mut st = seed;
-        (0..len)
-            .map(|_| {
-                st = st.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                ((st >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-            })
-            .collect()
-    };
+    let fill = |len: usize, seed: u64| lcg::uniform(seed, len, -1.0, 1.0);
     let n: usize = dims.iter().product();
     let (qt, kt, vt) = (
         Tensor::from_vec(fill(n, 1), &dims).unwrap(),

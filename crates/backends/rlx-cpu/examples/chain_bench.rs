@@ -7,6 +7,8 @@
 
 #[path = "common/args.rs"]
 mod args;
+#[path = "common/lcg.rs"]
+mod lcg;
 
 use rlx_cpu::{CpuExecutable, CpuOptions};
 use rlx_ir::ops::DotGeneral;
@@ -24,15 +26,8 @@ fn main() {
         args::or_usage(args::elements(what, &dims), "chain_bench", USAGE);
     }
     args::or_usage(args::elements("all the weights", &[2 * layers, d, f]), "chain_bench", USAGE);
-    let mut s = 7u64;
-    let mut fill = |len: usize| -> Vec<f32> {
-        (0..len)
-            .map(|_| {
-                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                ((s >> 40) as f32 / (1u64 << 24) as f32) * 0.1 - 0.05
-            })
-            .collect()
-    };
+    let mut rng = lcg::Lcg(7);
+    let mut fill = |len: usize| rng.fill(len, -0.05, 0.05);
     let mut g = Graph::new("chain");
     let mut x = g.input("x", Shape::new(&[m, d], DType::F32));
     for _ in 0..layers {

@@ -18,6 +18,8 @@ mod encoder;
 
 #[path = "common/args.rs"]
 mod args;
+#[path = "common/lcg.rs"]
+mod lcg;
 
 use rlx_cpu::{CpuExecutable, CpuOptions};
 use rlx_ir::{DType, Graph, Shape, Tensor};
@@ -133,10 +135,9 @@ fn main() {
     let kernels: Vec<&str> = steps.iter().map(|s| s.kernel).collect();
     let mut x = Tensor::zeros(&dims, DType::F32);
     rlx_cpu::advise_huge_pages(&x);
-    let mut s = 7u64;
+    let mut rng = lcg::Lcg(7);
     for v in x.as_mut_slice::<f32>().unwrap() {
-        s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        *v = ((s >> 40) as f32 / (1u64 << 24) as f32) * 6.0 - 3.0;
+        *v = rng.next(-3.0, 3.0);
     }
     // `run_into` with one reused output vector: after the warm-up the outputs are swapped
     // out of the memory plan, never copied or allocated (as a serving or training loop runs).

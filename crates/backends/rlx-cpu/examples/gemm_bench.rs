@@ -6,6 +6,8 @@
 
 #[path = "common/args.rs"]
 mod args;
+#[path = "common/lcg.rs"]
+mod lcg;
 #[path = "common/thread_time.rs"]
 mod thread_time;
 use thread_time::thread_cpu_secs;
@@ -49,15 +51,7 @@ fn main() {
     let kernel = exe.steps()[0].kernel;
 
     // Deterministic pseudo-random data in [-1, 1).
-    let fill = |len: usize, seed: u64| -> Vec<f32> {
-        let mut s = seed;
-        (0..len)
-            .map(|_| {
-                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-            })
-            .collect()
-    };
+    let fill = |len: usize, seed: u64| lcg::uniform(seed, len, -1.0, 1.0);
     // Allocate as numpy does: large buffers on transparent huge pages (advised before the
     // first write), then fill.
     let alloc = |dims: &[usize], seed: u64| {

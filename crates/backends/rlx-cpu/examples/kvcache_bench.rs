@@ -12,6 +12,8 @@
 
 #[path = "common/args.rs"]
 mod args;
+#[path = "common/lcg.rs"]
+mod lcg;
 
 use rlx_cpu::{CpuExecutable, CpuOptions};
 use rlx_ir::{DType, Graph, Shape, Tensor};
@@ -48,15 +50,8 @@ fn main() {
         CpuExecutable::compile(&g, &CpuOptions { threads: Some(t), ..Default::default() }),
         "kvcache_bench",
     );
-    let mut st = 1u64;
-    let mut fill = |n: usize| -> Vec<f32> {
-        (0..n)
-            .map(|_| {
-                st = st.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                ((st >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-            })
-            .collect()
-    };
+    let mut rng = lcg::Lcg(1);
+    let mut fill = |n: usize| rng.fill(n, -1.0, 1.0);
     let qt = Tensor::from_vec(fill(h * d), &[1, 1, h, d]).unwrap();
     let kt = Tensor::from_vec(fill(hk * d), &[1, 1, hk, d]).unwrap();
     let vt = Tensor::from_vec(fill(hk * d), &[1, 1, hk, d]).unwrap();

@@ -20,6 +20,8 @@
 
 #[path = "common/args.rs"]
 mod args;
+#[path = "common/lcg.rs"]
+mod lcg;
 
 use rlx_cpu::{CpuExecutable, CpuOptions};
 use rlx_gguf::{GgmlType, Layout};
@@ -68,15 +70,7 @@ fn main() {
     println!(
         "# RESULT <type> <M> <mode> <median ms> <GB/s weights> <GFLOP/s> <kernel>; STREAM <type> <median ms> <GB/s>"
     );
-    let fill = |len: usize, seed: u64| -> Vec<f32> {
-        let mut s = seed;
-        (0..len)
-            .map(|_| {
-                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-            })
-            .collect()
-    };
+    let fill = |len: usize, seed: u64| lcg::uniform(seed, len, -1.0, 1.0);
     let wf = fill(n * k, 7);
     for ty in types {
         let packed = rlx_gguf::quants::quantize(ty, &wf).expect("quantize");
