@@ -14,7 +14,8 @@
 // tensors, and numpy for its arrays): on 4 KiB pages the hardware prefetchers stop at every page
 // boundary, and on an AMD Zen 4 VM with THP in `madvise` mode one core then read 17.5 instead
 // of 30 GB/s and copied 30 instead of 49. The line reports how many MiB the kernel gave as huge
-// pages (`AnonHugePages` in /proc/self/smaps_rollup; "huge pages n/a" elsewhere).
+// pages (`AnonHugePages` in /proc/self/smaps_rollup, the buffers rounded up to whole 2 MiB
+// pages; "huge pages n/a" elsewhere).
 //
 // AVX-512 where the compiler targets it (bench/_common.py's `build_c` passes `-march=native`),
 // else AVX (an AVX2-only CPU such as AMD Zen 3 reads at the same rate 8 lanes at a time).
@@ -111,12 +112,24 @@ static void *read_sum(void *arg) {
 }
 #endif
 
+// `s` as a whole number in `lo ..= hi`, or -1.
+static long parse(const char *s, long lo, long hi) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    return *s && !*end && v >= lo && v <= hi ? v : -1;
+}
+
 int main(int argc, char **argv) {
     int is_copy = argc > 1 && !strcmp(argv[1], "copy"), is_read = argc > 1 && !strcmp(argv[1], "read");
-    int threads = argc > 2 ? atoi(argv[2]) : 1;
-    long mib = argc > 3 ? atol(argv[3]) : 64;
-    if ((!is_copy && !is_read) || threads < 1 || threads > MAX_THREADS || mib < 1 || mib > 65536) {
-        fprintf(stderr, "usage: stream copy|read [THREADS 1..%d] [MIB 1..65536]\n", MAX_THREADS);
+    long threads = argc > 2 ? parse(argv[2], 1, MAX_THREADS) : 1;
+    long mib = argc > 3 ? parse(argv[3], 1, 65536) : 64;
+    const char *bad = argc < 2 || argc > 4         ? "expected 1 to 3 arguments"
+                      : !is_copy && !is_read      ? "the mode must be copy or read"
+                      : threads < 0               ? "THREADS must be a whole number in 1..64"
+                      : mib < 0                   ? "MIB must be a whole number in 1..65536"
+                                                  : NULL;
+    if (bad) {
+        fprintf(stderr, "stream: %s\nusage: stream copy|read [THREADS 1..%d] [MIB 1..65536]\n", bad, MAX_THREADS);
         return 2;
     }
     // f32 elements, a whole number of 64-float steps.
@@ -156,7 +169,7 @@ int main(int argc, char **argv) {
     char pages[64];
     if (hp < 0) snprintf(pages, sizeof pages, "huge pages n/a");
     else snprintf(pages, sizeof pages, "huge pages %ld MiB", hp);
-    printf("stream %s threads=%d mib=%ld median %.2f GB/s%s (%s)%s\n", argv[1], threads, mib, gbs[RUNS / 2],
+    printf("stream %s threads=%ld mib=%ld median %.2f GB/s%s (%s)%s\n", argv[1], threads, mib, gbs[RUNS / 2],
            is_copy ? " (in + out)" : "", pages, check == -1 ? " " : "");
     return 0;
 }

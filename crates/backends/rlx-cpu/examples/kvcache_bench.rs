@@ -32,8 +32,11 @@ fn main() {
     let (h, hk, d, cap, len, t) = (num(0), num(1), num(2), num(3), num(4), num(5));
     let copies = if a.len() > 6 { num(6) } else { 1 };
     let min_reps = if a.len() > 7 { num(7) } else { 2000 };
-    if !h.is_multiple_of(hk) || len > cap {
-        ok(Err(format!("HK must divide H and LEN ≤ CAP (got H={h} HK={hk} LEN={len} CAP={cap})")))
+    if !h.is_multiple_of(hk) {
+        ok(Err(format!("HK must divide H (got H={h} HK={hk})")))
+    }
+    if len > cap {
+        ok(Err(format!("LEN must be at most CAP (got LEN={len} CAP={cap})")))
     }
     ok(args::elements("cache", &[copies, hk, cap, d]));
 
