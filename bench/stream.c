@@ -123,11 +123,11 @@ int main(int argc, char **argv) {
     int is_copy = argc > 1 && !strcmp(argv[1], "copy"), is_read = argc > 1 && !strcmp(argv[1], "read");
     long threads = argc > 2 ? parse(argv[2], 1, MAX_THREADS) : 1;
     long mib = argc > 3 ? parse(argv[3], 1, 65536) : 64;
-    const char *bad = argc < 2 || argc > 4         ? "expected 1 to 3 arguments"
-                      : !is_copy && !is_read      ? "the mode must be copy or read"
-                      : threads < 0               ? "THREADS must be a whole number in 1..64"
-                      : mib < 0                   ? "MIB must be a whole number in 1..65536"
-                                                  : NULL;
+    const char *bad = argc < 2 || argc > 4    ? "expected 1 to 3 arguments"
+                      : !is_copy && !is_read ? "the mode must be copy or read"
+                      : threads < 0          ? "THREADS out of range or not a whole number"
+                      : mib < 0              ? "MIB out of range or not a whole number"
+                                             : NULL;
     if (bad) {
         fprintf(stderr, "stream: %s\nusage: stream copy|read [THREADS 1..%d] [MIB 1..65536]\n", bad, MAX_THREADS);
         return 2;

@@ -43,9 +43,8 @@ fn addr(t: &Tensor) -> usize {
 fn planned_and_swapped_buffers_are_on_huge_pages() {
     // 16 MiB: whole 2 MiB pages inside the buffer whatever its alignment.
     let dims = [4096, 1024];
-    let control = Tensor::zeros(&dims, DType::F32);
+    let mut control = Tensor::zeros(&dims, DType::F32);
     advise_huge_pages(&control);
-    let mut control = control;
     control.as_mut_slice::<f32>().unwrap().fill(1.0);
     let Some(kb) = huge_kb_at(addr(&control)).filter(|&kb| kb > 0) else {
         eprintln!("skipped: the kernel gave an advised 16 MiB buffer no huge pages (THP off or memory fragmented)");

@@ -206,7 +206,7 @@ pub const HUGEPAGE_MIN_BYTES: usize = 4 << 20;
 /// 1x4096x4096 GEMV ran about 1.2-2x faster on huge-page weights. numpy does the same for its
 /// arrays.
 pub fn advise_huge_pages(t: &rlx_ir::Tensor) {
-    let bytes = t.numel().max(t.capacity()) * t.dtype().size_bytes();
+    let bytes = t.capacity() * t.dtype().size_bytes();
     if bytes < HUGEPAGE_MIN_BYTES {
         return;
     }

@@ -107,8 +107,8 @@ pub const NAME: &str = "dequant_matmul";
 /// 192 x 576, are split: on the spinning team a hand-off costs far less than half of them).
 const PAR_WORK: usize = 1 << 16;
 /// Products on the `fused`, `q8` and `rowwise` paths (decode steps, short prompts) with fewer
-/// weight bytes than this run one chunk of weight rows per thread, larger ones two (claimed dynamically, so a late or slower thread takes fewer).
-/// A chunk restarts its thread's weight stream (the first rows wait on DRAM before the
+/// weight bytes than this run one chunk of weight rows per thread, larger ones two (claimed
+/// dynamically, so a late or slower thread takes fewer). A chunk restarts its thread's weight stream (the first rows wait on DRAM before the
 /// prefetches ahead cover them), which costs more than the balance buys on SmolLM2's 0.07–0.55
 /// MB products; Qwen2.5-0.5B's 2.4–3.5 MB FFN products keep two.
 const ONE_CHUNK_BYTES: usize = 1 << 20;
@@ -356,10 +356,9 @@ pub fn select(
             // thread takes fewer), each long enough that the rows prefetched ahead inside it
             // cover most of it: chunks of 16 rows (n / 64) left half of each unprefetched and
             // ran SmolLM2's decode as hundreds of 0.4 µs tasks, and a single thread split the
-            // rows for nothing. Four
-            // per thread restarted each thread's weight stream twice as often: SmolLM2 decode
-            // at 2 threads (Zen 5), medians of interleaved runs, exact 226 → 254 tok/s, `--fast
-            // --kv-type f16` 231 → 270, after a 441-token prompt 217 → 232.
+            // rows for nothing. Four per thread restarted each thread's weight stream twice as
+            // often: SmolLM2 decode at 2 threads (Zen 5), medians of interleaved runs, exact 226
+            // → 254 tok/s, `--fast --kv-type f16` 231 → 270, after a 441-token prompt 217 → 232.
             let chunk = if matches!(path, Path::Amx | Path::Panel) {
                 panel_chunk
             } else if par {
