@@ -4,7 +4,8 @@
 //! with WORKLOAD one of `chain` (`gelu_tanh(x*a+b)*sigmoid(x)-c` over 16M f32: 8 ops after
 //! inlining gelu, one fused step), `chain-l2` (the same over 256K f32, which stay in L2: its
 //! compute without the memory traffic), `erfc` (over [128, 1536] f32: MiniLM's exact-GELU
-//! activations, in L2), `softmax` / `layer_norm` (last axis of [4096, 4096] f32),
+//! activations, in L2), `softmax` / `layer_norm` (last axis of [4096, 4096] f32; `softmax-l2` /
+//! `layer_norm-l2` the same rows, 64 of them, in and out in L2: the compute alone),
 //! `encoder` (one pre-norm transformer encoder layer: hidden 384, 12 heads, seq 128, FFN 1536).
 //! Times `run_into` with one reused output vector (no per-run output copy or allocation).
 //! Prints `rlx WORKLOAD threads=T: median X ms steps=N kernels=[..] checksum=S`. Used by
@@ -25,8 +26,7 @@ use rlx_cpu::{CpuExecutable, CpuOptions};
 use rlx_ir::{DType, Graph, Shape, Tensor};
 use std::time::Instant;
 
-const USAGE: &str =
-    "usage: fusion_bench chain|chain-l2|erfc|softmax|layer_norm|encoder THREADS [MIN_REPS] [MIN_SECS] [profile]";
+const USAGE: &str = "usage: fusion_bench chain|chain-l2|erfc|softmax|softmax-l2|layer_norm|layer_norm-l2|encoder THREADS [MIN_REPS] [MIN_SECS] [profile]";
 
 /// The command line, checked.
 #[derive(Debug, PartialEq)]
@@ -45,7 +45,9 @@ fn parse_args(a: &[String]) -> Result<Args, String> {
         [w, t, ..] if a.len() <= 5 => (w.as_str(), t.as_str()),
         _ => return Err(format!("expected 2 to 5 arguments, got {}", a.len())),
     };
-    if !["chain", "chain-l2", "softmax", "layer_norm", "encoder", "erfc"].contains(&workload) {
+    if !["chain", "chain-l2", "softmax", "softmax-l2", "layer_norm", "layer_norm-l2", "encoder", "erfc"]
+        .contains(&workload)
+    {
         return Err(format!("unknown workload {workload:?}"));
     }
     use args::count;
@@ -92,10 +94,11 @@ fn main() {
             g.set_outputs(vec![y]);
             d
         }
-        "softmax" | "layer_norm" => {
-            let d = vec![4096usize, 4096];
+        "softmax" | "layer_norm" | "softmax-l2" | "layer_norm-l2" => {
+            let d = vec![if workload.ends_with("-l2") { 64usize } else { 4096 }, 4096];
             let x = g.input("x", f32s(&d));
-            let y = if workload == "softmax" { g.softmax(x, -1) } else { g.layer_norm(x, None, None, -1, 1e-5) };
+            let y =
+                if workload.starts_with("softmax") { g.softmax(x, -1) } else { g.layer_norm(x, None, None, -1, 1e-5) };
             g.set_outputs(vec![y]);
             d
         }
