@@ -5,7 +5,7 @@
 //! inlining gelu, one fused step), `chain-l2` (the same over 256K f32, which stay in L2: its
 //! compute without the memory traffic), `erfc` (over [128, 1536] f32: MiniLM's exact-GELU
 //! activations, in L2), `softmax` / `layer_norm` (last axis of [4096, 4096] f32; `softmax-l2` /
-//! `layer_norm-l2` the same rows, 64 of them, in and out in L2: the compute alone),
+//! `layer_norm-l2` the same rows, 16 of them: 256 KiB in and out, in L2, the compute alone),
 //! `encoder` (one pre-norm transformer encoder layer: hidden 384, 12 heads, seq 128, FFN 1536).
 //! Times `run_into` with one reused output vector (no per-run output copy or allocation).
 //! Prints `rlx WORKLOAD threads=T: median X ms steps=N kernels=[..] checksum=S`. Used by
@@ -95,7 +95,7 @@ fn main() {
             d
         }
         "softmax" | "layer_norm" | "softmax-l2" | "layer_norm-l2" => {
-            let d = vec![if workload.ends_with("-l2") { 64usize } else { 4096 }, 4096];
+            let d = vec![if workload.ends_with("-l2") { 16usize } else { 4096 }, 4096];
             let x = g.input("x", f32s(&d));
             let y =
                 if workload.starts_with("softmax") { g.softmax(x, -1) } else { g.layer_norm(x, None, None, -1, 1e-5) };
