@@ -30,8 +30,9 @@ unsafe fn horner<V: Vf32>(x: V, c: &[f32]) -> V {
     }
 }
 
-/// `exp(x)` (Cephes `expf`'s reduction, the polynomial `EXP_POLY`; about 1 ulp): clamped to `[-104, 88.8]` (NaN passes through: x86
-/// `min` / `max` return their second operand), then [`exp_clamped`]. `exp(-inf) = 0`.
+/// `exp(x)` (Cephes `expf`'s reduction, the polynomial `EXP_POLY`; about 1 ulp): clamped to
+/// `[-104, 88.8]` (NaN passes through: x86 `min` / `max` return their second operand), then
+/// [`exp_clamped`]. `exp(-inf) = 0`.
 #[inline(always)]
 pub(crate) unsafe fn exp<V: Vf32>(x: V) -> V {
     unsafe { exp_clamped(V::splat(88.8).min(V::splat(-104.0).max(x))) }

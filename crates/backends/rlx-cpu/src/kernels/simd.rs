@@ -226,8 +226,9 @@ pub fn advise_huge_pages(t: &rlx_ir::Tensor) {
 }
 
 /// `exp(x)` for f32 in a form LLVM vectorizes: Cephes `expf`'s method (range reduction by `ln 2`
-/// in two parts, then [`EXP_POLY`], error about 1 ulp) with the scale `2^n` applied as two factors,
-/// so results in the subnormal range and overflow to `inf` come out right without branches.
+/// in two parts, then [`EXP_POLY`], error about 1 ulp) with the scale `2^n` applied as two
+/// factors, so results in the subnormal range and overflow to `inf` come out right without
+/// branches.
 /// `exp(-inf) = 0`, `exp(inf) = inf`, `exp(NaN) = NaN`.
 #[inline(always)]
 pub fn exp_f32(x: f32) -> f32 {
