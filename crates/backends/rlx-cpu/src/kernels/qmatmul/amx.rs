@@ -167,11 +167,22 @@ impl AmxScratch {
     }
 }
 
-/// Every product of the weight rows `w` (`n` rows of `row_bytes`, blocks of `ty`, or with
-/// `split` Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 rows in `rlx_gguf::Layout::SplitRows`) with the
-/// activations `acts` (`m` rows of `k`), into `y` (`[m, n]`); the rows in chunks of
-/// `chunk` (a multiple of 16) across threads. With `amx` each 16 × 16 sub-block product is one
-/// `tdpbusd`, else sixteen rows of `vpdpbusd` ([`vnni_product`]): the same integers. With
+/// The weight rows of one product: `n` rows of `row_bytes` bytes in `w`, blocks of `ty`, or with
+/// `split` Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 rows in `rlx_gguf::Layout::SplitRows`.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+pub(super) struct WeightRows<'a> {
+    pub(super) ty: GgmlType,
+    pub(super) split: bool,
+    pub(super) w: &'a [u8],
+    pub(super) row_bytes: usize,
+    pub(super) n: usize,
+}
+
+/// Every product of the weight rows `rows` with the activations `acts` (`m` rows of `k`), into
+/// `y` (`[m, n]`); the rows in chunks of `chunk` (a multiple of 16) across threads. With `amx`
+/// each 16 × 16 sub-block product is one `tdpbusd`, else sixteen rows of `vpdpbusd`
+/// ([`vnni_product`]): the same integers. With
 /// `acts.bfp` (the exact mode's block floating point activations, [`super::bfp_panel`]) three
 /// digit planes per sub-block ([`super::bfp_panel::product`]), scaled as Q4_1 is (`L` = 2) or,
 /// for Q4_0 / Q5_0, with the offset's correction in the integers.
@@ -181,21 +192,16 @@ impl AmxScratch {
 /// with `acts.bfp`); `acts` made for `(ty, m, k)` by [`layout_acts`] or
 /// [`super::bfp_panel::layout_acts`].
 #[cfg(target_arch = "x86_64")]
-#[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn run(
-    ty: GgmlType,
-    split: bool,
-    w: &[u8],
-    row_bytes: usize,
-    n: usize,
-    m: usize,
-    k: usize,
+    rows: WeightRows,
+    (m, k): (usize, usize),
     chunk: usize,
     acts: &Acts,
     y: &mut [f32],
     amx: bool,
 ) {
     use super::OutPtr;
+    let WeightRows { ty, split, w, row_bytes, n } = rows;
     let mb = m.div_ceil(T);
     let ns = k / sub_len(ty);
     let nchunks = n.div_ceil(chunk);

@@ -25,7 +25,7 @@
 //! 10.6 for 128 × 4864 × 896, one Zen 4 core, in a trial); they run the `tile` path. So does a
 //! call whose activations hold a non-finite value or a block below 2⁻⁸¹ ([`run`] returns false).
 
-use super::amx::{self, Acts};
+use super::amx::{self, Acts, WeightRows};
 use super::bfp::{block_ints, digits};
 use super::grown;
 use rlx_gguf::GgmlType;
@@ -70,26 +70,16 @@ thread_local! {
     static ACTS: std::cell::RefCell<BfpActs> = std::cell::RefCell::new(BfpActs::default());
 }
 
-/// `y = x · dequant(w)ᵀ` (`x`: `m × k`, `w`: `n` rows of `row_bytes`, blocks of `ty` or with
-/// `split` rows in `rlx_gguf::Layout::SplitRows`, `y`: `m × n`), the weight rows in chunks of
+/// `y = x · dequant(w)ᵀ` (`x`: `m × k`, `w` the `n` weight rows of `rows`, `y`: `m × n`), the
+/// weight rows in chunks of
 /// `chunk` (a multiple of 16) across threads. False (and `y` untouched) where `x` holds a
 /// non-finite value or a block whose largest magnitude is nonzero and below 2⁻⁸¹.
 ///
 /// # Safety
 /// AVX-512F/BW/VL + VNNI + FMA + AVX2 + F16C; `has_path(ty)`, `k` a multiple of the block
 /// size, the lengths as above.
-#[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn run(
-    ty: GgmlType,
-    split: bool,
-    w: &[u8],
-    row_bytes: usize,
-    n: usize,
-    (m, k): (usize, usize),
-    chunk: usize,
-    x: &[f32],
-    y: &mut [f32],
-) -> bool {
+pub(super) unsafe fn run(rows: WeightRows, (m, k): (usize, usize), chunk: usize, x: &[f32], y: &mut [f32]) -> bool {
+    let ty = rows.ty;
     assert!(has_path(ty) && x.len() == m * k && k.is_multiple_of(32));
     ACTS.with_borrow_mut(|s| {
         // SAFETY: the features are the caller's contract; `x` is `m × k` (asserted).
@@ -101,7 +91,7 @@ pub(super) unsafe fn run(
         let corr = if offset(ty) != 0 { &s.corr[..m.div_ceil(T) * (k / 32) * T] } else { &[] };
         let acts = Acts { vnni: &s.vnni, sums: &[], dx: &s.dx, sx: &s.sx, corr, bfp: true };
         // SAFETY: the caller's contract; `acts` was laid out for `(ty, m, k)` just now.
-        unsafe { amx::run(ty, split, w, row_bytes, n, m, k, chunk, &acts, y, false) };
+        unsafe { amx::run(rows, (m, k), chunk, &acts, y, false) };
         true
     })
 }

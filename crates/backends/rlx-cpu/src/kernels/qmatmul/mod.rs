@@ -434,9 +434,10 @@ pub fn run(k: &mut QMatmulKernel, x: &Tensor, w: &Tensor, out: &mut Tensor) -> R
     #[cfg(target_arch = "x86_64")]
     if k.path == Path::BfpPanel {
         let split = k.layout == Layout::SplitRows;
+        let rows = amx::WeightRows { ty: k.ty, split, w: wb, row_bytes: k.row_bytes, n };
         // SAFETY: planned only with VNNI and the AVX-512 decoders' features, for
         // `bfp_panel::has_path` schemes; lengths checked above.
-        if unsafe { bfp_panel::run(k.ty, split, wb, k.row_bytes, n, (m, kk), k.panel_chunk, xs, y) } {
+        if unsafe { bfp_panel::run(rows, (m, kk), k.panel_chunk, xs, y) } {
             return Ok(());
         }
     }
@@ -452,10 +453,11 @@ pub fn run(k: &mut QMatmulKernel, x: &Tensor, w: &Tensor, out: &mut Tensor) -> R
             amx::layout_acts(k.ty, xq, m, kk, s);
         });
         let (split, on_amx) = (k.layout == Layout::SplitRows, k.path == Path::Amx);
+        let rows = amx::WeightRows { ty: k.ty, split, w: wb, row_bytes: k.row_bytes, n };
         // SAFETY: both paths are planned only where VNNI and the AVX-512 decoders' features
         // were detected, `Path::Amx` also `SimdLevel::amx`; the scratch was made for this
         // shape; lengths checked above.
-        unsafe { amx::run(k.ty, split, wb, k.row_bytes, n, m, kk, k.chunk, &s.acts(), y, on_amx) };
+        unsafe { amx::run(rows, (m, kk), k.chunk, &s.acts(), y, on_amx) };
         return Ok(());
     }
     if let Path::Q8(level) = k.path {
