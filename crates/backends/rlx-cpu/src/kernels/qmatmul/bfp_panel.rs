@@ -71,9 +71,9 @@ thread_local! {
 }
 
 /// `y = x · dequant(w)ᵀ` (`x`: `m × k`, `w` the `n` weight rows of `rows`, `y`: `m × n`), the
-/// weight rows in chunks of
-/// `chunk` (a multiple of 16) across threads. False (and `y` untouched) where `x` holds a
-/// non-finite value or a block whose largest magnitude is nonzero and below 2⁻⁸¹.
+/// weight rows in chunks of `chunk` (a multiple of 16) across threads. False (and `y`
+/// untouched) where `x` holds a non-finite value or a block whose largest magnitude is nonzero
+/// and below 2⁻⁸¹.
 ///
 /// # Safety
 /// AVX-512F/BW/VL + VNNI + FMA + AVX2 + F16C; `has_path(ty)`, `k` a multiple of the block
