@@ -38,7 +38,8 @@ def fit(degree):
 
 
 def fma(a, b, c):
-    """f32 fused multiply-add: the product is exact in float64, then one rounding to f32."""
+    """f32 fused multiply-add: the product is exact in float64; the sum is rounded to float64, then
+    to f32 (a double rounding, which differs from FMA's single one only on rare f32 ties)."""
     return (a.astype(np.float64) * b.astype(np.float64) + c.astype(np.float64)).astype(np.float32)
 
 
