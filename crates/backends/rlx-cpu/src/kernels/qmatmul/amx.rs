@@ -167,8 +167,9 @@ impl AmxScratch {
     }
 }
 
-/// The weight rows of one product: `n` rows of `row_bytes` bytes in `w`, blocks of `ty`, or with
-/// `split` Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 rows in `rlx_gguf::Layout::SplitRows`.
+/// The weight rows of one product: `w` holds whole rows of `row_bytes` bytes (`row_bytes > 0`),
+/// blocks of `ty`, or with `split` Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 rows in
+/// `rlx_gguf::Layout::SplitRows`.
 #[cfg(target_arch = "x86_64")]
 #[derive(Clone, Copy)]
 pub(super) struct WeightRows<'a> {
@@ -176,7 +177,14 @@ pub(super) struct WeightRows<'a> {
     pub(super) split: bool,
     pub(super) w: &'a [u8],
     pub(super) row_bytes: usize,
-    pub(super) n: usize,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl WeightRows<'_> {
+    /// Rows held.
+    pub(super) fn n(&self) -> usize {
+        self.w.len() / self.row_bytes
+    }
 }
 
 /// Every product of the weight rows `rows` with the activations `acts` (`m` rows of `k`), into
@@ -201,12 +209,12 @@ pub(super) unsafe fn run(
     amx: bool,
 ) {
     use super::OutPtr;
-    let WeightRows { ty, split, w, row_bytes, n } = rows;
+    let (WeightRows { ty, split, w, row_bytes }, n) = (rows, rows.n());
     let mb = m.div_ceil(T);
     let ns = k / sub_len(ty);
     let nchunks = n.div_ceil(chunk);
     let planes = if acts.bfp { 3 } else { 1 };
-    assert!(acts.vnni.len() >= planes * mb * k * T && y.len() == m * n && w.len() == n * row_bytes);
+    assert!(acts.vnni.len() >= planes * mb * k * T && y.len() == m * n && w.len() % row_bytes == 0);
     assert!(!acts.bfp || !amx && sub_len(ty) == 32);
     let yp = OutPtr(y.as_mut_ptr());
     // The caller's borrow of its `Work` ended before this call: a chunk run on the calling

@@ -434,7 +434,7 @@ pub fn run(k: &mut QMatmulKernel, x: &Tensor, w: &Tensor, out: &mut Tensor) -> R
     #[cfg(target_arch = "x86_64")]
     if k.path == Path::BfpPanel {
         let split = k.layout == Layout::SplitRows;
-        let rows = amx::WeightRows { ty: k.ty, split, w: wb, row_bytes: k.row_bytes, n };
+        let rows = amx::WeightRows { ty: k.ty, split, w: wb, row_bytes: k.row_bytes };
         // SAFETY: planned only with VNNI and the AVX-512 decoders' features, for
         // `bfp_panel::has_path` schemes; lengths checked above.
         if unsafe { bfp_panel::run(rows, (m, kk), k.panel_chunk, xs, y) } {
@@ -453,7 +453,7 @@ pub fn run(k: &mut QMatmulKernel, x: &Tensor, w: &Tensor, out: &mut Tensor) -> R
             amx::layout_acts(k.ty, xq, m, kk, s);
         });
         let (split, on_amx) = (k.layout == Layout::SplitRows, k.path == Path::Amx);
-        let rows = amx::WeightRows { ty: k.ty, split, w: wb, row_bytes: k.row_bytes, n };
+        let rows = amx::WeightRows { ty: k.ty, split, w: wb, row_bytes: k.row_bytes };
         // SAFETY: both paths are planned only where VNNI and the AVX-512 decoders' features
         // were detected, `Path::Amx` also `SimdLevel::amx`; the scratch was made for this
         // shape; lengths checked above.
